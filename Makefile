@@ -1,0 +1,107 @@
+# Lily: one plain Makefile.
+#
+#   make                 build/lily (with the CUDA backend when nvcc is found; CUDA=0 to leave it out)
+#   make check           the README's test command: make test, then make test SAN=1
+#   make test            build and run every CPU test (unit tests, model fixtures, CLI and server tests)
+#   make test SAN=1      the same under AddressSanitizer + UndefinedBehaviorSanitizer (build-san/)
+#   make test-gpu        on a machine with an NVIDIA GPU: kernels vs CPU references, end-to-end logits
+#   make fuzz            build the libFuzzer targets (clang) and run each for FUZZ_SECONDS
+#   make format          clang-format every source file
+#
+# Knobs: CUDA=0|1, SAN=1, ARCH=<-march value>, NVCC=<path>, CUDA_HOME=<path>.
+
+CC      ?= gcc
+ARCH    ?= x86-64-v3
+PKGS    := jansson libmicrohttpd oniguruma libutf8proc
+SAN     ?= 0
+
+ifeq ($(SAN),1)
+  BUILD   := build-san
+  SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+  OPT     := -O1 -g
+  CUDA    := 0
+else
+  BUILD   := build
+  SANFLAGS :=
+  OPT     := -O3 -g
+endif
+
+NVCC      ?= $(shell command -v nvcc 2>/dev/null)
+CUDA_HOME ?= $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(realpath $(NVCC))),/usr/local/cuda)
+ifeq ($(NVCC),)
+  CUDA ?= 0
+else
+  CUDA ?= 1
+endif
+
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
+
+CFLAGS  := -std=c11 $(OPT) -march=$(ARCH) -Wall -Wextra -Werror -D_GNU_SOURCE -pthread \
+           -MMD -MP -Isrc $(PKG_CFLAGS) $(SANFLAGS)
+LDFLAGS := -pthread $(SANFLAGS)
+LDLIBS  := $(PKG_LIBS) -lm
+
+SRC      := $(wildcard src/*.c src/cpu/*.c src/server/*.c)
+LIB_SRC  := $(filter-out src/main.c,$(SRC))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+
+ifeq ($(CUDA),1)
+  CU_SRC   := $(wildcard src/cuda/*.cu)
+  CU_OBJ   := $(CU_SRC:%.cu=$(BUILD)/%.o)
+  NVFLAGS  := -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -lineinfo -Isrc \
+              -Xcompiler -Wall,-Wextra -MMD -MP
+  CFLAGS   += -DLILY_CUDA=1
+  LDLIBS   += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/targets/x86_64-linux/lib -lcudart_static -ldl -lrt -lstdc++
+else
+  CU_OBJ   :=
+endif
+
+TEST_SRC  := $(wildcard tests/test_*.c)
+TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+
+.PHONY: all check test test-gpu fuzz format clean
+all: $(BUILD)/lily
+
+$(BUILD)/liblily.a: $(LIB_OBJ) $(CU_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/lily: $(BUILD)/src/main.o $(BUILD)/liblily.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c -o $@ $<
+
+$(BUILD)/tests/%: tests/%.c $(BUILD)/liblily.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/liblily.a $(LDFLAGS) $(LDLIBS) $(shell pkg-config --libs cmocka)
+
+# The README's test command: the whole CPU suite, then again under ASan+UBSan.
+check:
+	$(MAKE) -j2 all
+	$(MAKE) -j2 test
+	$(MAKE) -j2 test SAN=1
+
+# Every test binary, then the script tests; stops at the first failure and exits non-zero.
+test: $(BUILD)/lily $(TEST_BIN)
+	@BUILD=$(BUILD) LILY_PY=$${LILY_PY:-$$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)} ./tests/run_all.sh
+
+test-gpu: $(BUILD)/lily
+	@BUILD=$(BUILD) ./tests/run_gpu.sh
+
+fuzz:
+	@$(MAKE) -f tests/fuzz/Makefile.fuzz FUZZ_SECONDS=$(or $(FUZZ_SECONDS),60)
+
+format:
+	clang-format -i $(wildcard src/*.[ch] src/*/*.[ch] src/cuda/*.cu src/cuda/*.cuh tests/*.[ch])
+
+clean:
+	rm -rf build build-san
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

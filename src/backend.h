@@ -1,0 +1,45 @@
+// backend.h: the one small interface every compute backend implements (CPU reference in src/cpu/,
+// CUDA in src/cuda/). The engine, CLI and tests only talk to a model through this struct.
+//
+// A backend context is made once per model (weights uploaded/repacked there). A state is one
+// sequence: its position, KV cache, conv and recurrent state. States are cheap to reset; snapshots
+// (save/load) serialise a state to host memory so the engine can resume a conversation prefix.
+#ifndef LILY_BACKEND_H
+#define LILY_BACKEND_H
+
+#include <stddef.h>
+
+#include "model.h"
+
+struct lily_backend {
+    const char *name; // "cpu", "cuda"
+
+    // Prepare the backend for model `m` (which must outlive the context): upload or repack weights.
+    // Returns 0 or a negative LILY_E* code with lily_err_msg() set.
+    int (*init)(const struct lily_model *m, void **ctx);
+    void (*free)(void *ctx);
+
+    // A sequence state able to hold `max_ctx` positions. Starts empty (pos 0).
+    int (*state_new)(void *ctx, int max_ctx, void **state);
+    void (*state_free)(void *ctx, void *state);
+    void (*state_reset)(void *ctx, void *state);
+    int (*state_pos)(void *ctx, void *state); // tokens processed so far
+
+    // Run tokens[0..n) at positions pos..pos+n-1 and advance the state by n. The backend chooses
+    // how to chunk internally; memory stays bounded for any n. If `logits` is not NULL it receives
+    // float32 logits: for all n tokens ([n, V]) when all_logits != 0, else for the last token only
+    // ([V]). Fails with LILY_ERANGE if pos+n > max_ctx, leaving the state unchanged.
+    int (*forward)(void *ctx, void *state, const int *tokens, int n, float *logits, int all_logits);
+
+    // Snapshots. state_save_size() is the bytes a snapshot of the state at its current position
+    // needs; state_save() writes it to host memory `dst`; state_load() restores a state from such a
+    // snapshot (taken by the same backend and model). Optional: may be NULL.
+    size_t (*state_save_size)(void *ctx, void *state);
+    int (*state_save)(void *ctx, void *state, void *dst);
+    int (*state_load)(void *ctx, void *state, const void *src, size_t n);
+};
+
+// The backend of that name ("cpu", or "cuda" when built with CUDA), or NULL.
+const struct lily_backend *lily_backend_get(const char *name);
+
+#endif
