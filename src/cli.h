@@ -3,8 +3,8 @@
 #ifndef LILY_CLI_H
 #define LILY_CLI_H
 
-// Verbs, one family per file: cli_model.c (logits, info, generate, quantize, synth),
-// cli_text.c (tokenize, detokenize, prompt), cli_serve.c (serve, run, chat), cli_bench.c (bench, ppl).
+// Verbs, one family per file: cli_model.c (info, quantize, synth), cli_logits.c (logits, generate),
+// cli_text.c (tokenize, detokenize), cli_prompt.c (prompt), cli_serve.c (serve, run, chat), cli_bench.c (bench, ppl).
 int cli_logits(int argc, char **argv);
 int cli_info(int argc, char **argv);
 int cli_generate(int argc, char **argv);

@@ -3,12 +3,6 @@
 
 #include "cli.h"
 
-int cli_logits(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "lily logits: not implemented yet\n");
-    return 2;
-}
 
 int cli_info(int argc, char **argv) {
     (void)argc;
@@ -17,12 +11,6 @@ int cli_info(int argc, char **argv) {
     return 2;
 }
 
-int cli_generate(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "lily generate: not implemented yet\n");
-    return 2;
-}
 
 int cli_quantize(int argc, char **argv) {
     (void)argc;

@@ -17,10 +17,4 @@ int cli_detokenize(int argc, char **argv) {
     return 2;
 }
 
-int cli_prompt(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "lily prompt: not implemented yet\n");
-    return 2;
-}
 
