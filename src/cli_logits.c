@@ -141,7 +141,7 @@ int cli_logits(int argc, char **argv) {
             }
         }
         if (rc == 0) {
-            LOG_INFO("logits: %d tokens in %.3f s (step %ld, %s), hash #%08x\n", n,
+            LOG_INFO("logits: %d tokens in %.3f s (step %ld, %s), hash #%08x", n,
                      lily_time() - t0, step, r.be->name, hash_logits(2166136261u, logits, n * V));
             FILE *f = fopen(out, "wb");
             // The file format is little-endian float32; x86-64 and aarch64 hosts are little-endian.
@@ -213,7 +213,7 @@ int cli_generate(int argc, char **argv) {
         if (rc == 0) {
             printf("\n");
             double t2 = lily_time();
-            LOG_INFO("generate: prefill %d tokens %.3f s, decode %.1f tok/s, logits hash #%08x\n", n,
+            LOG_INFO("generate: prefill %d tokens %.3f s, decode %.1f tok/s, logits hash #%08x", n,
                      t1 - t0, gen > 1 ? (double)(gen - 1) / (t2 - t1 + 1e-9) : 0.0, h);
         }
         free(logits);
