@@ -372,6 +372,7 @@ static int render_body(const struct lily_template *t, const json_t *req, int add
     struct sbuf cb = {0}, tmp = {0};
     size_t co, cl;
     int rc = 0;
+    long err_at = 0; // the message an error is about (-1: none in particular)
     const json_t *m0 = json_array_get(msgs, 0);
     int sys0 = !strcmp(role_of(m0), "system");
     if (json_array_size(tools)) {
@@ -402,6 +403,7 @@ static int render_body(const struct lily_template *t, const json_t *req, int add
     long last_query = -1;
     for (size_t j = n; j-- > 0;) {
         const json_t *m = json_array_get(msgs, j);
+        err_at = (long)j;
         if (strcmp(role_of(m), "user")) continue;
         if ((rc = render_content(json_object_get(m, "content"), &cb, &co, &cl))) goto done;
         if (!(has_prefix(cb.p + co, cl, "<tool_response>") &&
@@ -411,6 +413,7 @@ static int render_body(const struct lily_template *t, const json_t *req, int add
         }
     }
     if (last_query < 0) {
+        err_at = -1;
         rc = tmpl_err("No user query found in messages.");
         goto done;
     }
@@ -418,6 +421,7 @@ static int render_body(const struct lily_template *t, const json_t *req, int add
     for (size_t i = 0; i < n; i++) {
         const json_t *m = json_array_get(msgs, i);
         const char *role = role_of(m);
+        err_at = (long)i;
         if ((rc = render_content(json_object_get(m, "content"), &cb, &co, &cl))) goto done;
         if (!strcmp(role, "system")) {
             if (i != 0) {
@@ -451,6 +455,11 @@ static int render_body(const struct lily_template *t, const json_t *req, int add
         out_lit(o, no_think ? "<think>\n\n</think>\n\n" : "<think>\n");
     }
 done:
+    if (rc && err_at >= 0) { // say which message
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", lily_err_msg());
+        lily_err_set(rc, "messages[%ld]: %s", err_at, msg);
+    }
     sbuf_free(&cb);
     sbuf_free(&tmp);
     return rc;

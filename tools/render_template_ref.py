@@ -23,6 +23,10 @@ Usage:
   render_template_ref.py --template FILE --request FILE [--no-gen]
 prints the rendered text to stdout (no newline added); an error prints one line to stderr and
 exits 1. Importable: render(template_text, request_dict, add_generation_prompt=True).
+  render_template_ref.py --write-cases
+rewrites the golden fixtures tests/fixtures/templates/cases/ from tests/py/template_cases.py:
+NAME.json (the request) with NAME.qwen3.5.txt and NAME.qwen3.6.txt (the rendering with the
+generation prompt), and err_NAME.json for requests that must be refused.
 """
 import argparse
 import json
@@ -100,9 +104,12 @@ def render(template_text, request, add_generation_prompt=True):
     kwargs = {k: v for k, v in kwargs.items()
               if k not in ("messages", "tools", "add_generation_prompt")}
     messages = template_messages(request.get("messages"))
+    tools = request.get("tools")
+    if tools is not None and not isinstance(tools, list):  # HF refuses these too
+        raise RenderError("tools must be an array")
     tmpl = make_env().from_string(template_text)
     try:
-        return tmpl.render(messages=messages, tools=request.get("tools"),
+        return tmpl.render(messages=messages, tools=tools,
                            add_generation_prompt=add_generation_prompt, **kwargs)
     except jinja2.exceptions.TemplateError as e:
         raise RenderError(str(e))
@@ -110,7 +117,39 @@ def render(template_text, request, add_generation_prompt=True):
         raise RenderError(f"{type(e).__name__}: {e}")
 
 
+def write_cases():
+    import os
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    sys.path.insert(0, os.path.join(root, "tests", "py"))
+    from template_cases import CASES, ERROR_CASES
+    tdir = os.path.join(root, "tests", "fixtures", "templates")
+    out = os.path.join(tdir, "cases")
+    os.makedirs(out, exist_ok=True)
+    for f in os.listdir(out):
+        os.remove(os.path.join(out, f))
+    for name, req in CASES.items():
+        with open(os.path.join(out, name + ".json"), "w", encoding="utf-8") as f:
+            json.dump(req, f, ensure_ascii=False, indent=1)
+        for variant in ("qwen3.5", "qwen3.6"):
+            with open(os.path.join(tdir, variant + ".jinja"), encoding="utf-8") as f:
+                text = render(f.read(), req)
+            with open(os.path.join(out, f"{name}.{variant}.txt"), "wb") as f:
+                f.write(text.encode("utf-8"))
+    for variant in ("qwen3.5", "qwen3.6"):  # the template inside tokenizer_config.json
+        with open(os.path.join(tdir, variant + ".jinja"), encoding="utf-8") as f:
+            cfg = {"tokenizer_class": "Qwen2Tokenizer", "chat_template": f.read()}
+        os.makedirs(os.path.join(tdir, "config-" + variant), exist_ok=True)
+        with open(os.path.join(tdir, "config-" + variant, "tokenizer_config.json"), "w") as f:
+            json.dump(cfg, f, indent=1)
+    for name, req in ERROR_CASES.items():
+        with open(os.path.join(out, "err_" + name + ".json"), "w", encoding="utf-8") as f:
+            json.dump(req, f, ensure_ascii=False, indent=1)
+    print(f"wrote {len(CASES)} cases and {len(ERROR_CASES)} error cases to {out}")
+
+
 def main():
+    if sys.argv[1:] == ["--write-cases"]:
+        return write_cases()
     ap = argparse.ArgumentParser()
     ap.add_argument("--template", required=True)
     ap.add_argument("--request", required=True)
