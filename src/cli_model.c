@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "common.h"
 #include "loader.h"
+#include "quantize.h"
 #include "synth.h"
 
 int cli_info(int argc, char **argv) {
@@ -26,10 +27,30 @@ int cli_info(int argc, char **argv) {
 }
 
 int cli_quantize(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "lily quantize: not implemented yet\n");
-    return 2;
+    struct cli_opt o[] = {{"--in", 1, NULL},
+                          {"--out", 1, NULL},
+                          {"--bits", 1, NULL},
+                          {"--group-size", 1, NULL},
+                          {"--threads", 1, NULL}};
+    int n = (int)(sizeof o / sizeof o[0]);
+    if (cli_parse(argc, argv, o, n)) return 2;
+    const char *in = cli_get(o, n, "--in"), *out = cli_get(o, n, "--out");
+    long bits, group, threads;
+    if (!in || !out) {
+        fprintf(stderr, "usage: lily quantize --in DIR --out DIR [--bits 4] [--group-size 64] [--threads T]\n");
+        return 2;
+    }
+    if (cli_get_int(o, n, "--bits", 4, 2, 8, &bits) ||
+        cli_get_int(o, n, "--group-size", 64, 32, 128, &group) ||
+        cli_get_int(o, n, "--threads", 0, 0, 1024, &threads))
+        return 2;
+    double t0 = lily_time();
+    if (quantize_model(in, out, (int)bits, (int)group, (int)threads)) {
+        fprintf(stderr, "lily: %s\n", lily_err_msg());
+        return 1;
+    }
+    fprintf(stderr, "lily quantize: done in %.1f s\n", lily_time() - t0);
+    return 0;
 }
 
 int cli_synth(int argc, char **argv) {
