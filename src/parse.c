@@ -300,6 +300,12 @@ static int step(struct lily_parser *p, int final) {
 
 void parse_feed(struct lily_parser *p, const char *text, size_t len) {
     if (p->finished || !len) return;
+    // NUL bytes are dropped: the deltas are C strings (and no OpenAI client wants them).
+    for (const char *z; len && (z = memchr(text, 0, len));) {
+        sbuf_put(&p->pend, text, (size_t)(z - text));
+        len -= (size_t)(z - text) + 1;
+        text = z + 1;
+    }
     sbuf_put(&p->pend, text, len);
     while (step(p, 0)) {
     }

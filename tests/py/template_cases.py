@@ -176,7 +176,7 @@ ERROR_CASES = {
 
 
 # ----------------------------------------------------------------------------------------------
-# Random conversations: mixes of everything above (test_template.py checks 2 x 150 of them).
+# Random conversations: mixes of everything above (test_template.py checks 2 x 60 of them; tools/check_template_hf.py 2 x 300).
 
 WORDS = ["hello", "世界", "😀", " ", "\n", "\t", "<think>", "</think>", "<tool_response>",
          "</tool_response>", "<|im_end|>", "x", "déjà vu", "\u3000", "\u2028", "{", "\"q\"", "\\"]

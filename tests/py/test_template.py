@@ -85,7 +85,7 @@ def test_random_conversations(variant, model_dirs, tmp_path):
     d, text = model_dirs[variant]
     rng = random.Random(1234 if variant == "qwen3.5" else 5678)
     n_ok = 0
-    for i in range(150):
+    for i in range(60):
         req = rrequest(rng)
         try:
             want = ref.render(text, req).encode("utf-8")
@@ -98,4 +98,4 @@ def test_random_conversations(variant, model_dirs, tmp_path):
             assert r.returncode == 0, f"case {i}: {r.stderr.decode()} {json.dumps(req)}"
             assert r.stdout == want, f"case {i}: {json.dumps(req, ensure_ascii=False)}"
             n_ok += 1
-    assert n_ok > 100
+    assert n_ok > 40
