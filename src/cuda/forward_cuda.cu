@@ -312,8 +312,8 @@ static int init_cuda(const lily_model *m, void **out) {
     cx->m = m, cx->c = m->cfg;
     cx->opt[LILY_CUDA_OPT_GRAPH] = env_int("LILY_CUDA_GRAPH", 1);
     cx->opt[LILY_CUDA_OPT_ATTN_SPLIT] = env_int("LILY_CUDA_ATTN_SPLIT", 0);
-    cx->opt[LILY_CUDA_OPT_GQA] = env_int("LILY_CUDA_GQA", 1);
-    cx->opt[LILY_CUDA_OPT_GDN_SPLIT] = env_int("LILY_CUDA_GDN_SPLIT", 4);
+    cx->opt[LILY_CUDA_OPT_GQA] = env_int("LILY_CUDA_GQA", 0);
+    cx->opt[LILY_CUDA_OPT_GDN_SPLIT] = env_int("LILY_CUDA_GDN_SPLIT", 8);
     *out = cx;
 #define FAIL(x) do { rc = (x); if (rc) { free_ctx(cx); *out = NULL; return rc; } } while (0)
     FAIL(cudaStreamCreateWithFlags(&cx->st, cudaStreamNonBlocking) == cudaSuccess ? 0
@@ -458,7 +458,7 @@ static int attn_splits(cuda_ctx *cx, cuda_state *s) {
     int v = cx->opt[LILY_CUDA_OPT_ATTN_SPLIT];
     if (v > 0) return v > 64 ? 64 : v;
     // Automatic: enough blocks to cover the SMs once contexts get long (measured: docs/PERF.md).
-    return s->max_ctx >= 8192 ? 32 : 8;
+    return s->max_ctx >= 8192 ? 64 : 32;
 }
 
 static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_out) {

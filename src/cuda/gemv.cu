@@ -170,7 +170,15 @@ static int n_sms(void) {
     return n;
 }
 
-int gemv_max_blocks(void) { return n_sms() * 4; }
+// Blocks per SM for the grid-stride GEMV (LILY_CUDA_GEMV_BPS, default 8: 64 registers allow it).
+int gemv_max_blocks(void) {
+    static int bps = 0;
+    if (!bps) {
+        const char *e = getenv("LILY_CUDA_GEMV_BPS");
+        bps = e && atoi(e) > 0 ? atoi(e) : 8;
+    }
+    return n_sms() * bps;
+}
 
 int gemv_launch(gv_args a, int max_blocks, cudaStream_t st) {
     int total = 0;

@@ -12,8 +12,8 @@ extern "C" {
 enum lily_cuda_opt {
     LILY_CUDA_OPT_GRAPH = 0,      // 1 = the whole step as one CUDA graph (default), 0 = plain launches
     LILY_CUDA_OPT_ATTN_SPLIT = 1, // split-KV blocks per KV head (1 = no split); 0 = automatic
-    LILY_CUDA_OPT_GQA = 2,        // 1 = one KV load serves all query heads of its group
-    LILY_CUDA_OPT_GDN_SPLIT = 3,  // blocks per GDN value head
+    LILY_CUDA_OPT_GQA = 2,        // 1 = one KV load serves all query heads of its group (default 0: measured slower, PERF.md)
+    LILY_CUDA_OPT_GDN_SPLIT = 3,  // blocks per GDN value head (default 8)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

@@ -62,7 +62,7 @@ static int run_e2e(uint64_t seed) {
     double worst, mean;
     int agree;
     compare_ref(m, ctx, N, seed + 1, &worst, &mean, &agree);
-    report(worst < 3e-2 && agree >= N * 9 / 10, "e2e tiny model, %d teacher-forced positions vs CPU reference: rel_l2 mean %.2e worst %.2e, top-1 agree %d/%d",
+    report(mean < 3e-2 && worst < 1e-1 && agree >= N * 9 / 10, "e2e tiny model, %d teacher-forced positions vs CPU reference: rel_l2 mean %.2e worst %.2e, top-1 agree %d/%d",
            N, mean, worst, agree, N);
     // Plain launches vs graph, prefill with all logits vs token by token, snapshots.
     std::vector<int> toks(24);
@@ -90,11 +90,11 @@ static int run_e2e(uint64_t seed) {
     report(!rc && be->state_pos(ctx, st) == 15 && !memcmp(s1.data(), s2.data(), V * 4), "e2e snapshot save/load restores the state exactly");
     // Split-KV and GQA switches change nothing beyond rounding.
     lily_cuda_set_opt(ctx, LILY_CUDA_OPT_ATTN_SPLIT, 1);
-    lily_cuda_set_opt(ctx, LILY_CUDA_OPT_GQA, 0);
+    lily_cuda_set_opt(ctx, LILY_CUDA_OPT_GQA, 1);
     be->state_reset(ctx, st);
     be->forward(ctx, st, toks.data(), 24, b.data(), 1);
     double e = rel_l2(b.data(), a.data(), b.size());
-    report(e < 1e-2, "e2e ablation switches (no split-KV, no GQA packing) vs defaults: rel_l2 %.2e", e);
+    report(e < 1e-2, "e2e ablation switches (no split-KV, GQA packing on) vs defaults: rel_l2 %.2e", e);
     // Bad input: out-of-range token and context overflow are errors, state unchanged.
     int bad = V + 5;
     int pos0 = be->state_pos(ctx, st);
@@ -151,7 +151,7 @@ static int run_full(int npos) {
         int agree;
         t0 = lily_time();
         compare_ref(m, ctx, npos, 5, &worst, &mean, &agree);
-        report(worst < 3e-2 && agree >= npos * 9 / 10, "full model, %d teacher-forced positions vs CPU reference: rel_l2 mean %.2e worst %.2e, top-1 agree %d/%d (%.0f s)",
+        report(mean < 3e-2 && worst < 1e-1 && agree >= npos * 9 / 10, "full model, %d teacher-forced positions vs CPU reference: rel_l2 mean %.2e worst %.2e, top-1 agree %d/%d (%.0f s)",
                npos, mean, worst, agree, npos, lily_time() - t0);
     }
     // Long greedy generation, NaN watch.
@@ -196,8 +196,8 @@ static int run_full(int npos) {
     struct { const char *name; int opt, val; } ab[] = {
         {"all on (default)", -1, 0}, {"no CUDA graph", LILY_CUDA_OPT_GRAPH, 0}, {"no split-KV (1 block per KV head)", LILY_CUDA_OPT_ATTN_SPLIT, 1},
         {"split-KV 8", LILY_CUDA_OPT_ATTN_SPLIT, 8}, {"split-KV 32", LILY_CUDA_OPT_ATTN_SPLIT, 32}, {"split-KV 64", LILY_CUDA_OPT_ATTN_SPLIT, 64},
-        {"no GQA packing", LILY_CUDA_OPT_GQA, 0}, {"GDN state not split (1 block per head)", LILY_CUDA_OPT_GDN_SPLIT, 1},
-        {"GDN split 8", LILY_CUDA_OPT_GDN_SPLIT, 8}};
+        {"GQA packing on", LILY_CUDA_OPT_GQA, 1}, {"GQA packing off", LILY_CUDA_OPT_GQA, 0}, {"GDN state not split (1 block per head)", LILY_CUDA_OPT_GDN_SPLIT, 1},
+        {"GDN split 4", LILY_CUDA_OPT_GDN_SPLIT, 4}, {"GDN split 8", LILY_CUDA_OPT_GDN_SPLIT, 8}};
     for (auto &a : ab) {
         int old = a.opt >= 0 ? lily_cuda_get_opt(ctx, a.opt) : 0;
         if (a.opt >= 0) lily_cuda_set_opt(ctx, a.opt, a.val);

@@ -35,6 +35,7 @@ static void group_sb(int bits, float sigma, rng &r, uint16_t *s, uint16_t *b) {
 static void fill_q(uint8_t *codes, uint16_t *sc, uint16_t *bi, long rows, int cols, int bits, int group,
                    float sigma, uint64_t seed, int threads) {
     long cb = (long)cols * bits / 8, ng = cols / group;
+    if (threads < 1 || rows < 64) threads = 1; // before the lambda copies it
     auto work = [=](int t) {
         rng r(seed * 1000003 + t);
         long r0 = rows * t / threads, r1 = rows * (t + 1) / threads;
@@ -44,8 +45,7 @@ static void fill_q(uint8_t *codes, uint16_t *sc, uint16_t *bi, long rows, int co
         for (long i = nw * 8; i < (r1 - r0) * cb; i++) codes[r0 * cb + i] = (uint8_t)r.next();
         for (long i = r0 * ng; i < r1 * ng; i++) group_sb(bits, sigma, r, sc + i, bi + i);
     };
-    if (threads <= 1 || rows < 64) {
-        threads = 1;
+    if (threads == 1) {
         work(0);
         return;
     }
