@@ -61,7 +61,7 @@ TEST_SRC  := $(wildcard tests/test_*.c)
 TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
 .PHONY: all check test test-gpu fuzz format clean
-all: $(BUILD)/lily
+all: $(BUILD)/lily $(if $(filter 1,$(CUDA)),$(BUILD)/lily-gpu-test)
 
 $(BUILD)/liblily.a: $(LIB_OBJ) $(CU_OBJ)
 	@rm -f $@
@@ -92,7 +92,13 @@ check:
 test: $(BUILD)/lily $(TEST_BIN)
 	@BUILD=$(BUILD) LILY_PY=$${LILY_PY:-$$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)} ./tests/run_all.sh
 
-test-gpu: $(BUILD)/lily
+# GPU test binary: kernels vs CPU references, end-to-end on random models (tests/gpu/*.cu).
+GPU_TEST_OBJ := $(patsubst %.cu,$(BUILD)/%.o,$(wildcard tests/gpu/*.cu))
+$(BUILD)/lily-gpu-test: $(GPU_TEST_OBJ) $(BUILD)/liblily.a
+	$(CC) $(LDFLAGS) -o $@ $^ -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/targets/x86_64-linux/lib \
+	    -lcudart_static -ldl -lrt -lstdc++ -lm
+
+test-gpu: $(BUILD)/lily $(if $(filter 1,$(CUDA)),$(BUILD)/lily-gpu-test)
 	@BUILD=$(BUILD) ./tests/run_gpu.sh
 
 fuzz:

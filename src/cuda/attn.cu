@@ -1,0 +1,163 @@
+// attn.cu: decode attention of one query token over the bf16 KV cache (spec §2.3 steps 7-8).
+//
+// GQA packing: a block serves all query heads that share one KV head, so every K/V row is read once
+// for the whole group (gqa_pack = 0: one query head per block, the ablation). Split-KV
+// (flash-decoding): nsplit blocks per KV head each take a contiguous range of positions, keep an
+// online softmax per warp (warps interleave positions), merge their warps, and write (max, sum,
+// unnormalised output) partials; attn_combine merges the splits and applies the sigmoid output gate.
+// A lane holds D/32 consecutive dims, so a warp reads a 512-byte K or V row in one coalesced load.
+#include "cuda_common.cuh"
+
+#define AT_THREADS 256
+#define AT_WARPS 8
+
+template <int NH, int DPL>
+__global__ void __launch_bounds__(AT_THREADS)
+    attn_kernel(attn_dims d, const float *q, const uint16_t *kc, const uint16_t *vc, float *part,
+                const int *posp, int nsplit, int nh) {
+    __shared__ float qs[NH][DPL * 32];
+    __shared__ float wm[AT_WARPS][NH], wl[AT_WARPS][NH];
+    __shared__ float osum[NH][DPL * 32];
+    const int D = d.d, group = d.hq / d.hkv;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, split = blockIdx.y;
+    const int h0 = blockIdx.x * nh;      // first query head of this block
+    const int kvh = h0 / group;
+    const int len = *posp + 1;
+    const int chunk = (len + nsplit - 1) / nsplit;
+    const int t0 = split * chunk, t1 = min(len, t0 + chunk);
+    const float scale = rsqrtf((float)D);
+    for (int i = threadIdx.x; i < NH * D; i += AT_THREADS) {
+        int hh = i / D;
+        qs[hh][i % D] = hh < nh ? q[(long)(h0 + hh) * D + i % D] * scale : 0.0f;
+        osum[hh][i % D] = 0.0f;
+    }
+    __syncthreads();
+    float m[NH], l[NH], acc[NH][DPL];
+#pragma unroll
+    for (int hh = 0; hh < NH; hh++) {
+        m[hh] = -INFINITY, l[hh] = 0.0f;
+#pragma unroll
+        for (int j = 0; j < DPL; j++) acc[hh][j] = 0.0f;
+    }
+    const uint16_t *kb = kc + (long)kvh * d.max_ctx * D + lane * DPL;
+    const uint16_t *vb = vc + (long)kvh * d.max_ctx * D + lane * DPL;
+    for (int t = t0 + warp; t < t1; t += AT_WARPS) {
+        float kf[DPL], vf[DPL];
+        // DPL bf16 = DPL*2 bytes per lane: 16-byte loads for DPL = 8.
+        if (DPL == 8) {
+            uint4 kr = *(const uint4 *)(kb + (long)t * D), vr = *(const uint4 *)(vb + (long)t * D);
+            uint32_t kw[4] = {kr.x, kr.y, kr.z, kr.w}, vw[4] = {vr.x, vr.y, vr.z, vr.w};
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                kf[2 * j] = __uint_as_float(kw[j] << 16), kf[2 * j + 1] = __uint_as_float(kw[j] & 0xffff0000u);
+                vf[2 * j] = __uint_as_float(vw[j] << 16), vf[2 * j + 1] = __uint_as_float(vw[j] & 0xffff0000u);
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < DPL; j++) {
+                kf[j] = lily_bf16_to_f32(kb[(long)t * D + j]);
+                vf[j] = lily_bf16_to_f32(vb[(long)t * D + j]);
+            }
+        }
+#pragma unroll
+        for (int hh = 0; hh < NH; hh++) {
+            float s = 0.0f;
+#pragma unroll
+            for (int j = 0; j < DPL; j++) s += qs[hh][lane * DPL + j] * kf[j];
+            s = warp_sum(s);
+            float mn = fmaxf(m[hh], s);
+            float corr = __expf(m[hh] - mn), pr = __expf(s - mn);
+            l[hh] = l[hh] * corr + pr;
+            m[hh] = mn;
+#pragma unroll
+            for (int j = 0; j < DPL; j++) acc[hh][j] = acc[hh][j] * corr + pr * vf[j];
+        }
+    }
+    // Merge the warps of the block (fixed order: deterministic).
+    if (lane == 0)
+#pragma unroll
+        for (int hh = 0; hh < NH; hh++) wm[warp][hh] = m[hh], wl[warp][hh] = l[hh];
+    __syncthreads();
+    float M[NH];
+#pragma unroll
+    for (int hh = 0; hh < NH; hh++) {
+        M[hh] = -INFINITY;
+        for (int w = 0; w < AT_WARPS; w++) M[hh] = fmaxf(M[hh], wm[w][hh]);
+    }
+    for (int w = 0; w < AT_WARPS; w++) {
+        if (warp == w)
+#pragma unroll
+            for (int hh = 0; hh < NH; hh++) {
+                float f = m[hh] == -INFINITY ? 0.0f : __expf(m[hh] - M[hh]);
+#pragma unroll
+                for (int j = 0; j < DPL; j++) osum[hh][lane * DPL + j] += f * acc[hh][j];
+            }
+        __syncthreads();
+    }
+    for (int i = threadIdx.x; i < nh * (D + 2); i += AT_THREADS) {
+        int hh = i / (D + 2), j = i % (D + 2);
+        float v;
+        if (j == 0) {
+            v = M[0];
+            for (int x = 1; x < NH; x++) if (x == hh) v = M[x];
+        } else if (j == 1) {
+            float L = 0.0f;
+            float Mh = M[0];
+            for (int x = 1; x < NH; x++) if (x == hh) Mh = M[x];
+            for (int w = 0; w < AT_WARPS; w++)
+                if (wm[w][hh] != -INFINITY) L += wl[w][hh] * __expf(wm[w][hh] - Mh);
+            v = L;
+        } else {
+            v = osum[hh][j - 2];
+        }
+        part[((long)(h0 + hh) * nsplit + split) * (D + 2) + j] = v;
+    }
+}
+
+__global__ void attn_combine(attn_dims d, const float *part, const float *qg, float *o, int nsplit) {
+    const int h = blockIdx.x, D = d.d;
+    const float *ph = part + (long)h * nsplit * (D + 2);
+    float M = -INFINITY;
+    for (int s = 0; s < nsplit; s++) M = fmaxf(M, ph[s * (D + 2)]);
+    float L = 0.0f;
+    for (int s = 0; s < nsplit; s++) {
+        float ms = ph[s * (D + 2)];
+        if (ms != -INFINITY) L += ph[s * (D + 2) + 1] * __expf(ms - M);
+    }
+    for (int j = threadIdx.x; j < D; j += blockDim.x) {
+        float acc = 0.0f;
+        for (int s = 0; s < nsplit; s++) {
+            float ms = ph[s * (D + 2)];
+            if (ms != -INFINITY) acc += ph[s * (D + 2) + 2 + j] * __expf(ms - M);
+        }
+        float gate = qg[(long)h * 2 * D + D + j];
+        o[(long)h * D + j] = rb(rb(acc / L) * sigmoid_f(gate));
+    }
+}
+
+size_t attn_part_floats(attn_dims d, int nsplit) { return (size_t)d.hq * nsplit * (d.d + 2); }
+
+template <int NH>
+static void launch_nh(attn_dims d, const float *q, const uint16_t *kc, const uint16_t *vc, float *part,
+                      const int *pos, int nsplit, int nh, cudaStream_t st) {
+    dim3 grid(d.hq / nh, nsplit);
+    switch (d.d / 32) {
+    case 8: attn_kernel<NH, 8><<<grid, AT_THREADS, 0, st>>>(d, q, kc, vc, part, pos, nsplit, nh); break;
+    case 4: attn_kernel<NH, 4><<<grid, AT_THREADS, 0, st>>>(d, q, kc, vc, part, pos, nsplit, nh); break;
+    case 2: attn_kernel<NH, 2><<<grid, AT_THREADS, 0, st>>>(d, q, kc, vc, part, pos, nsplit, nh); break;
+    default: attn_kernel<NH, 1><<<grid, AT_THREADS, 0, st>>>(d, q, kc, vc, part, pos, nsplit, nh); break;
+    }
+}
+
+void attn_decode(attn_dims d, const float *q, const uint16_t *kc, const uint16_t *vc,
+                 const float *qg, float *part, float *o, const int *pos, int nsplit, int gqa_pack,
+                 cudaStream_t st) {
+    int group = d.hq / d.hkv;
+    if (!gqa_pack || group > 8)
+        launch_nh<1>(d, q, kc, vc, part, pos, nsplit, 1, st);
+    else if (group <= 4)
+        launch_nh<4>(d, q, kc, vc, part, pos, nsplit, group, st);
+    else
+        launch_nh<8>(d, q, kc, vc, part, pos, nsplit, group, st);
+    attn_combine<<<d.hq, 256, 0, st>>>(d, part, qg, o, nsplit);
+}

@@ -1,0 +1,108 @@
+// cuda_common.cuh: what every CUDA file of the backend shares: error checks, the on-GPU form of a
+// quantised matrix, bf16 rounding, warp/block reductions, and the launch wrappers' declarations
+// (kernels.cuh). Device code only; nothing here is visible to C callers.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+extern "C" {
+#include "common.h"
+#include "quant.h"
+}
+
+// Run-time CUDA failures inside the backend: print where, keep the message for lily_err_msg().
+#define CU_TRY(call)                                                                            \
+    do {                                                                                        \
+        cudaError_t e_ = (call);                                                                \
+        if (e_ != cudaSuccess)                                                                  \
+            return lily_err_set(e_ == cudaErrorMemoryAllocation ? LILY_ENOMEM : LILY_EBACKEND,  \
+                                "cuda: %s at %s:%d (%s)", cudaGetErrorString(e_), __FILE__,     \
+                                __LINE__, #call);                                               \
+    } while (0)
+
+// A quantised matrix on the GPU. Codes keep the MLX bit stream (rows of cols*bits/8 bytes, each a
+// multiple of 16 so a lane reads whole uint4 chunks); scale and bias are repacked at upload into one
+// 32-bit word per group (bf16 scale in the low half, bf16 bias in the high half): one load per group.
+struct dq_mat {
+    const uint4 *codes;
+    const uint32_t *sb;
+    int rows, cols, bits, group;
+};
+
+LILY_HD long dq_row_bytes(const dq_mat &m) { return (long)m.cols * m.bits / 8; }
+
+// Round to bf16 and back: the storage points of the HF reference (spec §7).
+__device__ __forceinline__ float rb(float f) {
+    return __uint_as_float(((uint32_t)lily_f32_to_bf16(f)) << 16);
+}
+
+__device__ __forceinline__ float silu_f(float x) { return x / (1.0f + __expf(-x)); }
+__device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + __expf(-x)); }
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// Sum over the whole block (blockDim.x a multiple of 32, at most 1024). `red` is 32 floats of
+// shared memory; every thread gets the total. Safe to call repeatedly (barrier before reuse).
+__device__ __forceinline__ float block_sum(float v, float *red) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) red[w] = v;
+    __syncthreads();
+    float t = lane < nw ? red[lane] : 0.0f;
+    return warp_sum(t);
+}
+
+// Activation vectors in shared memory: every run of 32 values is followed by 4 floats of padding,
+// so lanes reading 16-byte pieces of consecutive 32- or 16-value chunks hit distinct banks.
+__device__ __forceinline__ int xs_index(int c) { return (c >> 5) * 36 + (c & 31); }
+LILY_HD int xs_floats(int cols) { return (cols + 31) / 32 * 36; }
+
+// Dot of one 16-byte code chunk with its activations. The chunk holds V = 128/bits codes of one group.
+// Each code q is turned into the float 1 + q/2^bits by placing its bits in the mantissa of 1.0 (two
+// integer ops, no conversion), so dot = sum(x) + sum(q x)/2^bits; the caller recovers sum(q x).
+template <int BITS>
+__device__ __forceinline__ float chunk_dot(uint4 c, const float *x) {
+    const uint32_t w[4] = {c.x, c.y, c.z, c.w};
+    float acc = 0.0f;
+    constexpr int PER = 32 / BITS;               // codes per word
+    constexpr int SH = 23 - BITS;                // where the code must land
+    constexpr uint32_t MASK = ((1u << BITS) - 1u) << SH;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const float4 *xv = (const float4 *)(x + k * PER);
+        float xf[PER];
+#pragma unroll
+        for (int j = 0; j < PER / 4; j++) {
+            float4 t = xv[j];
+            xf[4 * j] = t.x; xf[4 * j + 1] = t.y; xf[4 * j + 2] = t.z; xf[4 * j + 3] = t.w;
+        }
+#pragma unroll
+        for (int i = 0; i < PER; i++) {
+            constexpr int dummy = 0; (void)dummy;
+            int s = SH - BITS * i;
+            uint32_t b = s >= 0 ? (w[k] << s) : (w[k] >> (-s));
+            acc = fmaf(__uint_as_float((b & MASK) | 0x3F800000u), xf[i], acc);
+        }
+    }
+    return acc;
+}
+
+// Contribution of one chunk: s * sum(q x) + b * sum(x), with sum(q x) = 2^bits (dot - sum(x)).
+__device__ __forceinline__ float chunk_apply(float dot, float xsum, uint32_t sb, int bits) {
+    float s = __uint_as_float(sb << 16), b = __uint_as_float(sb & 0xffff0000u);
+    float qx = (dot - xsum) * (float)(1 << bits);
+    return fmaf(s, qx, b * xsum);
+}
+
+#include "kernels.cuh"

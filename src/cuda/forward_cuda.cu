@@ -1,0 +1,819 @@
+// forward_cuda.cu: the CUDA backend (struct lily_backend lily_backend_cuda) and the only C surface of
+// src/cuda/. Weights are uploaded once, 4-bit (or 8-bit) codes as they are, scales and biases repacked
+// into one word per group, streamed through pinned buffers with a progress line. A decode step is a
+// fixed chain of kernels (kernels.cuh) that reads the token and position from device memory and
+// leaves the next token there, so it is captured once per state as a CUDA graph and replayed.
+// Prefill is that step applied token by token.
+#include <math.h>
+#include <vector>
+
+#include "cuda_common.cuh"
+
+extern "C" {
+#include "backend.h"
+}
+#include "lily_cuda.h"
+
+// ---------------------------------------------------------------------------------------------
+struct dev_layer {
+    int full;
+    const float *in_norm, *post_norm;
+    dq_mat qkv, z, b, a, out;
+    const float *conv, *dt_bias, *A, *gnorm;
+    dq_mat q, k, v, o;
+    const float *q_norm, *k_norm;
+    dq_mat router, sh_gate, sh_up, sh_down, sh_score;
+    moe_w moe;
+};
+
+struct cuda_state;
+
+struct cuda_ctx {
+    const lily_model *m;
+    lily_config c;
+    std::vector<dev_layer> L;
+    dq_mat embed_q;
+    const void *embed_dense;
+    int embed_dt;
+    const float *final_norm;
+    dq_mat lm_head;
+    char *arena;
+    size_t arena_size, arena_used;
+    // scratch activations (shared by all states: one stream serialises them)
+    float *x, *xn, *qkv, *z, *b, *a, *o, *qg, *kk, *vv, *qr, *part, *rl, *sg, *su, *ss, *h, *wts,
+        *logits;
+    int *ids, *nan_flag;
+    float2 *amax;
+    int amax_n;
+    cudaStream_t st;
+    int opt[LILY_CUDA_OPT_COUNT];
+    int opt_gen; // bumped when an option changes: graphs captured under older options are stale
+    // staging for uploads and host copies
+    char *pin[2];
+    cudaEvent_t pin_ev[2];
+    int pin_i;
+    size_t uploaded, upload_total, next_report;
+    double t_start;
+    // profiling (lily_cuda_profile_step)
+    int prof;
+    std::vector<cudaEvent_t> prof_ev;
+    std::vector<const char *> prof_name;
+};
+
+struct cuda_state {
+    int max_ctx, pos;
+    std::vector<uint16_t *> kc, vc; // per layer (NULL for GDN layers)
+    std::vector<float *> ring, S;   // per layer (NULL for attention layers)
+    int *d_tok, *d_pos, *d_step, *d_ids;
+    int ids_cap;
+    int *h_tok;   // pinned
+    float *h_log; // pinned, V floats
+    cudaGraphExec_t graph[2]; // [0]: argmax only, [1]: also writes logits
+    int graph_gen[2];
+    float temp;
+    unsigned seed;
+    std::vector<void *> allocs;
+};
+
+#define PIN_BYTES (64u << 20)
+
+// ---------------------------------------------------------------------------------------------
+// Uploads.
+static void *arena_take(cuda_ctx *cx, size_t n) {
+    size_t at = (cx->arena_used + 255) & ~(size_t)255;
+    CHECK(at + n <= cx->arena_size);
+    cx->arena_used = at + n;
+    return cx->arena + at;
+}
+
+static int upload(cuda_ctx *cx, void *dst, const void *src, size_t n) {
+    const char *s = (const char *)src;
+    while (n) {
+        size_t k = n < PIN_BYTES ? n : PIN_BYTES;
+        int i = cx->pin_i;
+        CU_TRY(cudaEventSynchronize(cx->pin_ev[i]));
+        memcpy(cx->pin[i], s, k);
+        CU_TRY(cudaMemcpyAsync(dst, cx->pin[i], k, cudaMemcpyHostToDevice, cx->st));
+        CU_TRY(cudaEventRecord(cx->pin_ev[i], cx->st));
+        cx->pin_i ^= 1;
+        dst = (char *)dst + k, s += k, n -= k;
+        cx->uploaded += k;
+        if (cx->uploaded >= cx->next_report) {
+            double t = lily_time() - cx->t_start;
+            fprintf(stderr, "\rlily: cuda: uploading weights %5.1f / %5.1f GB (%.1f GB/s)",
+                    cx->uploaded / 1e9, cx->upload_total / 1e9, cx->uploaded / 1e9 / (t > 0 ? t : 1e-9));
+            cx->next_report += 1ul << 30;
+        }
+    }
+    return 0;
+}
+
+static int check_q(const lily_mat *m, const char *what) {
+    if (m->dtype != LILY_DT_Q)
+        return lily_err_set(LILY_EUNSUPPORTED,
+                            "cuda backend: %s is not quantised (dtype %d); the GPU path reads 4- or "
+                            "8-bit affine weights only (lily quantize)", what, m->dtype);
+    if ((m->bits != 4 && m->bits != 8) || (m->group != 32 && m->group != 64 && m->group != 128))
+        return lily_err_set(LILY_EUNSUPPORTED, "cuda backend: %s: %d-bit group %d not supported "
+                            "(4 or 8 bits, group 32/64/128)", what, m->bits, m->group);
+    if (m->cols % m->group || m->sdtype < LILY_DT_F32 || m->sdtype > LILY_DT_BF16)
+        return lily_err_set(LILY_ESHAPE, "cuda backend: %s: bad shape or scale dtype", what);
+    return 0;
+}
+
+static size_t q_bytes(const lily_mat *m) {
+    size_t codes = (size_t)m->rows * m->cols * m->bits / 8;
+    size_t sb = (size_t)m->rows * (m->cols / m->group) * 4;
+    return ((codes + 255) & ~(size_t)255) + ((sb + 255) & ~(size_t)255);
+}
+
+// Append matrix m's rows to a device matrix at row offset row0 (stacked experts use this).
+static int upload_q_rows(cuda_ctx *cx, const lily_mat *m, dq_mat *d, long row0) {
+    size_t rb_ = (size_t)m->cols * m->bits / 8;
+    long ng = m->cols / m->group;
+    int rc = upload(cx, (char *)d->codes + row0 * rb_, m->w, rb_ * m->rows);
+    if (rc) return rc;
+    std::vector<uint32_t> sb((size_t)m->rows * ng);
+    for (long i = 0; i < (long)m->rows * ng; i++) {
+        uint16_t s = lily_f32_to_bf16(lily_load_f32(m->scales, m->sdtype, i));
+        uint16_t b = lily_f32_to_bf16(lily_load_f32(m->biases, m->sdtype, i));
+        sb[i] = (uint32_t)s | ((uint32_t)b << 16);
+    }
+    return upload(cx, (char *)d->sb + row0 * ng * 4, sb.data(), sb.size() * 4);
+}
+
+static void dq_alloc(cuda_ctx *cx, dq_mat *d, int rows, int cols, int bits, int group) {
+    d->rows = rows, d->cols = cols, d->bits = bits, d->group = group;
+    d->codes = (const uint4 *)arena_take(cx, (size_t)rows * cols * bits / 8);
+    d->sb = (const uint32_t *)arena_take(cx, (size_t)rows * (cols / group) * 4);
+}
+
+static int upload_q(cuda_ctx *cx, const lily_mat *m, dq_mat *d, const char *what) {
+    memset(d, 0, sizeof *d);
+    if (m->rows == 0) return 0;
+    int rc = check_q(m, what);
+    if (rc) return rc;
+    dq_alloc(cx, d, m->rows, m->cols, m->bits, m->group);
+    return upload_q_rows(cx, m, d, 0);
+}
+
+static int upload_f(cuda_ctx *cx, const float **dst, const float *src, size_t n) {
+    *dst = NULL;
+    if (!src || !n) return 0;
+    float *p = (float *)arena_take(cx, n * 4);
+    *dst = p;
+    return upload(cx, p, src, n * 4);
+}
+
+// ---------------------------------------------------------------------------------------------
+static int env_int(const char *name, int def) {
+    const char *s = getenv(name);
+    return s && *s ? atoi(s) : def;
+}
+
+static int check_config(const lily_config *c) {
+    if (c->head_dim % 32 || c->head_dim > 256 || c->n_heads % c->n_kv_heads || c->rope_dim > c->head_dim)
+        return lily_err_set(LILY_EUNSUPPORTED, "cuda backend: head_dim %d / heads %d/%d not supported",
+                            c->head_dim, c->n_heads, c->n_kv_heads);
+    if (c->lin_k_dim % 32 || c->lin_k_dim > 128 || c->lin_v_dim > 128 || c->lin_v_heads % c->lin_k_heads)
+        return lily_err_set(LILY_EUNSUPPORTED, "cuda backend: GDN dims %d/%d not supported",
+                            c->lin_k_dim, c->lin_v_dim);
+    if (c->n_experts > 512 || c->n_experts_tok > 16 || c->n_experts_tok > c->n_experts)
+        return lily_err_set(LILY_EUNSUPPORTED, "cuda backend: %d experts top-%d not supported",
+                            c->n_experts, c->n_experts_tok);
+    return 0;
+}
+
+static size_t model_bytes(const lily_model *m) {
+    const lily_config *c = &m->cfg;
+    size_t n = 0;
+    auto f = [&](size_t k) { n += ((k * 4 + 255) & ~(size_t)255); };
+    auto q = [&](const lily_mat *x) { if (x->dtype == LILY_DT_Q && x->rows) n += q_bytes(x); };
+    for (int l = 0; l < c->n_layers; l++) {
+        const lily_layer *y = &m->w.layers[l];
+        f(c->hidden), f(c->hidden);
+        if (y->full) {
+            q(&y->q), q(&y->k), q(&y->v), q(&y->o), f(c->head_dim), f(c->head_dim);
+        } else {
+            q(&y->qkv), q(&y->z), q(&y->b), q(&y->a), q(&y->out);
+            f((size_t)lily_conv_dim(c) * c->conv_kernel), f(c->lin_v_heads), f(c->lin_v_heads), f(c->lin_v_dim);
+        }
+        q(&y->router), q(&y->sh_gate), q(&y->sh_up), q(&y->sh_down), q(&y->sh_score);
+        for (int e = 0; e < c->n_experts; e++) q(&y->gate[e]), q(&y->up[e]), q(&y->down[e]);
+        n += 3 * 256;
+    }
+    if (m->w.embed.dtype == LILY_DT_Q) q(&m->w.embed);
+    else n += (size_t)lily_mat_bytes(&m->w.embed) + 256;
+    q(&m->w.lm_head);
+    f(c->hidden);
+    return n + (1 << 20);
+}
+
+static int upload_model(cuda_ctx *cx) {
+    const lily_model *m = cx->m;
+    const lily_config *c = &cx->c;
+    int rc = 0;
+    char what[96];
+    cx->L.resize(c->n_layers);
+    for (int l = 0; l < c->n_layers && !rc; l++) {
+        const lily_layer *y = &m->w.layers[l];
+        dev_layer *d = &cx->L[l];
+        memset(d, 0, sizeof *d);
+        d->full = y->full;
+#define UQ(field) (snprintf(what, sizeof what, "layer %d " #field, l), upload_q(cx, &y->field, &d->field, what))
+        if ((rc = upload_f(cx, &d->in_norm, y->in_norm, c->hidden))) break;
+        if ((rc = upload_f(cx, &d->post_norm, y->post_norm, c->hidden))) break;
+        if (y->full) {
+            if ((rc = UQ(q)) || (rc = UQ(k)) || (rc = UQ(v)) || (rc = UQ(o))) break;
+            if ((rc = upload_f(cx, &d->q_norm, y->q_norm, c->head_dim))) break;
+            if ((rc = upload_f(cx, &d->k_norm, y->k_norm, c->head_dim))) break;
+        } else {
+            if ((rc = UQ(qkv)) || (rc = UQ(z)) || (rc = UQ(b)) || (rc = UQ(a)) || (rc = UQ(out))) break;
+            if ((rc = upload_f(cx, &d->conv, y->conv, (size_t)lily_conv_dim(c) * c->conv_kernel))) break;
+            if ((rc = upload_f(cx, &d->dt_bias, y->dt_bias, c->lin_v_heads))) break;
+            if ((rc = upload_f(cx, &d->A, y->A, c->lin_v_heads))) break;
+            if ((rc = upload_f(cx, &d->gnorm, y->gnorm, c->lin_v_dim))) break;
+        }
+        if ((rc = UQ(router)) || (rc = UQ(sh_gate)) || (rc = UQ(sh_up)) || (rc = UQ(sh_down)) ||
+            (rc = UQ(sh_score)))
+            break;
+#undef UQ
+        // Routed experts, stacked: expert e's rows start at e * rows.
+        moe_w *mw = &d->moe;
+        mw->n_experts = c->n_experts, mw->topk = c->n_experts_tok, mw->inter = c->moe_inter;
+        mw->hidden = c->hidden, mw->norm_topk = c->norm_topk;
+        const lily_mat *g0 = &y->gate[0], *d0 = &y->down[0];
+        snprintf(what, sizeof what, "layer %d experts", l);
+        if ((rc = check_q(g0, what)) || (rc = check_q(d0, what))) break;
+        dq_alloc(cx, &mw->gate, c->n_experts * g0->rows, g0->cols, g0->bits, g0->group);
+        dq_alloc(cx, &mw->up, c->n_experts * g0->rows, g0->cols, g0->bits, g0->group);
+        dq_alloc(cx, &mw->down, c->n_experts * d0->rows, d0->cols, d0->bits, d0->group);
+        for (int e = 0; e < c->n_experts && !rc; e++) {
+            const lily_mat *ms[3] = {&y->gate[e], &y->up[e], &y->down[e]};
+            dq_mat *ds[3] = {&mw->gate, &mw->up, &mw->down};
+            for (int j = 0; j < 3 && !rc; j++) {
+                if (ms[j]->bits != ds[j]->bits || ms[j]->group != ds[j]->group ||
+                    ms[j]->rows * (long)c->n_experts != ds[j]->rows || ms[j]->cols != ds[j]->cols || ms[j]->dtype != LILY_DT_Q)
+                    rc = lily_err_set(LILY_EUNSUPPORTED, "cuda backend: layer %d expert %d differs in format", l, e);
+                else
+                    rc = upload_q_rows(cx, ms[j], ds[j], (long)e * ms[j]->rows);
+            }
+        }
+        if (!rc && (mw->gate.bits != mw->up.bits || c->moe_inter != g0->rows || d0->rows != c->hidden))
+            rc = lily_err_set(LILY_ESHAPE, "cuda backend: layer %d expert shapes", l);
+    }
+    if (rc) return rc;
+    if (m->w.embed.dtype == LILY_DT_Q) {
+        if ((rc = upload_q(cx, &m->w.embed, &cx->embed_q, "embed_tokens"))) return rc;
+    } else {
+        size_t n = (size_t)lily_mat_bytes(&m->w.embed);
+        void *p = arena_take(cx, n);
+        if ((rc = upload(cx, p, m->w.embed.w, n))) return rc;
+        cx->embed_dense = p, cx->embed_dt = m->w.embed.dtype;
+    }
+    if ((rc = upload_q(cx, &m->w.lm_head, &cx->lm_head, "lm_head"))) return rc;
+    return upload_f(cx, &cx->final_norm, m->w.final_norm, c->hidden);
+}
+
+static int scratch_alloc(cuda_ctx *cx) {
+    const lily_config *c = &cx->c;
+    int C = lily_conv_dim(c), maxsplit = 64;
+    size_t big = (size_t)c->hidden;
+    size_t cand[] = {(size_t)C, (size_t)c->lin_v_heads * c->lin_v_dim, (size_t)c->n_heads * 2 * c->head_dim,
+                     (size_t)c->n_heads * c->head_dim};
+    for (size_t v : cand) big = v > big ? v : big;
+    float **bufs[] = {&cx->x, &cx->xn, &cx->qkv, &cx->z, &cx->b, &cx->a, &cx->o, &cx->qg, &cx->kk,
+                      &cx->vv, &cx->qr, &cx->rl, &cx->sg, &cx->su, &cx->ss, &cx->wts};
+    for (float **b : bufs) CU_TRY(cudaMalloc(b, (big + 1024) * sizeof(float)));
+    attn_dims ad = {c->n_heads, c->n_kv_heads, c->head_dim, c->rope_dim, 0, c->rope_theta, c->norm_eps};
+    CU_TRY(cudaMalloc(&cx->part, attn_part_floats(ad, maxsplit) * sizeof(float)));
+    CU_TRY(cudaMalloc(&cx->h, (size_t)c->n_experts_tok * c->moe_inter * sizeof(float)));
+    CU_TRY(cudaMalloc(&cx->logits, (size_t)c->vocab_size * sizeof(float)));
+    CU_TRY(cudaMalloc(&cx->ids, 64 * sizeof(int)));
+    CU_TRY(cudaMalloc(&cx->nan_flag, sizeof(int)));
+    CU_TRY(cudaMemset(cx->nan_flag, 0, sizeof(int)));
+    cx->amax_n = gemv_max_blocks();
+    CU_TRY(cudaMalloc(&cx->amax, cx->amax_n * sizeof(float2)));
+    return 0;
+}
+
+static void free_ctx(void *p);
+
+static int init_cuda(const lily_model *m, void **out) {
+    *out = NULL;
+    int ndev = 0;
+    cudaError_t e = cudaGetDeviceCount(&ndev);
+    if (e != cudaSuccess || ndev == 0)
+        return lily_err_set(LILY_EBACKEND, "cuda backend: no usable GPU (%s)",
+                            e != cudaSuccess ? cudaGetErrorString(e) : "no device");
+    int rc = check_config(&m->cfg);
+    if (rc) return rc;
+    cuda_ctx *cx = new cuda_ctx();
+    cx->m = m, cx->c = m->cfg;
+    cx->opt[LILY_CUDA_OPT_GRAPH] = env_int("LILY_CUDA_GRAPH", 1);
+    cx->opt[LILY_CUDA_OPT_ATTN_SPLIT] = env_int("LILY_CUDA_ATTN_SPLIT", 0);
+    cx->opt[LILY_CUDA_OPT_GQA] = env_int("LILY_CUDA_GQA", 0);
+    cx->opt[LILY_CUDA_OPT_GDN_SPLIT] = env_int("LILY_CUDA_GDN_SPLIT", 8);
+    *out = cx;
+#define FAIL(x) do { rc = (x); if (rc) { free_ctx(cx); *out = NULL; return rc; } } while (0)
+    FAIL(cudaStreamCreateWithFlags(&cx->st, cudaStreamNonBlocking) == cudaSuccess ? 0
+             : lily_err_set(LILY_EBACKEND, "cuda backend: cannot create a stream"));
+    size_t need = model_bytes(m), free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    if (cudaMalloc(&cx->arena, need) != cudaSuccess) {
+        cudaGetLastError();
+        FAIL(lily_err_set(LILY_ENOMEM, "cuda backend: out of GPU memory: the weights need %.2f GB, "
+                          "%.2f GB of %.2f GB free", need / 1e9, free_b / 1e9, total_b / 1e9));
+    }
+    cx->arena_size = need;
+    for (int i = 0; i < 2; i++) {
+        FAIL(cudaHostAlloc(&cx->pin[i], PIN_BYTES, 0) == cudaSuccess ? 0
+                 : lily_err_set(LILY_ENOMEM, "cuda backend: cannot pin %u host bytes", PIN_BYTES));
+        FAIL(cudaEventCreateWithFlags(&cx->pin_ev[i], cudaEventDisableTiming) == cudaSuccess ? 0 : LILY_EBACKEND);
+        cudaEventRecord(cx->pin_ev[i], cx->st);
+    }
+    cx->upload_total = need, cx->next_report = 1ul << 30, cx->t_start = lily_time();
+    FAIL(upload_model(cx));
+    FAIL(cudaStreamSynchronize(cx->st) == cudaSuccess ? 0
+             : lily_err_set(LILY_EBACKEND, "cuda backend: upload failed: %s", cudaGetErrorString(cudaGetLastError())));
+    if (cx->uploaded >= (1ul << 30))
+        fprintf(stderr, "\rlily: cuda: uploaded %.2f GB of weights in %.1f s                \n",
+                cx->uploaded / 1e9, lily_time() - cx->t_start);
+    FAIL(scratch_alloc(cx));
+#undef FAIL
+    return 0;
+}
+
+static void free_ctx(void *p) {
+    cuda_ctx *cx = (cuda_ctx *)p;
+    if (!cx) return;
+    if (cx->st) cudaStreamSynchronize(cx->st);
+    float *bufs[] = {cx->x, cx->xn, cx->qkv, cx->z, cx->b, cx->a, cx->o, cx->qg, cx->kk, cx->vv,
+                     cx->qr, cx->rl, cx->sg, cx->su, cx->ss, cx->wts, cx->part, cx->h, cx->logits};
+    for (float *b : bufs) cudaFree(b);
+    cudaFree(cx->ids), cudaFree(cx->nan_flag), cudaFree(cx->amax), cudaFree(cx->arena);
+    for (int i = 0; i < 2; i++) {
+        if (cx->pin[i]) cudaFreeHost(cx->pin[i]);
+        if (cx->pin_ev[i]) cudaEventDestroy(cx->pin_ev[i]);
+    }
+    for (cudaEvent_t e : cx->prof_ev) cudaEventDestroy(e);
+    if (cx->st) cudaStreamDestroy(cx->st);
+    delete cx;
+}
+
+// ---------------------------------------------------------------------------------------------
+// States.
+static void drop_graphs(cuda_state *s) {
+    for (int i = 0; i < 2; i++)
+        if (s->graph[i]) cudaGraphExecDestroy(s->graph[i]), s->graph[i] = NULL;
+}
+
+static void state_free_cuda(void *ctx, void *p) {
+    (void)ctx;
+    cuda_state *s = (cuda_state *)p;
+    if (!s) return;
+    drop_graphs(s);
+    for (void *a : s->allocs) cudaFree(a);
+    if (s->h_tok) cudaFreeHost(s->h_tok);
+    if (s->h_log) cudaFreeHost(s->h_log);
+    delete s;
+}
+
+static void state_reset_cuda(void *ctx, void *p) {
+    cuda_ctx *cx = (cuda_ctx *)ctx;
+    cuda_state *s = (cuda_state *)p;
+    const lily_config *c = &cx->c;
+    for (int l = 0; l < c->n_layers; l++)
+        if (!cx->L[l].full) {
+            cudaMemsetAsync(s->ring[l], 0, (size_t)c->conv_kernel * lily_conv_dim(c) * 4, cx->st);
+            cudaMemsetAsync(s->S[l], 0, (size_t)c->lin_v_heads * c->lin_v_dim * c->lin_k_dim * 4, cx->st);
+        }
+    cudaMemsetAsync(s->d_pos, 0, sizeof(int), cx->st);
+    cudaMemsetAsync(s->d_step, 0, sizeof(int), cx->st);
+    cudaStreamSynchronize(cx->st);
+    s->pos = 0;
+}
+
+static int state_new_cuda(void *ctx, int max_ctx, void **out) {
+    cuda_ctx *cx = (cuda_ctx *)ctx;
+    const lily_config *c = &cx->c;
+    *out = NULL;
+    if (max_ctx < 1) return lily_err_set(LILY_EINVAL, "cuda backend: max_ctx %d", max_ctx);
+    cuda_state *s = new cuda_state();
+    s->max_ctx = max_ctx;
+    s->kc.assign(c->n_layers, NULL), s->vc.assign(c->n_layers, NULL);
+    s->ring.assign(c->n_layers, NULL), s->S.assign(c->n_layers, NULL);
+    auto alloc = [&](void **p, size_t n) {
+        if (cudaMalloc(p, n) != cudaSuccess) {
+            cudaGetLastError();
+            return false;
+        }
+        s->allocs.push_back(*p);
+        return true;
+    };
+    bool ok = true;
+    size_t kv = (size_t)c->n_kv_heads * max_ctx * c->head_dim * 2;
+    for (int l = 0; l < c->n_layers && ok; l++) {
+        if (cx->L[l].full)
+            ok = alloc((void **)&s->kc[l], kv) && alloc((void **)&s->vc[l], kv);
+        else
+            ok = alloc((void **)&s->ring[l], (size_t)c->conv_kernel * lily_conv_dim(c) * 4) &&
+                 alloc((void **)&s->S[l], (size_t)c->lin_v_heads * c->lin_v_dim * c->lin_k_dim * 4);
+    }
+    s->ids_cap = 1 << 16;
+    ok = ok && alloc((void **)&s->d_tok, 4) && alloc((void **)&s->d_pos, 4) && alloc((void **)&s->d_step, 4) &&
+         alloc((void **)&s->d_ids, (size_t)s->ids_cap * 4);
+    ok = ok && cudaHostAlloc(&s->h_tok, 4, 0) == cudaSuccess &&
+         cudaHostAlloc(&s->h_log, (size_t)c->vocab_size * 4, 0) == cudaSuccess;
+    if (!ok) {
+        size_t fb = 0, tb = 0;
+        cudaMemGetInfo(&fb, &tb);
+        state_free_cuda(ctx, s);
+        return lily_err_set(LILY_ENOMEM, "cuda backend: out of GPU memory for a %d-token state "
+                            "(KV cache %.2f GB; %.2f GB free)", max_ctx,
+                            2.0 * kv * (c->n_layers / 4) / 1e9, fb / 1e9);
+    }
+    state_reset_cuda(ctx, s);
+    *out = s;
+    return 0;
+}
+
+static int state_pos_cuda(void *ctx, void *p) {
+    (void)ctx;
+    return ((cuda_state *)p)->pos;
+}
+
+// ---------------------------------------------------------------------------------------------
+// One decode step, enqueued on cx->st. logits: device buffer to fill, or NULL.
+static void prof_mark(cuda_ctx *cx, const char *name) {
+    if (!cx->prof) return;
+    cudaEvent_t e;
+    cudaEventCreate(&e);
+    cudaEventRecord(e, cx->st);
+    cx->prof_ev.push_back(e);
+    cx->prof_name.push_back(name);
+}
+
+static int attn_splits(cuda_ctx *cx, cuda_state *s) {
+    int v = cx->opt[LILY_CUDA_OPT_ATTN_SPLIT];
+    if (v > 0) return v > 64 ? 64 : v;
+    // Automatic: enough blocks to cover the SMs once contexts get long (measured: docs/PERF.md).
+    return s->max_ctx >= 8192 ? 64 : 32;
+}
+
+static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_out) {
+    const lily_config *c = &cx->c;
+    cudaStream_t st = cx->st;
+    const float eps = c->norm_eps;
+    prof_mark(cx, "start");
+    embed_row(cx->embed_q, cx->embed_dense, cx->embed_dt, c->hidden, s->d_tok, cx->x, st);
+    prof_mark(cx, "embed");
+    attn_dims ad = {c->n_heads, c->n_kv_heads, c->head_dim, c->rope_dim, s->max_ctx, c->rope_theta, eps};
+    gdn_dims gd = {c->lin_k_heads, c->lin_v_heads, c->lin_k_dim, c->lin_v_dim, c->conv_kernel};
+    for (int l = 0; l < c->n_layers; l++) {
+        const dev_layer *d = &cx->L[l];
+        gv_args g;
+        memset(&g, 0, sizeof g);
+        g.cols = c->hidden, g.x = cx->x, g.pro = PRO_RMSNORM, g.norm_w = d->in_norm, g.eps = eps;
+        if (!d->full) {
+            g.nseg = 4;
+            g.seg[0].m = d->qkv, g.seg[0].y = cx->qkv;
+            g.seg[1].m = d->z, g.seg[1].y = cx->z;
+            g.seg[2].m = d->b, g.seg[2].y = cx->b;
+            g.seg[3].m = d->a, g.seg[3].y = cx->a;
+            gemv_launch(g, 0, st);
+            prof_mark(cx, "gdn in_proj (norm+qkv/z/b/a)");
+            gdn_step(gd, cx->qkv, cx->b, cx->a, d->conv, d->dt_bias, d->A, s->ring[l], s->S[l], cx->o,
+                     s->d_pos, cx->opt[LILY_CUDA_OPT_GDN_SPLIT], st);
+            prof_mark(cx, "gdn conv+delta rule");
+            memset(&g, 0, sizeof g);
+            g.nseg = 1, g.cols = c->lin_v_heads * c->lin_v_dim, g.x = cx->o, g.pro = PRO_GATED;
+            g.norm_w = d->gnorm, g.eps = eps, g.gz = cx->z, g.ghd = c->lin_v_dim, g.epi = GV_RESID;
+            g.seg[0].m = d->out, g.seg[0].y = cx->x, g.seg[0].res = cx->x;
+            gemv_launch(g, 0, st);
+            prof_mark(cx, "gdn gated norm+out_proj");
+        } else {
+            g.nseg = 3;
+            g.seg[0].m = d->q, g.seg[0].y = cx->qg;
+            g.seg[1].m = d->k, g.seg[1].y = cx->kk;
+            g.seg[2].m = d->v, g.seg[2].y = cx->vv;
+            gemv_launch(g, 0, st);
+            prof_mark(cx, "attn in_proj (norm+q/k/v)");
+            qk_norm_rope_append(ad, cx->qg, cx->kk, cx->vv, d->q_norm, d->k_norm, cx->qr, s->kc[l],
+                                s->vc[l], s->d_pos, st);
+            prof_mark(cx, "attn qk norm+rope+append");
+            attn_decode(ad, cx->qr, s->kc[l], s->vc[l], cx->qg, cx->part, cx->o, s->d_pos,
+                        attn_splits(cx, s), cx->opt[LILY_CUDA_OPT_GQA], st);
+            prof_mark(cx, "attn decode+combine");
+            memset(&g, 0, sizeof g);
+            g.nseg = 1, g.cols = c->n_heads * c->head_dim, g.x = cx->o, g.pro = PRO_PLAIN, g.epi = GV_RESID;
+            g.seg[0].m = d->o, g.seg[0].y = cx->x, g.seg[0].res = cx->x;
+            gemv_launch(g, 0, st);
+            prof_mark(cx, "attn o_proj");
+        }
+        memset(&g, 0, sizeof g);
+        g.cols = c->hidden, g.x = cx->x, g.pro = PRO_RMSNORM, g.norm_w = d->post_norm, g.eps = eps;
+        g.x_out = cx->xn;
+        g.seg[0].m = d->router, g.seg[0].y = cx->rl;
+        g.nseg = 1;
+        if (d->sh_gate.rows) {
+            g.seg[1].m = d->sh_gate, g.seg[1].y = cx->sg;
+            g.seg[2].m = d->sh_up, g.seg[2].y = cx->su;
+            g.seg[3].m = d->sh_score, g.seg[3].y = cx->ss;
+            g.nseg = d->sh_score.rows ? 4 : 3;
+        }
+        gemv_launch(g, 0, st);
+        prof_mark(cx, "moe norm+router+shared gate/up");
+        moe_gate_up(d->moe, cx->rl, cx->xn, cx->h, cx->ids, cx->wts, st);
+        prof_mark(cx, "moe experts gate/up");
+        moe_down(d->moe, cx->h, cx->ids, cx->wts, d->sh_down, cx->sg, cx->su, cx->ss, cx->x, cx->x, st);
+        prof_mark(cx, "moe experts down+shared");
+    }
+    gv_args g;
+    memset(&g, 0, sizeof g);
+    g.nseg = 1, g.cols = c->hidden, g.x = cx->x, g.pro = PRO_RMSNORM, g.norm_w = cx->final_norm, g.eps = eps;
+    g.epi = GV_LOGITS, g.amax = cx->amax, g.temp = s->temp, g.seed = s->seed, g.pos = s->d_pos;
+    g.nan_flag = cx->nan_flag;
+    g.seg[0].m = cx->lm_head, g.seg[0].y = logits;
+    int nb = gemv_launch(g, cx->amax_n, st);
+    prof_mark(cx, "lm_head (norm+gemv+argmax)");
+    sample_finish(cx->amax, nb, s->d_tok, ids_out, s->d_step, s->d_pos, st);
+    prof_mark(cx, "token select");
+}
+
+// Run one step (graph replay when enabled). The token is already in s->d_tok.
+static int run_step(cuda_ctx *cx, cuda_state *s, int want_logits, int *ids_out) {
+    float *lg = want_logits ? cx->logits : NULL;
+    if (!cx->opt[LILY_CUDA_OPT_GRAPH] || ids_out) {
+        enqueue_step(cx, s, lg, ids_out);
+        CU_TRY(cudaGetLastError());
+        return 0;
+    }
+    int gi = want_logits ? 1 : 0;
+    if (!s->graph[gi] || s->graph_gen[gi] != cx->opt_gen) {
+        if (s->graph[gi]) cudaGraphExecDestroy(s->graph[gi]), s->graph[gi] = NULL;
+        cudaGraph_t gr;
+        CU_TRY(cudaStreamBeginCapture(cx->st, cudaStreamCaptureModeThreadLocal));
+        enqueue_step(cx, s, lg, NULL);
+        CU_TRY(cudaStreamEndCapture(cx->st, &gr));
+        CU_TRY(cudaGraphInstantiate(&s->graph[gi], gr, 0));
+        cudaGraphDestroy(gr);
+        s->graph_gen[gi] = cx->opt_gen;
+    }
+    CU_TRY(cudaGraphLaunch(s->graph[gi], cx->st));
+    return 0;
+}
+
+static int forward_cuda(void *ctx, void *p, const int *tokens, int n, float *logits, int all_logits) {
+    cuda_ctx *cx = (cuda_ctx *)ctx;
+    cuda_state *s = (cuda_state *)p;
+    const int V = cx->c.vocab_size;
+    if (n < 0 || s->pos + n > s->max_ctx)
+        return lily_err_set(LILY_ERANGE, "cuda backend: %d tokens at position %d exceed the context of %d",
+                            n, s->pos, s->max_ctx);
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= V)
+            return lily_err_set(LILY_ERANGE, "cuda backend: token id %d out of range [0, %d)", tokens[i], V);
+    if (s->temp != 0.0f) s->temp = 0.0f, drop_graphs(s);
+    for (int i = 0; i < n; i++) {
+        int want = logits && (all_logits || i == n - 1);
+        CU_TRY(cudaStreamSynchronize(cx->st)); // h_tok is reused
+        *s->h_tok = tokens[i];
+        CU_TRY(cudaMemcpyAsync(s->d_tok, s->h_tok, 4, cudaMemcpyHostToDevice, cx->st));
+        int rc = run_step(cx, s, want, NULL);
+        if (rc) return rc;
+        s->pos++;
+        if (want) {
+            CU_TRY(cudaMemcpyAsync(s->h_log, cx->logits, (size_t)V * 4, cudaMemcpyDeviceToHost, cx->st));
+            CU_TRY(cudaStreamSynchronize(cx->st));
+            memcpy(logits + (all_logits ? (size_t)i * V : 0), s->h_log, (size_t)V * 4);
+        }
+    }
+    CU_TRY(cudaStreamSynchronize(cx->st));
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Snapshots: the position, then every layer's cache/state buffers, in layer order.
+static size_t save_size_cuda(void *ctx, void *p) {
+    cuda_ctx *cx = (cuda_ctx *)ctx;
+    cuda_state *s = (cuda_state *)p;
+    const lily_config *c = &cx->c;
+    size_t n = sizeof(int);
+    for (int l = 0; l < c->n_layers; l++)
+        n += cx->L[l].full ? 2 * (size_t)c->n_kv_heads * s->pos * c->head_dim * 2
+                           : ((size_t)c->conv_kernel * lily_conv_dim(c) + (size_t)c->lin_v_heads * c->lin_v_dim * c->lin_k_dim) * 4;
+    return n;
+}
+
+static int snap_copy(cuda_ctx *cx, cuda_state *s, char *host, int pos, int to_host) {
+    const lily_config *c = &cx->c;
+    auto cp = [&](void *dev, size_t n) {
+        cudaError_t e = to_host ? cudaMemcpy(host, dev, n, cudaMemcpyDeviceToHost)
+                                : cudaMemcpy(dev, host, n, cudaMemcpyHostToDevice);
+        host += n;
+        return e;
+    };
+    for (int l = 0; l < c->n_layers; l++) {
+        if (cx->L[l].full) {
+            for (int h = 0; h < c->n_kv_heads; h++) {
+                size_t off = (size_t)h * s->max_ctx * c->head_dim, n = (size_t)pos * c->head_dim * 2;
+                CU_TRY(cp(s->kc[l] + off, n));
+                CU_TRY(cp(s->vc[l] + off, n));
+            }
+        } else {
+            CU_TRY(cp(s->ring[l], (size_t)c->conv_kernel * lily_conv_dim(c) * 4));
+            CU_TRY(cp(s->S[l], (size_t)c->lin_v_heads * c->lin_v_dim * c->lin_k_dim * 4));
+        }
+    }
+    return 0;
+}
+
+static int save_cuda(void *ctx, void *p, void *dst) {
+    cuda_ctx *cx = (cuda_ctx *)ctx;
+    cuda_state *s = (cuda_state *)p;
+    CU_TRY(cudaStreamSynchronize(cx->st));
+    memcpy(dst, &s->pos, sizeof(int));
+    return snap_copy(cx, s, (char *)dst + sizeof(int), s->pos, 1);
+}
+
+static int load_cuda(void *ctx, void *p, const void *src, size_t n) {
+    cuda_ctx *cx = (cuda_ctx *)ctx;
+    cuda_state *s = (cuda_state *)p;
+    int pos;
+    if (n < sizeof(int)) return lily_err_set(LILY_EFORMAT, "cuda backend: snapshot too short");
+    memcpy(&pos, src, sizeof(int));
+    if (pos < 0 || pos > s->max_ctx) return lily_err_set(LILY_ERANGE, "cuda backend: snapshot position %d", pos);
+    int old = s->pos;
+    s->pos = pos;
+    if (save_size_cuda(ctx, p) != n) {
+        s->pos = old;
+        return lily_err_set(LILY_EFORMAT, "cuda backend: snapshot size %zu does not match", n);
+    }
+    CU_TRY(cudaStreamSynchronize(cx->st));
+    int rc = snap_copy(cx, s, (char *)src + sizeof(int), pos, 0);
+    if (rc) return rc;
+    CU_TRY(cudaMemcpy(s->d_pos, &pos, sizeof(int), cudaMemcpyHostToDevice));
+    return 0;
+}
+
+extern "C" const struct lily_backend lily_backend_cuda = {
+    "cuda", init_cuda, free_ctx, state_new_cuda, state_free_cuda, state_reset_cuda, state_pos_cuda,
+    forward_cuda, save_size_cuda, save_cuda, load_cuda,
+};
+
+// ---------------------------------------------------------------------------------------------
+// lily_cuda.h
+extern "C" int lily_cuda_set_opt(void *ctx, int opt, int value) {
+    cuda_ctx *cx = (cuda_ctx *)ctx;
+    if (opt < 0 || opt >= LILY_CUDA_OPT_COUNT) return lily_err_set(LILY_EINVAL, "cuda: option %d", opt);
+    cx->opt[opt] = value;
+    cx->opt_gen++;
+    return 0;
+}
+
+extern "C" int lily_cuda_get_opt(void *ctx, int opt) {
+    return opt >= 0 && opt < LILY_CUDA_OPT_COUNT ? ((cuda_ctx *)ctx)->opt[opt] : -1;
+}
+
+extern "C" int lily_cuda_generate(void *ctx, void *p, int first, int n, float temp, unsigned seed,
+                                  int *out_ids, int *nan_seen) {
+    cuda_ctx *cx = (cuda_ctx *)ctx;
+    cuda_state *s = (cuda_state *)p;
+    if (s->pos + n > s->max_ctx || n > s->ids_cap)
+        return lily_err_set(LILY_ERANGE, "cuda backend: %d steps at %d exceed the context", n, s->pos);
+    if (s->temp != temp || s->seed != seed) s->temp = temp, s->seed = seed, drop_graphs(s);
+    CU_TRY(cudaStreamSynchronize(cx->st));
+    *s->h_tok = first;
+    CU_TRY(cudaMemcpyAsync(s->d_tok, s->h_tok, 4, cudaMemcpyHostToDevice, cx->st));
+    CU_TRY(cudaMemsetAsync(s->d_step, 0, 4, cx->st));
+    CU_TRY(cudaMemsetAsync(cx->nan_flag, 0, 4, cx->st));
+    // The graph has no ids output; copy each step's token from d_tok into d_ids after replay.
+    for (int i = 0; i < n; i++) {
+        int rc = run_step(cx, s, 0, NULL);
+        if (rc) return rc;
+        CU_TRY(cudaMemcpyAsync(s->d_ids + i, s->d_tok, 4, cudaMemcpyDeviceToDevice, cx->st));
+    }
+    s->pos += n;
+    CU_TRY(cudaMemcpyAsync(out_ids, s->d_ids, (size_t)n * 4, cudaMemcpyDeviceToHost, cx->st));
+    int nf = 0;
+    CU_TRY(cudaMemcpyAsync(&nf, cx->nan_flag, 4, cudaMemcpyDeviceToHost, cx->st));
+    CU_TRY(cudaStreamSynchronize(cx->st));
+    if (nan_seen) *nan_seen = nf;
+    return 0;
+}
+
+__global__ void fill_random_bf16(uint16_t *p, size_t n, unsigned seed) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t h = (uint32_t)i * 0x9E3779B1u ^ seed * 0x85EBCA77u;
+        h ^= h >> 15, h *= 0x2C1B3C6Du, h ^= h >> 12;
+        p[i] = lily_f32_to_bf16(((h >> 8) * (1.0f / 16777216.0f) - 0.5f) * 2.0f);
+    }
+}
+__global__ void fill_random_f32(float *p, size_t n, unsigned seed, float scale) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t h = (uint32_t)i * 0x9E3779B1u ^ seed * 0x85EBCA77u;
+        h ^= h >> 15, h *= 0x2C1B3C6Du, h ^= h >> 12;
+        p[i] = ((h >> 8) * (1.0f / 16777216.0f) - 0.5f) * scale;
+    }
+}
+
+extern "C" int lily_cuda_state_fake_fill(void *ctx, void *p, int pos, unsigned seed) {
+    cuda_ctx *cx = (cuda_ctx *)ctx;
+    cuda_state *s = (cuda_state *)p;
+    const lily_config *c = &cx->c;
+    if (pos < 0 || pos >= s->max_ctx) return lily_err_set(LILY_ERANGE, "cuda: fake position %d", pos);
+    for (int l = 0; l < c->n_layers; l++) {
+        if (cx->L[l].full) {
+            size_t n = (size_t)c->n_kv_heads * s->max_ctx * c->head_dim;
+            fill_random_bf16<<<1024, 256, 0, cx->st>>>(s->kc[l], n, seed + 2 * l);
+            fill_random_bf16<<<1024, 256, 0, cx->st>>>(s->vc[l], n, seed + 2 * l + 1);
+        } else {
+            fill_random_f32<<<1024, 256, 0, cx->st>>>(s->S[l], (size_t)c->lin_v_heads * c->lin_v_dim * c->lin_k_dim, seed + l, 0.1f);
+        }
+    }
+    CU_TRY(cudaMemcpyAsync(s->d_pos, &pos, 4, cudaMemcpyHostToDevice, cx->st));
+    CU_TRY(cudaStreamSynchronize(cx->st));
+    s->pos = pos;
+    return 0;
+}
+
+// Steps at a fixed position: the position is put back before each run so the context stays put.
+extern "C" double lily_cuda_time_steps(void *ctx, void *p, int n, int reps) {
+    cuda_ctx *cx = (cuda_ctx *)ctx;
+    cuda_state *s = (cuda_state *)p;
+    int pos = s->pos;
+    if (pos + n > s->max_ctx) return -1.0;
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0), cudaEventCreate(&e1);
+    std::vector<double> t;
+    for (int r = 0; r < reps + 1; r++) {
+        cudaMemcpyAsync(s->d_pos, &pos, 4, cudaMemcpyHostToDevice, cx->st);
+        cudaStreamSynchronize(cx->st);
+        cudaEventRecord(e0, cx->st);
+        for (int i = 0; i < n; i++)
+            if (run_step(cx, s, 0, NULL)) return -1.0;
+        cudaEventRecord(e1, cx->st);
+        if (cudaEventSynchronize(e1) != cudaSuccess) return -1.0;
+        float ms = 0;
+        cudaEventElapsedTime(&ms, e0, e1);
+        if (r) t.push_back(ms / 1e3 / n); // the first run warms up (and captures the graph)
+    }
+    cudaEventDestroy(e0), cudaEventDestroy(e1);
+    cudaMemcpy(s->d_pos, &pos, 4, cudaMemcpyHostToDevice);
+    for (size_t i = 1; i < t.size(); i++)
+        for (size_t j = i; j > 0 && t[j] < t[j - 1]; j--) std::swap(t[j], t[j - 1]);
+    return t[t.size() / 2];
+}
+
+extern "C" int lily_cuda_profile_step(void *ctx, void *p, const char **names, double *us, int max) {
+    cuda_ctx *cx = (cuda_ctx *)ctx;
+    cuda_state *s = (cuda_state *)p;
+    int pos = s->pos, nf = 0;
+    for (int rep = 0; rep < 3; rep++) {
+        cudaMemcpy(s->d_pos, &pos, 4, cudaMemcpyHostToDevice);
+        for (cudaEvent_t e : cx->prof_ev) cudaEventDestroy(e);
+        cx->prof_ev.clear(), cx->prof_name.clear();
+        cx->prof = 1;
+        enqueue_step(cx, s, NULL, NULL);
+        cx->prof = 0;
+        CU_TRY(cudaStreamSynchronize(cx->st));
+    }
+    for (size_t i = 1; i < cx->prof_ev.size(); i++) {
+        float ms = 0;
+        cudaEventElapsedTime(&ms, cx->prof_ev[i - 1], cx->prof_ev[i]);
+        int j = 0;
+        while (j < nf && strcmp(names[j], cx->prof_name[i])) j++;
+        if (j == nf) {
+            if (nf == max) continue;
+            names[nf] = cx->prof_name[i], us[nf] = 0, nf++;
+        }
+        us[j] += ms * 1e3;
+    }
+    cudaMemcpy(s->d_pos, &pos, 4, cudaMemcpyHostToDevice);
+    return nf;
+}
+
+extern "C" double lily_cuda_copy_bandwidth(size_t bytes) {
+    void *a = NULL, *b = NULL;
+    if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess) {
+        cudaFree(a);
+        cudaGetLastError();
+        return -1.0;
+    }
+    cudaMemset(a, 1, bytes);
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0), cudaEventCreate(&e1);
+    cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
+    cudaEventRecord(e0);
+    for (int i = 0; i < 10; i++) cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    cudaFree(a), cudaFree(b);
+    cudaEventDestroy(e0), cudaEventDestroy(e1);
+    return 2.0 * bytes * 10 / (ms / 1e3);
+}
+
+extern "C" long lily_cuda_weight_bytes(void *ctx) { return (long)((cuda_ctx *)ctx)->uploaded; }

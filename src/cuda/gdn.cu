@@ -1,0 +1,106 @@
+// gdn.cu: one decode step of a Gated DeltaNet layer (spec §2.4), fused: causal conv over the ring of
+// raw inputs + SiLU, L2 norms of q and k, the gates, the delta-rule update of the fp32 state and the
+// read-out. Grid = (v heads, nsplit): the Dv columns of a head are independent given q and k, so a
+// head's state is split over nsplit blocks (more SMs streaming the 4 MB of state per layer); each
+// block recomputes its k head's q/k (256 channels, cheap). The gated RMSNorm needs whole heads, so
+// it runs in the out_proj GEMV's prologue (gemv.cu, PRO_GATED).
+//
+// State layout (Hv, Dv, Dk): one column (fixed v index) is contiguous over k, so a warp reads it
+// coalesced. Conv ring (K, C): slot p % K holds the raw input of position p; the step reads the K-1
+// previous slots and writes its own, so no block reads what another writes.
+#include "cuda_common.cuh"
+
+#define GDN_THREADS 128
+#define KPL 4 // max dk / 32
+#define CPB 4 // columns per warp batch
+
+__global__ void __launch_bounds__(GDN_THREADS)
+    gdn_kernel(gdn_dims d, const float *qkv, const float *bb, const float *aa, const float *conv_w,
+               const float *dt_bias, const float *A, float *ring, float *state, float *o,
+               const int *posp, int nsplit) {
+    __shared__ float qs[128], ks[128], red[32];
+    const int h = blockIdx.x, split = blockIdx.y, tid = threadIdx.x;
+    const int lane = tid & 31, warp = tid >> 5;
+    const int C = 2 * d.hk * d.dk + d.hv * d.dv, K = d.kconv;
+    const int kh = h / (d.hv / d.hk);
+    const int dvs = d.dv / nsplit, j0 = split * dvs;
+    const int p = *posp, slot = p % K;
+    const bool qk_writer = (h % (d.hv / d.hk)) == 0 && split == 0;
+
+    // Causal depthwise conv of channel c with the current raw value u, then SiLU (bf16 points).
+    auto conv = [&](int c, bool write) {
+        float u = qkv[c];
+        float y = conv_w[(long)c * K + K - 1] * u;
+        for (int t = 1; t < K; t++) {
+            int s = ((p - t) % K + K) % K;
+            y += conv_w[(long)c * K + K - 1 - t] * ring[(long)s * C + c];
+        }
+        if (write) ring[(long)slot * C + c] = u;
+        return rb(silu_f(rb(y)));
+    };
+    float qv = 0.0f, kv = 0.0f;
+    if (tid < d.dk) {
+        qv = conv(kh * d.dk + tid, qk_writer);
+        kv = conv(d.hk * d.dk + kh * d.dk + tid, qk_writer);
+    }
+    __shared__ float vs[128];
+    if (tid < dvs) vs[tid] = conv(2 * d.hk * d.dk + h * d.dv + j0 + tid, true);
+    // L2 norms in fp32, eps inside the sqrt; q also scaled by dk^-1/2.
+    float sq = block_sum(qv * qv, red);
+    float sk = block_sum(kv * kv, red);
+    if (tid < d.dk) {
+        qs[tid] = qv / sqrtf(sq + 1e-6f) * rsqrtf((float)d.dk);
+        ks[tid] = kv / sqrtf(sk + 1e-6f);
+    }
+    __syncthreads();
+    const float beta = rb(sigmoid_f(bb[h]));
+    float xa = aa[h] + dt_bias[h];
+    float sp = xa > 20.0f ? xa : log1pf(expf(xa));
+    const float gamma = expf(A[h] * sp);
+
+    float kr[KPL], qr[KPL], kq = 0.0f;
+#pragma unroll
+    for (int t = 0; t < KPL; t++) {
+        int i = lane + 32 * t;
+        kr[t] = i < d.dk ? ks[i] : 0.0f;
+        qr[t] = i < d.dk ? qs[i] : 0.0f;
+        kq += kr[t] * qr[t];
+    }
+    kq = warp_sum(kq);
+    float *S = state + (long)h * d.dv * d.dk;
+    for (int jb = warp * CPB; jb < dvs; jb += 4 * CPB) {
+        float s[CPB][KPL];
+#pragma unroll
+        for (int c = 0; c < CPB; c++)
+#pragma unroll
+            for (int t = 0; t < KPL; t++) {
+                int j = jb + c, i = lane + 32 * t;
+                s[c][t] = (j < dvs && i < d.dk) ? S[(long)(j0 + j) * d.dk + i] : 0.0f;
+            }
+#pragma unroll
+        for (int c = 0; c < CPB; c++) {
+            int j = jb + c;
+            float a = 0.0f, b = 0.0f;
+#pragma unroll
+            for (int t = 0; t < KPL; t++) a += s[c][t] * kr[t], b += s[c][t] * qr[t];
+            a = warp_sum(a);
+            b = warp_sum(b);
+            if (j >= dvs) continue;
+            float delta = beta * (vs[j] - gamma * a);
+#pragma unroll
+            for (int t = 0; t < KPL; t++) {
+                int i = lane + 32 * t;
+                if (i < d.dk) S[(long)(j0 + j) * d.dk + i] = gamma * s[c][t] + kr[t] * delta;
+            }
+            if (lane == 0) o[h * d.dv + j0 + j] = rb(gamma * b + delta * kq);
+        }
+    }
+}
+
+void gdn_step(gdn_dims d, const float *qkv, const float *b, const float *a, const float *conv_w,
+              const float *dt_bias, const float *A, float *conv_ring, float *state, float *o,
+              const int *pos, int nsplit, cudaStream_t st) {
+    while (nsplit > 1 && d.dv % nsplit) nsplit--;
+    gdn_kernel<<<dim3(d.hv, nsplit), GDN_THREADS, 0, st>>>(d, qkv, b, a, conv_w, dt_bias, A, conv_ring,
+                                                          state, o, pos, nsplit);
+}

@@ -1,0 +1,85 @@
+// kernels.cuh: launch wrappers of the decode kernels, one family per file (gemv.cu, moe.cu, gdn.cu,
+// attn.cu, norm_rope.cu, sample.cu). forward_cuda.cu chains them into a step; tests/gpu/ checks each
+// against a CPU reference. All take a stream and return nothing: errors surface at the next check.
+#pragma once
+
+// ---- gemv.cu: y = W x for one activation row, several matrices sharing x in one launch ---------
+enum { GV_STORE = 0, GV_RESID = 1, GV_LOGITS = 2 };   // epilogues
+enum { PRO_PLAIN = 0, PRO_RMSNORM = 1, PRO_GATED = 2 }; // prologues (how x is prepared)
+#define GV_MAX_SEG 4
+struct gv_seg {
+    dq_mat m;
+    float *y;          // output (rows); GV_LOGITS: may be NULL (argmax only)
+    const float *res;  // GV_RESID: y = round(res + round(W x)); may alias y
+    int tiles;         // filled by gemv_launch
+    int lpr;           // lanes per row (filled by gemv_launch)
+};
+struct gv_args {
+    gv_seg seg[GV_MAX_SEG];
+    int nseg, cols;
+    const float *x;      // input (cols), fp32
+    int pro;
+    const float *norm_w; // PRO_RMSNORM gain (cols) / PRO_GATED gain (ghd)
+    float eps;
+    const float *gz;     // PRO_GATED: z (cols); x is per-head normed over ghd values
+    int ghd;
+    float *x_out;        // if set, block 0 stores the prepared input (cols) here
+    int epi;
+    float2 *amax;        // GV_LOGITS: per block (best value, best row as int bits)
+    float temp;          // GV_LOGITS: 0 = greedy, else Gumbel-max sampling at this temperature
+    unsigned seed;
+    const int *pos;      // GV_LOGITS: position (device), mixed into the sampling noise
+    int *nan_flag;       // GV_LOGITS: set to 1 when a logit is NaN or infinite (may be NULL)
+};
+// Launch; returns the grid size used (GV_LOGITS needs it to size amax). max_blocks 0 = default.
+int gemv_launch(gv_args a, int max_blocks, cudaStream_t st);
+int gemv_max_blocks(void);
+
+// ---- moe.cu ------------------------------------------------------------------------------------
+struct moe_w {
+    dq_mat gate, up, down;     // stacked over experts: (E*I, H), (E*I, H), (E*H, I)
+    int n_experts, topk, inter, hidden, norm_topk;
+};
+// Router softmax + top-k on the GPU, then h[k] = silu(gate_e x) * (up_e x) for the k selected
+// experts. Writes ids (topk) and weights (topk) for moe_down.
+void moe_gate_up(const moe_w &w, const float *router_logits, const float *x, float *h, int *ids,
+                 float *wts, cudaStream_t st);
+// out = res + sum_k wts[k] down_{ids[k]} h[k] + sigmoid(*sh_score) * sh_down (silu(sg) * su).
+// sh_down may have rows 0 (no shared expert).
+void moe_down(const moe_w &w, const float *h, const int *ids, const float *wts, dq_mat sh_down,
+              const float *sg, const float *su, const float *sh_score, const float *res, float *out,
+              cudaStream_t st);
+
+// ---- gdn.cu: one Gated DeltaNet step --------------------------------------------------------
+struct gdn_dims { int hk, hv, dk, dv, kconv; };
+// qkv (C), b (Hv), a (Hv): projections of this token. conv_ring: (K, C) raw inputs, slot p % K
+// holds position p. state: (Hv, Dv, Dk) fp32. Writes o (Hv*Dv), the delta-rule read-out (bf16-rounded).
+void gdn_step(gdn_dims d, const float *qkv, const float *b, const float *a, const float *conv_w,
+              const float *dt_bias, const float *A, float *conv_ring, float *state, float *o,
+              const int *pos, int nsplit, cudaStream_t st);
+
+// ---- norm_rope.cu --------------------------------------------------------------------------
+// Full-attention prologue: q heads (from q_proj's [q|gate] per head) normed + RoPE into q_out
+// (Hq*D); k normed + RoPE and v appended to the caches at *pos (bf16, layout (Hkv, max_ctx, D)).
+struct attn_dims { int hq, hkv, d, rope_dim, max_ctx; float theta, eps; };
+void qk_norm_rope_append(attn_dims d, const float *qg, const float *k, const float *v,
+                         const float *q_norm, const float *k_norm, float *q_out, uint16_t *kc,
+                         uint16_t *vc, const int *pos, cudaStream_t st);
+// x = embedding row of *tok (quantised or dense).
+void embed_row(const dq_mat &qm, const void *dense, int dense_dt, int hidden, const int *tok,
+               float *x, cudaStream_t st);
+
+// ---- attn.cu --------------------------------------------------------------------------------
+// Attention of the current query over cache positions 0..*pos (inclusive), split over nsplit blocks
+// per KV head (flash-decoding); part holds nsplit partial results; the combine multiplies by
+// sigmoid(gate) (gate taken from qg) and writes o (Hq*D). gqa_pack 0 = one query head per block.
+void attn_decode(attn_dims d, const float *q, const uint16_t *kc, const uint16_t *vc,
+                 const float *qg, float *part, float *o, const int *pos, int nsplit, int gqa_pack,
+                 cudaStream_t st);
+size_t attn_part_floats(attn_dims d, int nsplit);
+
+// ---- sample.cu ------------------------------------------------------------------------------
+// Reduce the lm_head blocks' (value, row) pairs: *tok = best row; ids_out[*step] = it when ids_out;
+// then advance *pos and *step.
+void sample_finish(const float2 *amax, int nblocks, int *tok, int *ids_out, int *step, int *pos,
+                   cudaStream_t st);

@@ -1,0 +1,45 @@
+// lily_cuda.h: CUDA-only entry points beyond struct lily_backend (forward_cuda.cu): generation and
+// measurement loops that stay on the GPU, the ablation switches, and bench helpers. C linkage.
+#ifndef LILY_CUDA_H
+#define LILY_CUDA_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Ablation switches; also read from the environment at init (LILY_CUDA_GRAPH, LILY_CUDA_ATTN_SPLIT,
+// LILY_CUDA_GQA, LILY_CUDA_GDN_SPLIT). Setting one drops captured graphs.
+enum lily_cuda_opt {
+    LILY_CUDA_OPT_GRAPH = 0,      // 1 = the whole step as one CUDA graph (default), 0 = plain launches
+    LILY_CUDA_OPT_ATTN_SPLIT = 1, // split-KV blocks per KV head (1 = no split); 0 = automatic
+    LILY_CUDA_OPT_GQA = 2,        // 1 = one KV load serves all query heads of its group (default 0: measured slower, PERF.md)
+    LILY_CUDA_OPT_GDN_SPLIT = 3,  // blocks per GDN value head (default 8)
+    LILY_CUDA_OPT_COUNT
+};
+int lily_cuda_set_opt(void *ctx, int opt, int value);
+int lily_cuda_get_opt(void *ctx, int opt);
+
+// Run n decode steps starting from token `first` (at the state's position), each step's token
+// chosen on the GPU (greedy when temp <= 0, else sampled at temperature temp with `seed`) and fed to
+// the next step. out_ids[n] receives the chosen tokens; *nan_seen (if not NULL) is set when any
+// logit of any step was NaN or infinite.
+int lily_cuda_generate(void *ctx, void *state, int first, int n, float temp, unsigned seed,
+                       int *out_ids, int *nan_seen);
+
+// Bench helpers. Jump the state to position pos with random cache and state contents (so a decode
+// step at context pos reads what it would after a real prefill).
+int lily_cuda_state_fake_fill(void *ctx, void *state, int pos, unsigned seed);
+// Seconds per decode step, the median of `reps` runs of `n` steps each.
+double lily_cuda_time_steps(void *ctx, void *state, int n, int reps);
+// Per-kernel-family time of one step (plain launches, an event after each): fills up to max names
+// and times (microseconds); returns the number of families.
+int lily_cuda_profile_step(void *ctx, void *state, const char **names, double *us, int max);
+// Device-to-device copy bandwidth (bytes read + written per second) over `bytes`.
+double lily_cuda_copy_bandwidth(size_t bytes);
+// Bytes of weights uploaded.
+long lily_cuda_weight_bytes(void *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,246 @@
+// moe.cu: the routed-expert half of a MoE layer at batch 1, in two launches.
+//   moe_gate_up: every block redoes the router softmax + top-k from the 256 logits (a few hundred
+//     flops, cheaper than a launch), then computes silu(gate x) * up x for its slice of the selected
+//     experts' rows; gate and up rows of one output sit in the same lanes, the product never leaves
+//     registers.
+//   moe_down: each output row sums the 8 experts' down rows (times their routing weights) and the
+//     shared expert's down row (times its sigmoid gate) in one fp32 accumulator, adds the residual.
+// Only the selected experts' weights are read.
+#include "cuda_common.cuh"
+
+#define MOE_THREADS 256
+#define MOE_WARPS 8
+#define PPW 2  // output rows per warp
+#define MUNR 2 // chunks per lane per batch
+#define MAX_TOPK 16
+#define MAX_E_PER_LANE 16 // n_experts <= 512
+
+// Softmax over E logits, top-k by probability (ties: lower id), optional renormalisation; the
+// weights are rounded to bf16 as the reference does. Run by one warp.
+__device__ void router_topk(const float *logits, int E, int k, int norm, int *ids, float *wts) {
+    int lane = threadIdx.x & 31;
+    float v[MAX_E_PER_LANE];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < MAX_E_PER_LANE; j++) {
+        int e = lane + 32 * j;
+        v[j] = e < E ? logits[e] : -INFINITY;
+        mx = fmaxf(mx, v[j]);
+    }
+    mx = warp_max(mx);
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < MAX_E_PER_LANE; j++) {
+        int e = lane + 32 * j;
+        v[j] = e < E ? expf(v[j] - mx) : -1.0f; // probabilities (unnormalised), -1 = absent
+        if (e < E) sum += v[j];
+    }
+    sum = warp_sum(sum);
+    float pk[MAX_TOPK], tot = 0.0f;
+    int ik[MAX_TOPK];
+    for (int t = 0; t < k; t++) {
+        float b = -2.0f;
+        int bi = 0x7fffffff;
+#pragma unroll
+        for (int j = 0; j < MAX_E_PER_LANE; j++)
+            if (v[j] > b) b = v[j], bi = lane + 32 * j;
+        for (int o = 16; o > 0; o >>= 1) {
+            float ob = __shfl_xor_sync(0xffffffffu, b, o);
+            int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+            if (ob > b || (ob == b && oi < bi)) b = ob, bi = oi;
+        }
+#pragma unroll
+        for (int j = 0; j < MAX_E_PER_LANE; j++)
+            if (lane + 32 * j == bi) v[j] = -1.0f;
+        pk[t] = b / sum;
+        ik[t] = bi;
+        tot += pk[t];
+    }
+    if (lane == 0)
+        for (int t = 0; t < k; t++) {
+            ids[t] = ik[t];
+            wts[t] = rb(norm ? pk[t] / tot : pk[t]);
+        }
+}
+
+// x (cols) into padded shared memory plus its 16-value sums.
+__device__ void load_x(const float *x, int cols, float *xs, float *xsum) {
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) xs[xs_index(c)] = x[c];
+    __syncthreads();
+    for (int i = threadIdx.x; i < cols / 16; i += blockDim.x) {
+        float t = 0.0f;
+        for (int j = 0; j < 16; j++) t += xs[xs_index(i * 16 + j)];
+        xsum[i] = t;
+    }
+}
+
+__device__ __forceinline__ float chunk_contrib(uint4 code, uint32_t sb, const float *xs,
+                                               const float *xsum, int c, int bits) {
+    if (bits == 4)
+        return chunk_apply(chunk_dot<4>(code, xs + xs_index(c * 32)), xsum[2 * c] + xsum[2 * c + 1],
+                           sb, 4);
+    return chunk_apply(chunk_dot<8>(code, xs + xs_index(c * 16)), xsum[c], sb, 8);
+}
+
+__global__ void __launch_bounds__(MOE_THREADS)
+    moe_gate_up_kernel(moe_w w, const float *logits, const float *x, float *h, int *ids_out,
+                       float *wts_out) {
+    extern __shared__ float smem[];
+    __shared__ int ids[MAX_TOPK];
+    __shared__ float wts[MAX_TOPK];
+    const int H = w.hidden, I = w.inter, bits = w.gate.bits;
+    float *xs = smem, *xsum = smem + xs_floats(H);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (warp == 0) router_topk(logits, w.n_experts, w.topk, w.norm_topk, ids, wts);
+    load_x(x, H, xs, xsum);
+    __syncthreads();
+    if (blockIdx.x == 0 && threadIdx.x < w.topk) {
+        ids_out[threadIdx.x] = ids[threadIdx.x];
+        wts_out[threadIdx.x] = wts[threadIdx.x];
+    }
+    const int nchunk = H * bits / 128, cpg = w.gate.group * bits / 128, ng = H / w.gate.group;
+    const int p0 = (blockIdx.x * MOE_WARPS + warp) * PPW; // first (expert slot, row) pair
+    long row[PPW];
+    bool live[PPW];
+#pragma unroll
+    for (int p = 0; p < PPW; p++) {
+        int pi = p0 + p;
+        live[p] = pi < w.topk * I;
+        row[p] = live[p] ? (long)ids[pi / I] * I + pi % I : 0;
+    }
+    float ag[PPW] = {}, au[PPW] = {};
+    for (int c0 = lane; c0 < 2 * nchunk; c0 += 32 * MUNR) {
+        uint4 code[PPW][MUNR];
+        uint32_t sb[PPW][MUNR];
+#pragma unroll
+        for (int p = 0; p < PPW; p++)
+#pragma unroll
+            for (int u = 0; u < MUNR; u++) {
+                int c = c0 + 32 * u;
+                bool ok = live[p] && c < 2 * nchunk;
+                const dq_mat &m = c < nchunk ? w.gate : w.up;
+                int cc = c < nchunk ? c : c - nchunk;
+                code[p][u] = ok ? __ldg(m.codes + row[p] * nchunk + cc) : make_uint4(0, 0, 0, 0);
+                sb[p][u] = ok ? __ldg(m.sb + row[p] * ng + cc / cpg) : 0u;
+            }
+#pragma unroll
+        for (int u = 0; u < MUNR; u++) {
+            int c = c0 + 32 * u;
+            if (c >= 2 * nchunk) break;
+            int cc = c < nchunk ? c : c - nchunk;
+#pragma unroll
+            for (int p = 0; p < PPW; p++) {
+                float t = chunk_contrib(code[p][u], sb[p][u], xs, xsum, cc, bits);
+                if (c < nchunk) ag[p] += t; else au[p] += t;
+            }
+        }
+    }
+#pragma unroll
+    for (int p = 0; p < PPW; p++) {
+        float g = warp_sum(ag[p]), u = warp_sum(au[p]);
+        if (lane == 0 && live[p]) h[p0 + p] = rb(rb(silu_f(rb(g))) * rb(u));
+    }
+}
+
+__global__ void __launch_bounds__(MOE_THREADS)
+    moe_down_kernel(moe_w w, const float *h, const int *ids_in, const float *wts_in, dq_mat sd,
+                    const float *sg, const float *su, const float *sh_score, const float *res,
+                    float *out) {
+    extern __shared__ float smem[];
+    __shared__ int ids[MAX_TOPK];
+    __shared__ float wts[MAX_TOPK + 1];
+    const int H = w.hidden, I = w.inter, K = w.topk, Is = sd.rows ? sd.cols : 0;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    // Shared memory: K routed inputs of I values, then the shared expert's input of Is values.
+    float *xs = smem, *xsum = smem + K * xs_floats(I) + xs_floats(Is);
+    if (threadIdx.x < K) ids[threadIdx.x] = ids_in[threadIdx.x], wts[threadIdx.x] = wts_in[threadIdx.x];
+    if (threadIdx.x == 0) wts[K] = Is ? rb(sigmoid_f(*sh_score)) : 0.0f;
+    for (int k = 0; k < K; k++)
+        for (int c = threadIdx.x; c < I; c += blockDim.x) xs[k * xs_floats(I) + xs_index(c)] = h[k * I + c];
+    for (int c = threadIdx.x; c < Is; c += blockDim.x)
+        xs[K * xs_floats(I) + xs_index(c)] = rb(rb(silu_f(sg[c])) * su[c]);
+    __syncthreads();
+    for (int i = threadIdx.x; i < (K * I + Is) / 16; i += blockDim.x) {
+        int k = i / (I / 16), c = (i % (I / 16)) * 16;
+        const float *xp = k < K ? xs + k * xs_floats(I) : xs + K * xs_floats(I);
+        if (k >= K) c = (i - K * (I / 16)) * 16;
+        float t = 0.0f;
+        for (int j = 0; j < 16; j++) t += xp[xs_index(c + j)];
+        xsum[i] = t;
+    }
+    __syncthreads();
+    const int bits = w.down.bits;
+    const int ncr = I * bits / 128, ncs = Is * sd.bits / 128 * (Is > 0);
+    const int total = K * ncr + ncs;
+    const int r0 = (blockIdx.x * MOE_WARPS + warp) * PPW;
+    float acc[PPW] = {};
+    for (int c0 = lane; c0 < total; c0 += 32 * MUNR) {
+        uint4 code[PPW][MUNR];
+        uint32_t sb[PPW][MUNR];
+#pragma unroll
+        for (int p = 0; p < PPW; p++)
+#pragma unroll
+            for (int u = 0; u < MUNR; u++) {
+                int c = c0 + 32 * u, r = r0 + p;
+                bool ok = c < total && r < H;
+                code[p][u] = make_uint4(0, 0, 0, 0);
+                sb[p][u] = 0u;
+                if (!ok) continue;
+                if (c < K * ncr) {
+                    int k = c / ncr, cc = c % ncr;
+                    long row = (long)ids[k] * H + r;
+                    code[p][u] = __ldg(w.down.codes + row * ncr + cc);
+                    sb[p][u] = __ldg(w.down.sb + row * (I / w.down.group) + cc / (w.down.group * bits / 128));
+                } else {
+                    int cc = c - K * ncr;
+                    code[p][u] = __ldg(sd.codes + (long)r * ncs + cc);
+                    sb[p][u] = __ldg(sd.sb + (long)r * (Is / sd.group) + cc / (sd.group * sd.bits / 128));
+                }
+            }
+#pragma unroll
+        for (int u = 0; u < MUNR; u++) {
+            int c = c0 + 32 * u;
+            if (c >= total) break;
+            int k, cc, b;
+            const float *xp, *sp;
+            if (c < K * ncr) {
+                k = c / ncr, cc = c % ncr, b = bits;
+                xp = xs + k * xs_floats(I), sp = xsum + k * (I / 16);
+            } else {
+                k = K, cc = c - K * ncr, b = sd.bits;
+                xp = xs + K * xs_floats(I), sp = xsum + K * (I / 16);
+            }
+#pragma unroll
+            for (int p = 0; p < PPW; p++) acc[p] += wts[k] * chunk_contrib(code[p][u], sb[p][u], xp, sp, cc, b);
+        }
+    }
+#pragma unroll
+    for (int p = 0; p < PPW; p++) {
+        float s = warp_sum(acc[p]);
+        int r = r0 + p;
+        if (lane == 0 && r < H) out[r] = rb(res[r] + rb(s));
+    }
+}
+
+static void set_smem(const void *fn, size_t smem) {
+    if (smem > 48 * 1024) cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+}
+
+void moe_gate_up(const moe_w &w, const float *router_logits, const float *x, float *h, int *ids,
+                 float *wts, cudaStream_t st) {
+    size_t smem = (size_t)(xs_floats(w.hidden) + w.hidden / 16) * sizeof(float);
+    set_smem((const void *)moe_gate_up_kernel, smem);
+    int pairs = w.topk * w.inter, grid = (pairs + MOE_WARPS * PPW - 1) / (MOE_WARPS * PPW);
+    moe_gate_up_kernel<<<grid, MOE_THREADS, smem, st>>>(w, router_logits, x, h, ids, wts);
+}
+
+void moe_down(const moe_w &w, const float *h, const int *ids, const float *wts, dq_mat sh_down,
+              const float *sg, const float *su, const float *sh_score, const float *res, float *out,
+              cudaStream_t st) {
+    int Is = sh_down.rows ? sh_down.cols : 0;
+    size_t smem = (size_t)(w.topk * xs_floats(w.inter) + xs_floats(Is) + (w.topk * w.inter + Is) / 16) *
+                  sizeof(float);
+    set_smem((const void *)moe_down_kernel, smem);
+    int grid = (w.hidden + MOE_WARPS * PPW - 1) / (MOE_WARPS * PPW);
+    moe_down_kernel<<<grid, MOE_THREADS, smem, st>>>(w, h, ids, wts, sh_down, sg, su, sh_score, res, out);
+}

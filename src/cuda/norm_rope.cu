@@ -1,0 +1,63 @@
+// norm_rope.cu: the small per-token kernels around the big GEMVs: the full-attention prologue
+// (q/k RMSNorm, partial NeoX RoPE, KV-cache append, spec §2.3) and the embedding lookup.
+#include "cuda_common.cuh"
+
+// One block per head: blocks [0, hq) are query heads, [hq, hq + hkv) key heads (which also append v).
+__global__ void qk_kernel(attn_dims d, const float *qg, const float *k, const float *v,
+                          const float *q_norm, const float *k_norm, float *q_out, uint16_t *kc,
+                          uint16_t *vc, const int *posp) {
+    extern __shared__ float y[];
+    __shared__ float red[32];
+    const int hb = blockIdx.x, D = d.d, p = *posp;
+    const bool is_q = hb < d.hq;
+    const int h = is_q ? hb : hb - d.hq;
+    const float *x = is_q ? qg + (long)h * 2 * D : k + (long)h * D;
+    const float *w = is_q ? q_norm : k_norm;
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < D; i += blockDim.x) ss += x[i] * x[i];
+    float r = rsqrtf(block_sum(ss, red) / D + d.eps);
+    for (int i = threadIdx.x; i < D; i += blockDim.x) y[i] = rb(x[i] * r * w[i]);
+    __syncthreads();
+    const int half = d.rope_dim / 2;
+    for (int i = threadIdx.x; i < D; i += blockDim.x) {
+        float out = y[i];
+        if (i < d.rope_dim) {
+            int fi = i < half ? i : i - half;
+            float inv = 1.0f / powf(d.theta, (float)(2 * fi) / (float)d.rope_dim);
+            float ang = (float)p * inv, c = rb(cosf(ang)), s = rb(sinf(ang));
+            out = i < half ? rb(rb(y[i] * c) - rb(y[i + half] * s)) : rb(rb(y[i] * c) + rb(y[i - half] * s));
+        }
+        if (is_q) {
+            q_out[(long)h * D + i] = out;
+        } else {
+            long at = ((long)h * d.max_ctx + p) * D + i;
+            kc[at] = lily_f32_to_bf16(out);
+            vc[at] = lily_f32_to_bf16(v[(long)h * D + i]);
+        }
+    }
+}
+
+void qk_norm_rope_append(attn_dims d, const float *qg, const float *k, const float *v,
+                         const float *q_norm, const float *k_norm, float *q_out, uint16_t *kc,
+                         uint16_t *vc, const int *pos, cudaStream_t st) {
+    qk_kernel<<<d.hq + d.hkv, 128, d.d * sizeof(float), st>>>(d, qg, k, v, q_norm, k_norm, q_out, kc, vc, pos);
+}
+
+__global__ void embed_kernel(dq_mat m, const void *dense, int dt, int H, const int *tokp, float *x) {
+    const int tok = *tokp;
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < H; c += gridDim.x * blockDim.x) {
+        if (m.codes) {
+            const uint8_t *row = (const uint8_t *)m.codes + (long)tok * dq_row_bytes(m);
+            uint32_t sb = m.sb[(long)tok * (m.cols / m.group) + c / m.group];
+            float s = __uint_as_float(sb << 16), b = __uint_as_float(sb & 0xffff0000u);
+            x[c] = s * (float)lily_q_code(row, c, m.bits) + b;
+        } else {
+            x[c] = lily_load_f32(dense, dt, (long)tok * H + c);
+        }
+    }
+}
+
+void embed_row(const dq_mat &qm, const void *dense, int dense_dt, int hidden, const int *tok,
+               float *x, cudaStream_t st) {
+    embed_kernel<<<(hidden + 255) / 256, 256, 0, st>>>(qm, dense, dense_dt, hidden, tok, x);
+}

@@ -1,0 +1,55 @@
+// gpu_test.h: shared helpers of the GPU test binary (tests/gpu/): random numbers, random quantised
+// matrices, random models, the plain CPU reference forward pass written from the spec, comparisons.
+#pragma once
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+extern "C" {
+#include "backend.h"
+#include "common.h"
+#include "model.h"
+#include "quant.h"
+// quant.h hides its host helpers from nvcc; the tests call them from host code.
+void lily_mat_row(const struct lily_mat *m, long r, float *out);
+void lily_mat_vec_ref(const struct lily_mat *m, const float *x, float *y);
+}
+
+struct rng {
+    uint64_t s;
+    explicit rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 1) {}
+    uint64_t next() { s ^= s << 13; s ^= s >> 7; s ^= s << 17; return s; }
+    float uni() { return (float)((next() >> 40) * (1.0 / 16777216.0)); }  // [0,1)
+    float sym() { return 2.0f * uni() - 1.0f; }                             // [-1,1)
+    float normal() { float u = uni() + 1e-7f, v = uni(); return sqrtf(-2 * logf(u)) * cosf(6.2831853f * v); }
+};
+
+// A random quantised matrix in host memory (owns its storage). std ~ sigma.
+struct host_mat {
+    lily_mat m;
+    std::vector<uint8_t> codes;
+    std::vector<uint16_t> sc, bi;
+};
+void make_qmat(host_mat &h, int rows, int cols, int bits, int group, float sigma, rng &r);
+
+// Reference helpers.
+float bfr(float f); // round to bf16 and back
+double rel_l2(const float *a, const float *ref, size_t n);
+int count_nonfinite(const float *a, size_t n);
+
+// Random models (test_model.cu).
+struct test_model;
+test_model *test_model_new(const lily_config &c, uint64_t seed, int threads);
+const lily_model *test_model_get(test_model *t);
+void test_model_free(test_model *t);
+lily_config config_tiny(void);
+lily_config config_full(void);
+
+// The CPU reference decoder (test_model.cu): plain loops, fp32 with bf16 rounding at spec §7 points.
+struct ref_state;
+ref_state *ref_new(const lily_model *m, int max_ctx);
+void ref_free(ref_state *s);
+void ref_step(ref_state *s, int tok, float *logits);

@@ -1,0 +1,386 @@
+// test_kernels.cu: every decode kernel against a CPU reference on fresh random inputs of odd sizes,
+// outputs poisoned with NaN before each launch. Prints one PASS/FAIL line per case with its metric.
+#include <stdarg.h>
+
+#include "gpu_test.h"
+#include "../../src/cuda/cuda_common.cuh"
+
+int g_fail = 0, g_pass = 0;
+#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); exit(1); } } while (0)
+
+void report(bool ok, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%s ", ok ? "PASS" : "FAIL");
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    fflush(stdout);
+    ok ? g_pass++ : g_fail++;
+}
+
+template <class T> T *dup(const std::vector<T> &v) {
+    T *p;
+    CK(cudaMalloc(&p, v.size() * sizeof(T) + 16));
+    CK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+    return p;
+}
+template <class T> T *poisoned(size_t n) {
+    T *p;
+    CK(cudaMalloc(&p, n * sizeof(T) + 16));
+    CK(cudaMemset(p, 0xff, n * sizeof(T) + 16));
+    return p;
+}
+template <class T> std::vector<T> back(const T *p, size_t n) {
+    std::vector<T> v(n);
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return v;
+}
+static std::vector<float> randv(int n, rng &r, float scale = 1.0f, float base = 0.0f) {
+    std::vector<float> v(n);
+    for (float &x : v) x = base + scale * r.normal();
+    return v;
+}
+
+// Upload a host matrix the way the backend does (codes as is, scale|bias packed per group).
+static dq_mat up_mat(const lily_mat &m) {
+    dq_mat d = {};
+    d.rows = m.rows, d.cols = m.cols, d.bits = m.bits, d.group = m.group;
+    size_t cb = (size_t)m.rows * m.cols * m.bits / 8, ng = (size_t)m.rows * (m.cols / m.group);
+    std::vector<uint8_t> codes((const uint8_t *)m.w, (const uint8_t *)m.w + cb);
+    std::vector<uint32_t> sb(ng);
+    for (size_t i = 0; i < ng; i++)
+        sb[i] = ((const uint16_t *)m.scales)[i] | ((uint32_t)((const uint16_t *)m.biases)[i] << 16);
+    d.codes = (const uint4 *)dup(codes);
+    d.sb = dup(sb);
+    return d;
+}
+// Several host matrices stacked into one device matrix.
+static dq_mat up_stack(std::vector<host_mat> &ms) {
+    host_mat all;
+    for (auto &h : ms) {
+        all.codes.insert(all.codes.end(), h.codes.begin(), h.codes.end());
+        all.sc.insert(all.sc.end(), h.sc.begin(), h.sc.end());
+        all.bi.insert(all.bi.end(), h.bi.begin(), h.bi.end());
+    }
+    lily_mat m = ms[0].m;
+    m.rows *= (int)ms.size();
+    m.w = all.codes.data(), m.scales = all.sc.data(), m.biases = all.bi.data();
+    return up_mat(m);
+}
+static std::vector<float> ref_mv(const lily_mat &m, const std::vector<float> &x) {
+    std::vector<float> y(m.rows);
+    lily_mat_vec_ref(&m, x.data(), y.data());
+    return y;
+}
+
+// ---------------------------------------------------------------------------------------------
+static void test_gemv(rng &r) {
+    struct cs { int rows, cols, bits, group, pro, epi, nseg; } cases[] = {
+        {1, 64, 4, 64, PRO_PLAIN, GV_LOGITS, 1},     {37, 192, 4, 64, PRO_PLAIN, GV_STORE, 1},
+        {1001, 2048, 4, 64, PRO_RMSNORM, GV_STORE, 3}, {255, 2048, 8, 64, PRO_RMSNORM, GV_STORE, 2},
+        {300, 4096, 4, 64, PRO_PLAIN, GV_RESID, 1},  {77, 384, 4, 32, PRO_GATED, GV_RESID, 1},
+        {513, 512, 4, 128, PRO_PLAIN, GV_STORE, 4},  {33, 96 * 2, 8, 32, PRO_PLAIN, GV_STORE, 2},
+        {20011, 2048, 4, 64, PRO_RMSNORM, GV_LOGITS, 1}, {5000, 320, 8, 64, PRO_PLAIN, GV_LOGITS, 1},
+    };
+    for (auto &k : cases) {
+        const int cols = k.cols, ghd = 96 % 32 == 0 && cols % 96 == 0 ? 96 : 64;
+        std::vector<host_mat> hm(k.nseg);
+        gv_args a;
+        memset(&a, 0, sizeof a);
+        a.nseg = k.nseg, a.cols = cols, a.pro = k.pro, a.epi = k.epi, a.eps = 1e-6f;
+        std::vector<float> x = randv(cols, r, 2.0f), w = randv(cols, r, 0.3f, 1.0f), z = randv(cols, r);
+        std::vector<float> xr(cols);
+        if (k.pro == PRO_PLAIN) xr = x;
+        if (k.pro == PRO_RMSNORM) {
+            double ss = 0;
+            for (float v : x) ss += v * v;
+            float rr = 1.0f / sqrtf((float)(ss / cols) + 1e-6f);
+            for (int i = 0; i < cols; i++) xr[i] = bfr(x[i] * rr * w[i]);
+        }
+        if (k.pro == PRO_GATED)
+            for (int h = 0; h < cols / ghd; h++) {
+                double ss = 0;
+                for (int d = 0; d < ghd; d++) ss += x[h * ghd + d] * x[h * ghd + d];
+                float rr = 1.0f / sqrtf((float)(ss / ghd) + 1e-6f);
+                for (int d = 0; d < ghd; d++) {
+                    float t = bfr(w[d] * bfr(x[h * ghd + d] * rr));
+                    float zz = z[h * ghd + d];
+                    xr[h * ghd + d] = bfr(t * zz / (1.0f + expf(-zz)));
+                }
+            }
+        a.x = dup(x), a.norm_w = dup(w), a.gz = dup(z), a.ghd = ghd;
+        float *xo = poisoned<float>(cols);
+        a.x_out = xo;
+        std::vector<std::vector<float>> refs(k.nseg), res(k.nseg);
+        for (int s = 0; s < k.nseg; s++) {
+            int rows = k.rows + 13 * s;
+            make_qmat(hm[s], rows, cols, s == 1 ? 12 - k.bits : k.bits, k.group, 1.0f / sqrtf((float)cols), r);
+            a.seg[s].m = up_mat(hm[s].m);
+            a.seg[s].y = poisoned<float>(rows);
+            res[s] = randv(rows, r);
+            a.seg[s].res = dup(res[s]);
+            refs[s] = ref_mv(hm[s].m, xr);
+            for (int i = 0; i < rows; i++)
+                refs[s][i] = k.epi == GV_STORE ? bfr(refs[s][i]) : k.epi == GV_RESID ? bfr(res[s][i] + bfr(refs[s][i])) : refs[s][i];
+        }
+        float2 *amax = poisoned<float2>(gemv_max_blocks());
+        int *tok = poisoned<int>(1), *step = dup(std::vector<int>{0}), *pos = dup(std::vector<int>{5});
+        a.amax = amax, a.pos = pos;
+        int nb = gemv_launch(a, 0, 0);
+        if (k.epi == GV_LOGITS) sample_finish(amax, nb, tok, NULL, step, pos, 0);
+        CK(cudaGetLastError());
+        double worst = 0;
+        bool ok = true;
+        for (int s = 0; s < k.nseg; s++) {
+            std::vector<float> y = back(a.seg[s].y, refs[s].size());
+            double e = rel_l2(y.data(), refs[s].data(), y.size());
+            worst = e > worst ? e : worst;
+            ok = ok && count_nonfinite(y.data(), y.size()) == 0;
+            if (k.epi == GV_LOGITS) {
+                int t = back(tok, 1)[0], best = 0;
+                for (int i = 1; i < (int)y.size(); i++) if (y[i] > y[best]) best = i;
+                ok = ok && t == best;
+            }
+        }
+        std::vector<float> xob = back(xo, cols);
+        double ex = rel_l2(xob.data(), xr.data(), cols);
+        double tol = k.epi == GV_LOGITS ? (k.pro == PRO_PLAIN ? 2e-6 : 2e-3) : 5e-3;
+        report(ok && worst < tol && ex < 2e-3, "gemv rows=%d cols=%d bits=%d group=%d pro=%d epi=%d nseg=%d: rel_l2 %.2e (tol %.0e), x_out %.1e",
+               k.rows, cols, k.bits, k.group, k.pro, k.epi, k.nseg, worst, tol, ex);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+static void test_moe(rng &r) {
+    struct cs { int H, I, E, K, Is, norm; } cases[] = {{320, 192, 10, 3, 128, 1}, {2048, 512, 256, 8, 512, 1}, {256, 64, 7, 2, 0, 0}};
+    for (auto &k : cases) {
+        std::vector<host_mat> g(k.E), u(k.E), dn(k.E);
+        for (int e = 0; e < k.E; e++) {
+            make_qmat(g[e], k.I, k.H, 4, 64, 1.0f / sqrtf((float)k.H), r);
+            make_qmat(u[e], k.I, k.H, 4, 64, 1.0f / sqrtf((float)k.H), r);
+            make_qmat(dn[e], k.H, k.I, 4, 64, 1.0f / sqrtf((float)k.I), r);
+        }
+        moe_w w = {up_stack(g), up_stack(u), up_stack(dn), k.E, k.K, k.I, k.H, k.norm};
+        host_mat sg, su, sd;
+        dq_mat dsd = {};
+        std::vector<float> x = randv(k.H, r), lg = randv(k.E, r, 2.0f), res = randv(k.H, r);
+        std::vector<float> sgv = randv(k.Is ? k.Is : 1, r), suv = randv(k.Is ? k.Is : 1, r), ssv = randv(1, r);
+        if (k.Is) {
+            make_qmat(sd, k.H, k.Is, 4, 64, 1.0f / sqrtf((float)k.Is), r);
+            dsd = up_mat(sd.m);
+        }
+        float *h = poisoned<float>(k.K * k.I), *wts = poisoned<float>(k.K), *out = poisoned<float>(k.H);
+        int *ids = poisoned<int>(k.K);
+        float *dres = dup(res);
+        moe_gate_up(w, dup(lg), dup(x), h, ids, wts, 0);
+        moe_down(w, h, ids, wts, dsd, dup(sgv), dup(suv), dup(ssv), dres, out, 0);
+        CK(cudaGetLastError());
+        // Reference.
+        float mx = -INFINITY;
+        for (float v : lg) mx = fmaxf(mx, v);
+        std::vector<double> p(k.E);
+        double sum = 0;
+        for (int e = 0; e < k.E; e++) sum += (p[e] = exp(lg[e] - mx));
+        std::vector<int> rid;
+        std::vector<char> used(k.E, 0);
+        double tot = 0;
+        for (int t = 0; t < k.K; t++) {
+            int bi = -1;
+            for (int e = 0; e < k.E; e++) if (!used[e] && (bi < 0 || p[e] > p[bi])) bi = e;
+            used[bi] = 1, rid.push_back(bi), tot += p[bi] / sum;
+        }
+        std::vector<float> hr(k.K * k.I);
+        std::vector<double> acc(k.H, 0.0);
+        for (int t = 0; t < k.K; t++) {
+            int e = rid[t];
+            float wt = bfr((float)(k.norm ? p[e] / sum / tot : p[e] / sum));
+            std::vector<float> gg = ref_mv(g[e].m, x), uu = ref_mv(u[e].m, x), hh(k.I);
+            for (int i = 0; i < k.I; i++) {
+                float gv = bfr(gg[i]);
+                hh[i] = hr[t * k.I + i] = bfr(bfr(gv / (1 + expf(-gv))) * bfr(uu[i]));
+            }
+            std::vector<float> d = ref_mv(dn[e].m, hh);
+            for (int i = 0; i < k.H; i++) acc[i] += (double)wt * d[i];
+        }
+        if (k.Is) {
+            std::vector<float> hh(k.Is);
+            for (int i = 0; i < k.Is; i++) hh[i] = bfr(bfr(sgv[i] / (1 + expf(-sgv[i]))) * suv[i]);
+            std::vector<float> d = ref_mv(sd.m, hh);
+            float wt = bfr(1.0f / (1.0f + expf(-ssv[0])));
+            for (int i = 0; i < k.H; i++) acc[i] += (double)wt * d[i];
+        }
+        std::vector<float> outr(k.H);
+        for (int i = 0; i < k.H; i++) outr[i] = bfr(res[i] + bfr((float)acc[i]));
+        std::vector<int> gid = back(ids, k.K);
+        std::vector<float> gh = back(h, k.K * k.I), go = back(out, k.H);
+        bool ids_ok = gid == rid;
+        double eh = rel_l2(gh.data(), hr.data(), gh.size()), eo = rel_l2(go.data(), outr.data(), go.size());
+        report(ids_ok && eh < 5e-3 && eo < 5e-3, "moe H=%d I=%d E=%d top%d Is=%d: ids %s, h rel_l2 %.2e, out rel_l2 %.2e",
+               k.H, k.I, k.E, k.K, k.Is, ids_ok ? "equal" : "DIFFER", eh, eo);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+static void test_gdn(rng &r) {
+    struct cs { int hk, hv, dk, dv, K, nsplit; } cases[] = {{2, 6, 64, 96, 4, 3}, {16, 32, 128, 128, 4, 4}, {1, 2, 32, 40, 3, 1}};
+    for (auto &k : cases) {
+        gdn_dims d = {k.hk, k.hv, k.dk, k.dv, k.K};
+        const int C = 2 * k.hk * k.dk + k.hv * k.dv;
+        std::vector<float> convw = randv(C * k.K, r, 0.5f), dtb = randv(k.hv, r), A(k.hv);
+        for (float &v : A) v = -expf(r.sym());
+        float *dconv = dup(convw), *ddt = dup(dtb), *dA = dup(A);
+        float *ring = dup(std::vector<float>((size_t)k.K * C, 0.0f));
+        float *S = dup(std::vector<float>((size_t)k.hv * k.dv * k.dk, 0.0f));
+        int *pos = dup(std::vector<int>{0});
+        std::vector<float> hist((size_t)(k.K - 1) * C, 0.0f), Sr((size_t)k.hv * k.dk * k.dv, 0.0f);
+        double worst_o = 0, worst_s = 0;
+        bool finite = true;
+        for (int step = 0; step < 6; step++) {
+            std::vector<float> qkv = randv(C, r), b = randv(k.hv, r), a = randv(k.hv, r);
+            for (float &v : qkv) v = bfr(v);
+            float *o = poisoned<float>(k.hv * k.dv);
+            CK(cudaMemcpy(pos, &step, 4, cudaMemcpyHostToDevice));
+            gdn_step(d, dup(qkv), dup(b), dup(a), dconv, ddt, dA, ring, S, o, pos, k.nsplit, 0);
+            CK(cudaGetLastError());
+            // Reference (spec §2.4), state (dk, dv) per head.
+            std::vector<float> u(C), orf(k.hv * k.dv);
+            for (int c = 0; c < C; c++) {
+                float acc = convw[(size_t)c * k.K + k.K - 1] * qkv[c];
+                for (int t = 0; t < k.K - 1; t++) acc += convw[(size_t)c * k.K + t] * hist[(size_t)t * C + c];
+                u[c] = bfr(bfr(acc) / (1 + expf(-bfr(acc))));
+            }
+            for (int t = 0; t + 1 < k.K - 1; t++) memcpy(&hist[(size_t)t * C], &hist[(size_t)(t + 1) * C], C * 4);
+            memcpy(&hist[(size_t)(k.K - 2) * C], qkv.data(), C * 4);
+            for (int h = 0; h < k.hv; h++) {
+                int kh = h / (k.hv / k.hk);
+                std::vector<float> q(&u[kh * k.dk], &u[kh * k.dk] + k.dk), kk(&u[k.hk * k.dk + kh * k.dk], &u[k.hk * k.dk + kh * k.dk] + k.dk);
+                double sq = 0, sk = 0;
+                for (int i = 0; i < k.dk; i++) sq += q[i] * q[i], sk += kk[i] * kk[i];
+                for (int i = 0; i < k.dk; i++) q[i] = q[i] / sqrtf((float)sq + 1e-6f) / sqrtf((float)k.dk), kk[i] /= sqrtf((float)sk + 1e-6f);
+                float beta = bfr(1 / (1 + expf(-b[h]))), xa = a[h] + dtb[h];
+                float gamma = expf(A[h] * (xa > 20 ? xa : log1pf(expf(xa))));
+                float *Sh = &Sr[(size_t)h * k.dk * k.dv];
+                for (int i = 0; i < k.dk * k.dv; i++) Sh[i] *= gamma;
+                for (int j = 0; j < k.dv; j++) {
+                    float uu = 0, oo = 0, v = u[2 * k.hk * k.dk + h * k.dv + j];
+                    for (int i = 0; i < k.dk; i++) uu += Sh[i * k.dv + j] * kk[i];
+                    float delta = beta * (v - uu);
+                    for (int i = 0; i < k.dk; i++) Sh[i * k.dv + j] += kk[i] * delta, oo += Sh[i * k.dv + j] * q[i];
+                    orf[h * k.dv + j] = bfr(oo);
+                }
+            }
+            std::vector<float> go = back(o, k.hv * k.dv), gs = back(S, (size_t)k.hv * k.dv * k.dk), st(gs.size());
+            for (int h = 0; h < k.hv; h++)
+                for (int j = 0; j < k.dv; j++)
+                    for (int i = 0; i < k.dk; i++)
+                        st[((size_t)h * k.dk + i) * k.dv + j] = gs[((size_t)h * k.dv + j) * k.dk + i];
+            finite = finite && !count_nonfinite(go.data(), go.size());
+            double eo = rel_l2(go.data(), orf.data(), go.size()), es = rel_l2(st.data(), Sr.data(), st.size());
+            worst_o = eo > worst_o ? eo : worst_o, worst_s = es > worst_s ? es : worst_s;
+        }
+        report(finite && worst_o < 5e-3 && worst_s < 1e-4, "gdn hk=%d hv=%d dk=%d dv=%d K=%d nsplit=%d, 6 steps: o rel_l2 %.2e, state rel_l2 %.2e",
+               k.hk, k.hv, k.dk, k.dv, k.K, k.nsplit, worst_o, worst_s);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+static void test_attn(rng &r) {
+    struct cs { int hq, hkv, D, len, nsplit, gqa; } cases[] = {
+        {6, 2, 64, 1, 1, 1}, {6, 2, 64, 7, 5, 1}, {6, 2, 64, 333, 1, 0}, {6, 2, 64, 1500, 32, 1},
+        {16, 2, 256, 4097, 32, 1}, {16, 2, 256, 4097, 1, 0}, {16, 2, 256, 100, 64, 1}, {4, 4, 32, 50, 3, 1}};
+    for (auto &k : cases) {
+        int maxc = k.len + 17;
+        attn_dims d = {k.hq, k.hkv, k.D, k.D / 4, maxc, 1e6f, 1e-6f};
+        size_t n = (size_t)k.hkv * maxc * k.D;
+        std::vector<uint16_t> kc(n), vc(n);
+        for (size_t i = 0; i < n; i++) kc[i] = lily_f32_to_bf16(r.normal()), vc[i] = lily_f32_to_bf16(r.normal());
+        std::vector<float> q = randv(k.hq * k.D, r, 1.5f), qg = randv(k.hq * 2 * k.D, r);
+        int p = k.len - 1;
+        float *part = poisoned<float>(attn_part_floats(d, k.nsplit)), *o = poisoned<float>(k.hq * k.D);
+        attn_decode(d, dup(q), dup(kc), dup(vc), dup(qg), part, o, dup(std::vector<int>{p}), k.nsplit, k.gqa, 0);
+        CK(cudaGetLastError());
+        std::vector<float> ref(k.hq * k.D);
+        for (int h = 0; h < k.hq; h++) {
+            int kvh = h / (k.hq / k.hkv);
+            std::vector<double> sc(k.len);
+            double mx = -1e300, sum = 0;
+            for (int t = 0; t < k.len; t++) {
+                double s = 0;
+                for (int i = 0; i < k.D; i++) s += (double)q[h * k.D + i] * lily_bf16_to_f32(kc[((size_t)kvh * maxc + t) * k.D + i]);
+                sc[t] = s / sqrt((double)k.D);
+                mx = fmax(mx, sc[t]);
+            }
+            for (int t = 0; t < k.len; t++) sum += (sc[t] = exp(sc[t] - mx));
+            for (int i = 0; i < k.D; i++) {
+                double acc = 0;
+                for (int t = 0; t < k.len; t++) acc += sc[t] * lily_bf16_to_f32(vc[((size_t)kvh * maxc + t) * k.D + i]);
+                float gt = qg[(size_t)h * 2 * k.D + k.D + i];
+                ref[h * k.D + i] = bfr(bfr((float)(acc / sum)) / (1.0f + expf(-gt)));
+            }
+        }
+        std::vector<float> go = back(o, ref.size());
+        double e = rel_l2(go.data(), ref.data(), ref.size());
+        report(e < 5e-3 && !count_nonfinite(go.data(), go.size()), "attn hq=%d hkv=%d D=%d len=%d nsplit=%d gqa=%d: rel_l2 %.2e",
+               k.hq, k.hkv, k.D, k.len, k.nsplit, k.gqa, e);
+    }
+}
+
+static void test_qk(rng &r) {
+    struct cs { int hq, hkv, D, rd, pos; } cases[] = {{6, 2, 64, 16, 0}, {16, 2, 256, 64, 12345}, {3, 1, 96, 32, 77}};
+    for (auto &k : cases) {
+        int maxc = k.pos + 3;
+        attn_dims d = {k.hq, k.hkv, k.D, k.rd, maxc, 1e7f, 1e-6f};
+        std::vector<float> qg = randv(k.hq * 2 * k.D, r), kk = randv(k.hkv * k.D, r), vv = randv(k.hkv * k.D, r);
+        std::vector<float> qn = randv(k.D, r, 0.2f, 1.0f), kn = randv(k.D, r, 0.2f, 1.0f);
+        size_t n = (size_t)k.hkv * maxc * k.D;
+        uint16_t *kc = poisoned<uint16_t>(n), *vc = poisoned<uint16_t>(n);
+        float *qo = poisoned<float>(k.hq * k.D);
+        qk_norm_rope_append(d, dup(qg), dup(kk), dup(vv), dup(qn), dup(kn), qo, kc, vc, dup(std::vector<int>{k.pos}), 0);
+        CK(cudaGetLastError());
+        auto normrope = [&](const float *x, const std::vector<float> &w) {
+            double ss = 0;
+            for (int i = 0; i < k.D; i++) ss += x[i] * x[i];
+            float rr = 1.0f / sqrtf((float)(ss / k.D) + 1e-6f);
+            std::vector<float> y(k.D), o(k.D);
+            for (int i = 0; i < k.D; i++) y[i] = o[i] = bfr(x[i] * rr * w[i]);
+            int half = k.rd / 2;
+            for (int i = 0; i < half; i++) {
+                float inv = 1.0f / powf(1e7f, (float)(2 * i) / k.rd), ang = (float)k.pos * inv;
+                float c = bfr(cosf(ang)), s = bfr(sinf(ang));
+                o[i] = bfr(bfr(y[i] * c) - bfr(y[i + half] * s));
+                o[i + half] = bfr(bfr(y[i + half] * c) + bfr(y[i] * s));
+            }
+            return o;
+        };
+        std::vector<float> qr, kr, vr, gq = back(qo, k.hq * k.D), gk, gv;
+        std::vector<uint16_t> kb = back(kc, n), vb = back(vc, n);
+        for (int h = 0; h < k.hq; h++) {
+            auto o = normrope(&qg[(size_t)h * 2 * k.D], qn);
+            qr.insert(qr.end(), o.begin(), o.end());
+        }
+        for (int h = 0; h < k.hkv; h++) {
+            auto o = normrope(&kk[(size_t)h * k.D], kn);
+            kr.insert(kr.end(), o.begin(), o.end());
+            for (int i = 0; i < k.D; i++) {
+                gk.push_back(lily_bf16_to_f32(kb[((size_t)h * maxc + k.pos) * k.D + i]));
+                gv.push_back(lily_bf16_to_f32(vb[((size_t)h * maxc + k.pos) * k.D + i]));
+                vr.push_back(bfr(vv[h * k.D + i]));
+            }
+        }
+        double eq = rel_l2(gq.data(), qr.data(), qr.size()), ek = rel_l2(gk.data(), kr.data(), kr.size()), ev = rel_l2(gv.data(), vr.data(), vr.size());
+        report(eq < 5e-3 && ek < 5e-3 && ev == 0.0, "qk norm+rope+append hq=%d hkv=%d D=%d rope=%d pos=%d: q %.1e k %.1e v %.1e",
+               k.hq, k.hkv, k.D, k.rd, k.pos, eq, ek, ev);
+    }
+}
+
+void run_kernel_tests(uint64_t seed) {
+    rng r(seed);
+    printf("kernel tests, seed %llu\n", (unsigned long long)seed);
+    test_gemv(r);
+    test_moe(r);
+    test_gdn(r);
+    test_attn(r);
+    test_qk(r);
+}
