@@ -60,6 +60,10 @@ endif
 TEST_SRC  := $(wildcard tests/test_*.c)
 TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
+# Objects depend on a stamp of the flags, so switching CUDA=0/1 or SAN rebuilds what it changes.
+FLAGS_STAMP := $(BUILD)/.flags
+$(shell mkdir -p $(BUILD); echo '$(CFLAGS) $(NVFLAGS) $(CUDA)' | cmp -s - $(FLAGS_STAMP) || echo '$(CFLAGS) $(NVFLAGS) $(CUDA)' > $(FLAGS_STAMP))
+
 .PHONY: all check test test-gpu fuzz format clean
 all: $(BUILD)/lily $(if $(filter 1,$(CUDA)),$(BUILD)/lily-gpu-test)
 
@@ -70,11 +74,11 @@ $(BUILD)/liblily.a: $(LIB_OBJ) $(CU_OBJ)
 $(BUILD)/lily: $(BUILD)/src/main.o $(BUILD)/liblily.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/%.o: %.c
+$(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/%.o: %.cu
+$(BUILD)/%.o: %.cu $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c -o $@ $<
 
