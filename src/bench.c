@@ -191,7 +191,7 @@ int bench_parse_lengths(const char *s, int *out, int cap) {
         }
         if (v < 1 || v > (1L << 24) || n == cap) goto bad;
         out[n++] = (int)v;
-        if (*end == ',') end++;
+        if (*end == ',' && end[1]) end++; // a separator, never a trailing one
         else if (*end) goto bad;
         p = end;
     }
@@ -226,8 +226,26 @@ static double median(const double *v, int n) {
     return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
 }
 
+// Reset the process's peak RSS (VmHWM) so the host ceiling buffers do not count. Best effort:
+// Linux >= 4.0 understands "5" in clear_refs.
+static void reset_peak_rss(void) {
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f) return;
+    fputs("5", f);
+    fclose(f);
+}
+
 static double peak_mem(const struct sweep *s) {
     if (s->be->peak_mem) return (double)s->be->peak_mem(s->ctx);
+    FILE *f = fopen("/proc/self/status", "r");
+    if (f) {
+        char line[256];
+        double kb = -1;
+        while (fgets(line, sizeof line, f))
+            if (!strncmp(line, "VmHWM:", 6)) kb = atof(line + 6);
+        fclose(f);
+        if (kb >= 0) return kb * 1024.0;
+    }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     return (double)ru.ru_maxrss * 1024.0;
@@ -326,9 +344,9 @@ static int run_sweeps(struct sweep *s, struct bench_result *r) {
 
 static void print_cost(const struct bench_result *r) {
     const struct bench_cost *c = &r->cost;
-    printf("cost model (this model): decode %.4f GB weights + %.4f GB GDN state per token + %.0f B "
-           "per context token; prefill %.3f GFLOP/token matmul + %.0f FLOP x len attention + %.3f "
-           "GFLOP GDN + lm_head %.3f GFLOP per call\n",
+    printf("cost model (this model): decode %.4g GB weights + %.4g GB GDN state per token + %.0f B "
+           "per context token; prefill %.4g GFLOP/token matmul + %.0f FLOP x len attention + %.4g "
+           "GFLOP GDN + lm_head %.4g GFLOP per call\n",
            c->weight_bytes / 1e9, c->state_bytes / 1e9, c->kv_bytes_ctx, 2 * c->active_params / 1e9,
            c->attn_flops_ctx / 2, c->gdn_flops / 1e9, c->head_flops / 1e9);
     printf("perf-model.md (35B-A3B, 4-bit g64): decode 1.657 GB weights (+~0.01 GB 8-bit router) + "
@@ -394,6 +412,7 @@ static int measure_ceilings(const struct lily_backend *be, void *ctx, struct ben
         // 256 MiB copies and a 1024^2 fp32 matmul: a second or two on a small machine.
         bench_host_ceilings((size_t)256 << 20, 1024, &r->copy_gbps, &r->gemm_tflops);
         r->ceil_source = "host";
+        reset_peak_rss();
     }
     return 0;
 }
