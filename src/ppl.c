@@ -41,10 +41,12 @@ int ppl_read_ids(const char *path, int vocab, int **ids, int *n) {
             long x = strtol(p, &end, 10);
             if (end == p || (*end && !strchr(", \t\r\n", *end))) goto bad;
             if (errno || x < 0 || x >= vocab) {
+                rc = lily_err_set(LILY_ERANGE, "%s: token id %.*s at index %d is outside the "
+                                  "vocabulary [0, %d)", path, (int)(end - p < 24 ? end - p : 24),
+                                  p, cnt, vocab);
                 free(text);
                 free(v);
-                return lily_err_set(LILY_ERANGE, "%s: token id %.20s at index %d is outside the "
-                                    "vocabulary [0, %d)", path, p, cnt, vocab);
+                return rc;
             }
             if (cnt == cap) v = xrealloc(v, (size_t)(cap *= 2) * sizeof *v);
             v[cnt++] = (int)x;
