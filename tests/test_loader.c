@@ -19,6 +19,8 @@
 
 #include "common.h"
 #include "loader.h"
+#include "quantize.h"
+#include "synth.h"
 
 static char tmp[256];
 
@@ -173,6 +175,114 @@ static void test_hf_text_sharded(void **st) { (void)st; check_checkpoint("hf_tex
 static void test_mlx_overrides(void **st) { (void)st; check_checkpoint("mlx_q"); }
 static void test_mlx_inferred_bits(void **st) { (void)st; check_checkpoint("mlx_infer"); }
 static void test_tied(void **st) { (void)st; check_checkpoint("tied"); }
+static void test_hf_qdims(void **st) { (void)st; check_checkpoint("hf_qdims"); }
+
+// Every element of the quantised matrix lies within its group's quantisation error of the source:
+// half a step, plus the bf16 rounding of the scale (over up to 2^bits - 1 steps) and of the bias.
+static void check_quantised(const struct lily_mat *src, const struct lily_mat *q, int bits, int group) {
+    assert_int_equal(q->dtype, LILY_DT_Q);
+    assert_int_equal(q->bits, bits);
+    assert_int_equal(q->group, group);
+    assert_int_equal(q->rows, src->rows);
+    assert_int_equal(q->cols, src->cols);
+    for (long r = 0; r < src->rows; r++)
+        for (long g = 0; g < src->cols / group; g++) {
+            float mn = INFINITY, mx = -INFINITY;
+            for (long c = g * group; c < (g + 1) * group; c++) {
+                float v = lily_mat_get(src, r, c);
+                mn = fminf(mn, v), mx = fmaxf(mx, v);
+            }
+            float step = (mx - mn) / (float)((1 << bits) - 1);
+            float tol = 0.5f * step + (mx - mn) / 256.0f + fabsf(mn) / 256.0f + 1e-6f;
+            for (long c = g * group; c < (g + 1) * group; c++) {
+                float a = lily_mat_get(src, r, c), b = lily_mat_get(q, r, c);
+                if (fabsf(a - b) > tol) fail_msg("[%ld,%ld]: %g vs %g (tol %g)", r, c, a, b, tol);
+            }
+        }
+}
+
+static void test_quantize(void **st) {
+    (void)st;
+    char in[512], out[512];
+    snprintf(in, sizeof in, "%s/hf_qdims", tmp);
+    snprintf(out, sizeof out, "%s/quantized", tmp);
+    int rc = quantize_model(in, out, 4, 64, 2);
+    if (rc) fail_msg("%s", lily_err_msg());
+    struct lily_model a, b;
+    assert_int_equal(lily_model_load(in, &a), 0);
+    rc = lily_model_load(out, &b);
+    if (rc) fail_msg("%s", lily_err_msg());
+    assert_int_equal(b.layout, LILY_LAYOUT_MLX);
+    assert_int_equal(b.n_tensors, 182); // the tensor set of the MLX checkpoint mlx_q (same dims)
+    const struct lily_config *c = &a.cfg;
+    check_quantised(&a.w.embed, &b.w.embed, 4, 64);
+    check_quantised(&a.w.lm_head, &b.w.lm_head, 4, 64);
+    for (int i = 0; i < c->n_layers; i++) {
+        struct lily_layer *x = &a.w.layers[i], *y = &b.w.layers[i];
+        check_quantised(&x->router, &y->router, 8, 64);
+        check_quantised(&x->sh_score, &y->sh_score, 8, 64);
+        check_quantised(&x->sh_down, &y->sh_down, 4, 64);
+        for (int e = 0; e < c->n_experts; e++) {
+            check_quantised(&x->gate[e], &y->gate[e], 4, 64);
+            check_quantised(&x->up[e], &y->up[e], 4, 64);
+            check_quantised(&x->down[e], &y->down[e], 4, 64);
+        }
+        // Norms: the quantised checkpoint stores 1 + w (conv [C, K, 1]) and loads unshifted.
+        for (int h = 0; h < c->hidden; h++) assert_true(x->in_norm[h] == y->in_norm[h]);
+        if (!x->full) {
+            check_quantised(&x->qkv, &y->qkv, 4, 64);
+            check_quantised(&x->out, &y->out, 4, 64);
+            for (long k = 0; k < (long)lily_conv_dim(c) * c->conv_kernel; k++)
+                assert_true(x->conv[k] == y->conv[k]);
+            for (int h = 0; h < c->lin_v_heads; h++)
+                assert_true(fabsf(x->A[h] - y->A[h]) <= 1e-6f * fabsf(x->A[h]));
+        } else {
+            check_quantised(&x->q, &y->q, 4, 64);
+            check_quantised(&x->o, &y->o, 4, 64);
+            for (int h = 0; h < c->head_dim; h++) assert_true(x->q_norm[h] == y->q_norm[h]);
+        }
+    }
+    lily_model_free(&a);
+    lily_model_free(&b);
+}
+
+// The synthetic checkpoint loads, and its weights have mean ~0 and std ~1/sqrt(fan_in).
+static double row_std(const struct lily_mat *m, double *mean) {
+    double s = 0, s2 = 0;
+    long n = 0;
+    for (long r = 0; r < m->rows; r++)
+        for (long c = 0; c < m->cols; c++, n++) {
+            double v = lily_mat_get(m, r, c);
+            s += v, s2 += v * v;
+        }
+    *mean = s / n;
+    return sqrt(s2 / n - *mean * *mean);
+}
+
+static void test_synth_tiny(void **st) {
+    (void)st;
+    char out[512];
+    snprintf(out, sizeof out, "%s/synth", tmp);
+    struct synth_opts o = {.preset = "tiny", .out = out, .seed = 7, .vocab = 300, .threads = 2};
+    assert_int_equal(synth_write(&o), 0);
+    struct lily_model m;
+    int rc = lily_model_load(out, &m);
+    if (rc) fail_msg("%s", lily_err_msg());
+    assert_int_equal(m.layout, LILY_LAYOUT_MLX);
+    assert_int_equal(m.cfg.vocab_size, 300);
+    assert_int_equal(m.w.layers[0].router.bits, 8);
+    assert_int_equal(m.w.layers[0].qkv.bits, 4);
+    const struct lily_mat *ms[] = {&m.w.layers[0].qkv, &m.w.layers[0].out, &m.w.layers[3].q,
+                                   &m.w.layers[1].down[3], &m.w.layers[2].router, &m.w.lm_head};
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+        double mean, sd = row_std(ms[i], &mean), want = 1.0 / sqrt(ms[i]->cols);
+        if (fabs(mean) > 0.2 * want || sd < 0.7 * want || sd > 1.3 * want)
+            fail_msg("matrix %zu: mean %g std %g, want ~0 and %g", i, mean, sd, want);
+    }
+    for (int h = 0; h < m.cfg.lin_v_heads; h++) // decays exp(A * softplus(.)) in (0, 1)
+        assert_true(m.w.layers[0].A[h] < 0 && m.w.layers[0].A[h] > -2.5f);
+    lily_model_free(&m);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Bad input: each case works on a fresh copy of a good checkpoint.
@@ -340,7 +450,9 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hf_fused),       cmocka_unit_test(test_hf_text_sharded),
         cmocka_unit_test(test_mlx_overrides),  cmocka_unit_test(test_mlx_inferred_bits),
-        cmocka_unit_test(test_tied),           cmocka_unit_test(test_bad_dirs),
+        cmocka_unit_test(test_tied),           cmocka_unit_test(test_hf_qdims),
+        cmocka_unit_test(test_quantize),       cmocka_unit_test(test_synth_tiny),
+        cmocka_unit_test(test_bad_dirs),
         cmocka_unit_test(test_bad_config),     cmocka_unit_test(test_bad_safetensors),
         cmocka_unit_test(test_bad_index),
     };

@@ -22,6 +22,7 @@ Checkpoints:
                   embed_tokens and lm_head, 2 shards + index.
   mlx_infer       the same layout without a quantization block: every matrix has its own
                   (bits, group), covering bits 2,3,4,5,6,8 x groups 32,64,128; bits inferred.
+  hf_qdims        bf16 HF with widths divisible by 64: the input of the quantize test.
   tied            flat config with tie_word_embeddings and no lm_head; all layers full attention.
 """
 import argparse
@@ -353,6 +354,16 @@ def make_mlx_infer(out, rng):
     bd.finish(cfg, {"layout": 2, "shifted": 0, "rope_dim": 8, "rope_theta": 1e7, "eos": []})
 
 
+def make_hf_qdims(out, rng):
+    """A bf16 HF checkpoint with quantisable widths: the input of the `lily quantize` test."""
+    d = QD
+    bd = Builder(rng, out, "hf_qdims")
+    build_model(bd, d, "model.language_model.", "lm_head", dense_mats(bd), experts="fused")
+    tc = dict(text_keys(d), layer_types=["full_attention" if x else "linear_attention" for x in d["full"]])
+    bd.finish({"model_type": "qwen3_5_moe", "text_config": tc},
+              {"layout": 0, "shifted": 1, "rope_dim": 8, "rope_theta": 1e7, "eos": []})
+
+
 def make_tied(out, rng):
     d = dict(ODD, L=2, full=[1, 1], V=33)
     bd = Builder(rng, out, "tied")
@@ -369,7 +380,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
     rng = np.random.default_rng(a.seed)
-    for fn in (make_hf_fused, make_hf_text, make_mlx_q, make_mlx_infer, make_tied):
+    for fn in (make_hf_fused, make_hf_text, make_mlx_q, make_mlx_infer, make_hf_qdims, make_tied):
         fn(a.out, rng)
 
 
