@@ -53,7 +53,7 @@ int bench_run(const struct bench_opts *o);
 int bench_compare(const char *a, const char *b);
 
 // Host ceilings (used when the backend has no ceilings hook): multi-threaded memcpy bandwidth
-// (bytes read + written) and a blocked fp32 matmul, `bytes` and `n` sizing the two tests.
+// (bytes read + written) and a blocked fp32 n x n matmul (n a multiple of 4).
 void bench_host_ceilings(size_t bytes, int n, double *copy_gbps, double *gemm_tflops);
 
 // One measured point and a whole run, shared by bench.c (measures) and bench_report.c (writes
