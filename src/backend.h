@@ -11,6 +11,15 @@
 
 #include "model.h"
 
+// What ceilings() measured (all fields zero/empty when unknown).
+struct lily_ceilings {
+    double copy_gbps;      // device-to-device copy, (bytes read + bytes written) / s / 1e9
+    double gemm_tflops;    // dense bf16 GEMM (fp32 matmul on the CPU), FLOP / s / 1e12
+    char device[128];      // device name as the driver reports it
+    char clocks[128];      // SM and memory clocks, free text ("sm 1980 MHz, mem 2619 MHz")
+    size_t mem_total;      // device memory, bytes
+};
+
 struct lily_backend {
     const char *name; // "cpu", "cuda"
 
@@ -37,6 +46,20 @@ struct lily_backend {
     size_t (*state_save_size)(void *ctx, void *state);
     int (*state_save)(void *ctx, void *state, void *dst);
     int (*state_load)(void *ctx, void *state, const void *src, size_t n);
+
+    // Measurement hooks for `lily bench` (src/bench.c). Optional: NULL on backends that lack them;
+    // bench then measures host ceilings itself and reports the process's peak RSS.
+    //
+    // ceilings(): measure the device's limits now, on this device: a large device-to-device copy
+    // (GB/s counting bytes read plus bytes written) and a large dense bf16 GEMM (TFLOP/s), and
+    // describe the device. Returns 0 or a negative LILY_E* code with lily_err_msg() set.
+    int (*ceilings)(void *ctx, struct lily_ceilings *out);
+    // peak_mem(): the most device memory this context has held at once so far, in bytes.
+    size_t (*peak_mem)(void *ctx);
+    // set_flag(): switch one named optimisation on (1) or off (0) for matched comparisons
+    // (`lily bench --ablate NAME`). Unknown names give LILY_EINVAL with a message listing the
+    // known ones. Flags apply to forward calls made after the change.
+    int (*set_flag)(void *ctx, const char *name, int on);
 };
 
 // The backend of that name ("cpu", or "cuda" when built with CUDA), or NULL.

@@ -190,7 +190,7 @@ int cli_generate(int argc, char **argv) {
         int V = r.m.cfg.vocab_size;
         float *logits = xmalloc((size_t)V * sizeof(float));
         uint32_t h = 2166136261u;
-        int tok = -1;
+        int tok = -1, made = 0;
         double t0 = lily_time(), t1 = t0;
         // Prefill the prompt, then feed back the argmax one token at a time.
         for (long i = 0; i < gen; i++) {
@@ -205,6 +205,7 @@ int cli_generate(int argc, char **argv) {
             for (int v = 1; v < V; v++)
                 if (logits[v] > logits[tok]) tok = v;
             printf("%s%d", i ? "," : "", tok);
+            made++;
             fflush(stdout);
             int stop = 0;
             for (int e = 0; e < r.m.cfg.n_eos; e++) stop |= tok == r.m.cfg.eos_ids[e];
@@ -214,7 +215,7 @@ int cli_generate(int argc, char **argv) {
             printf("\n");
             double t2 = lily_time();
             LOG_INFO("generate: prefill %d tokens %.3f s, decode %.1f tok/s, logits hash #%08x", n,
-                     t1 - t0, gen > 1 ? (double)(gen - 1) / (t2 - t1 + 1e-9) : 0.0, h);
+                     t1 - t0, made > 1 ? (made - 1) / (t2 - t1 + 1e-9) : 0.0, h);
         }
         free(logits);
     }

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pkgs="build-essential pkg-config libjansson-dev libmicrohttpd-dev libonig-dev libutf8proc-dev \
-libcmocka-dev libcurl4-openssl-dev curl bc python3-venv"
+libcmocka-dev libcurl4-openssl-dev curl bc python3-venv gnuplot-nox"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
