@@ -14,6 +14,8 @@ struct lily_template;
 
 int tmpl_load(const char *dir, struct lily_template **out);
 void tmpl_free(struct lily_template *t);
+// Which template was recognised: "qwen3.5" or "qwen3.6".
+const char *tmpl_name(const struct lily_template *t);
 
 // Render an OpenAI chat-completions request body (`messages`, `tools`, `chat_template_kwargs` with
 // enable_thinking / preserve_thinking; other keys ignored) with the generation prompt if add_gen.
