@@ -35,6 +35,7 @@ static int engine_from_opts(const struct cli_opt *opts, int n, struct engine **e
     eo.cache_bytes = (size_t)cache_mb << 20;
     eo.snapshot_every = (int)snap;
     eo.queue_max = (int)queue;
+    eo.test_output = getenv("LILY_TEST_OUTPUT");
     int rc = engine_new(&eo, e);
     if (rc) {
         fprintf(stderr, "lily: %s\n", lily_err_msg());

@@ -48,6 +48,7 @@ struct engine {
     int eos[8], n_eos;
     int im_start;
     int snapshot_every;
+    int *script, n_script;    // test_output tokens (engine_opts)
     struct pcache cache;
     float *logits, *work;     // [n_vocab] raw logits of the last forward, and a scratch copy
     pthread_t thread;
@@ -162,6 +163,10 @@ int engine_new(const struct engine_opts *o, struct engine **out) {
     add_eos(e, tok_find(e->tok, "<|endoftext|>"));
     e->im_start = tok_find(e->tok, "<|im_start|>");
     e->snapshot_every = o->snapshot_every > 0 ? o->snapshot_every : 4096;
+    if (o->test_output &&
+        (rc = tok_encode(e->tok, o->test_output, strlen(o->test_output), 1, &e->script,
+                         &e->n_script)))
+        goto fail;
     if ((rc = e->be->init(&e->model, &e->ctx))) goto fail;
     if ((rc = e->be->state_new(e->ctx, e->max_ctx, &e->state))) goto fail;
     size_t budget = e->be->state_save && e->be->state_load ? o->cache_bytes : 0;
@@ -200,6 +205,7 @@ void engine_free(struct engine *e) {
     lily_model_free(&e->model);
     free(e->logits);
     free(e->work);
+    free(e->script);
     free(e);
 }
 
@@ -425,6 +431,7 @@ static void run_task(struct engine *e, struct engine_task *t) {
         struct engine_event ev = {.type = ENGINE_EV_TOKEN};
         memcpy(e->work, e->logits, (size_t)e->n_vocab * sizeof(float));
         int tok = sampler_sample(&smp, e->work);
+        if (e->script) tok = i < e->n_script ? e->script[i] : (e->n_eos ? e->eos[0] : tok);
         done.n_gen++;
         if (t->top_logprobs >= 0) {
             ev.n_top = t->top_logprobs;

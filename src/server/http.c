@@ -348,9 +348,28 @@ static void consume(struct conn *c, struct engine_event *ev) {
 static enum MHD_Result send_result(struct conn *c) {
     struct server *s = c->srv;
     json_t *lp = NULL;
-    if (c->req.logprobs) {
-        lp = c->req.kind == OAI_CHAT ? json_pack("{s:O, s:n}", "content", c->logprobs, "refusal")
-                                     : json_pack("{s:O}", "content", c->logprobs);
+    if (c->req.logprobs && c->req.kind == OAI_CHAT) {
+        lp = json_pack("{s:O, s:n}", "content", c->logprobs, "refusal");
+    } else if (c->req.logprobs) {
+        // The legacy completions shape: parallel arrays.
+        json_t *toks = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
+        size_t i, off = 0;
+        json_t *en;
+        json_array_foreach(c->logprobs, i, en) {
+            json_t *t = json_object_get(en, "token");
+            json_array_append(toks, t);
+            json_array_append(lps, json_object_get(en, "logprob"));
+            json_array_append_new(offs, json_integer((json_int_t)off));
+            off += json_string_length(t);
+            json_t *m = json_object(), *x;
+            size_t k;
+            json_array_foreach(json_object_get(en, "top_logprobs"), k, x)
+                json_object_set(m, json_string_value(json_object_get(x, "token")),
+                                json_object_get(x, "logprob"));
+            json_array_append_new(tops, m);
+        }
+        lp = json_pack("{s:o, s:o, s:o, s:o}", "tokens", toks, "token_logprobs", lps,
+                       "top_logprobs", tops, "text_offset", offs);
     }
     json_t *o;
     if (c->req.kind == OAI_COMPLETION)

@@ -511,7 +511,7 @@ int oai_parse(int kind, const char *body, size_t len, const struct oai_limits *l
     if (rc) r->max_tokens = (long)x;
     else if (kind == OAI_COMPLETION) r->max_tokens = 16; // the completions API's default
     if (check_sampling(root, r, e)) goto fail;
-    if (get_bool(root, "logprobs", &r->logprobs, e) < 0) goto fail;
+    if (kind == OAI_CHAT && get_bool(root, "logprobs", &r->logprobs, e) < 0) goto fail;
     if ((rc = get_int(root, "top_logprobs", 0, 20, &x, e)) < 0) goto fail;
     if (rc) {
         if (!r->logprobs && kind == OAI_CHAT) {
@@ -523,6 +523,10 @@ int oai_parse(int kind, const char *body, size_t len, const struct oai_limits *l
     if (kind == OAI_COMPLETION) {
         // In the completions API, logprobs is an integer (the number of top entries).
         json_t *lp = json_object_get(root, "logprobs");
+        if (lp && !json_is_null(lp) && !json_is_integer(lp)) {
+            oai_fail(e, 400, "logprobs", "'logprobs' must be an integer for completions");
+            goto fail;
+        }
         if (json_is_integer(lp)) {
             if (json_integer_value(lp) < 0 || json_integer_value(lp) > 20) {
                 oai_fail(e, 400, "logprobs", "'logprobs' must be between 0 and 20");
@@ -547,8 +551,6 @@ int oai_parse(int kind, const char *body, size_t len, const struct oai_limits *l
             oai_fail(e, 400, "best_of", "'best_of' must be 1");
             goto fail;
         }
-    } else if (json_object_get(root, "logprobs") && get_bool(root, "logprobs", &rc, e) < 0) {
-        goto fail;
     }
     if (check_stop(root, lim, r, e)) goto fail;
     if (check_logit_bias(root, lim, r, e)) goto fail;
