@@ -273,6 +273,8 @@ static int check_tools(json_t *root, struct oai_request *r, struct oai_error *e)
         if (json_is_string(tc)) {
             const char *s = json_string_value(tc);
             if (!strcmp(s, "none")) r->tool_choice = OAI_TOOLS_NONE;
+            else if (!tools)
+                return oai_fail(e, 400, "tool_choice", "'tool_choice' needs 'tools'");
             else if (strcmp(s, "auto") && strcmp(s, "required"))
                 return oai_fail(e, 400, "tool_choice",
                                 "'tool_choice' must be none, auto, required or a function");
@@ -280,11 +282,10 @@ static int check_tools(json_t *root, struct oai_request *r, struct oai_error *e)
             const char *type = json_string_value(json_object_get(tc, "type"));
             if (!type || (strcmp(type, "function") && strcmp(type, "allowed_tools")))
                 return oai_fail(e, 400, "tool_choice", "'tool_choice' has an unknown type");
+            if (!tools) return oai_fail(e, 400, "tool_choice", "'tool_choice' needs 'tools'");
         } else {
             return oai_fail(e, 400, "tool_choice", "'tool_choice' must be a string or an object");
         }
-        if (r->tool_choice != OAI_TOOLS_NONE && !tools)
-            return oai_fail(e, 400, "tool_choice", "'tool_choice' needs 'tools'");
     }
     // With tool_choice "none" the model is not shown the tools at all.
     if (r->tool_choice == OAI_TOOLS_NONE && tools) {
@@ -595,10 +596,38 @@ void oai_request_free(struct oai_request *r) {
 // ---------------------------------------------------------------------------------------------
 // Responses
 
+// Error messages quote request text (role names, keys, parser excerpts) cut to a byte length, so
+// they may hold invalid or truncated UTF-8, which JSON cannot carry: replace such bytes by '?'.
+static void utf8_scrub(char *s) {
+    unsigned char *p = (unsigned char *)s;
+    while (*p) {
+        int n = *p < 0x80 ? 1 : (*p >> 5) == 6 ? 2 : (*p >> 4) == 14 ? 3 : (*p >> 3) == 30 ? 4 : 0;
+        int ok = n > 0;
+        for (int k = 1; ok && k < n; k++) ok = (p[k] & 0xc0) == 0x80;
+        if (ok && n > 1) {
+            uint32_t cp = n == 2 ? (p[0] & 0x1fu) : n == 3 ? (p[0] & 0x0fu) : (p[0] & 0x07u);
+            for (int k = 1; k < n; k++) cp = cp << 6 | (p[k] & 0x3fu);
+            ok = cp >= (n == 2 ? 0x80u : n == 3 ? 0x800u : 0x10000u) && cp <= 0x10ffff &&
+                 (cp < 0xd800 || cp > 0xdfff);
+        }
+        if (!ok) {
+            *p++ = '?';
+            continue;
+        }
+        p += n;
+    }
+}
+
 char *oai_error_body(const struct oai_error *e) {
-    json_t *err = json_pack("{s:s, s:s, s:o, s:o}", "message", e->message, "type",
+    char msg[sizeof e->message], param[sizeof e->param];
+    memcpy(msg, e->message, sizeof msg);
+    memcpy(param, e->param, sizeof param);
+    msg[sizeof msg - 1] = param[sizeof param - 1] = 0;
+    utf8_scrub(msg);
+    utf8_scrub(param);
+    json_t *err = json_pack("{s:s, s:s, s:o, s:o}", "message", msg, "type",
                             e->type ? e->type : "invalid_request_error", "param",
-                            e->param[0] ? json_string(e->param) : json_null(), "code",
+                            param[0] ? json_string(param) : json_null(), "code",
                             e->code ? json_string(e->code) : json_null());
     json_t *o = json_pack("{s:o}", "error", err);
     char *s = json_dumps(o, JSON_COMPACT);
