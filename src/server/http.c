@@ -33,6 +33,7 @@ struct server {
     long started;
     atomic_int stopping;
     atomic_long n_http, n_4xx, n_5xx, n_busy, n_disconnects;
+    atomic_int active; // requests holding an engine task
 };
 
 enum route { R_NONE, R_HEALTH, R_MODELS, R_MODEL, R_METRICS, R_CHAT, R_COMPLETIONS };
@@ -407,13 +408,13 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         if (c->stream_done) return MHD_CONTENT_READER_END_OF_STREAM;
         c->sse_len = c->sse_off = 0;
         struct engine_event ev;
+        if (atomic_load(&s->stopping)) engine_cancel(c->task);
         if (!engine_next(c->task, &ev, 0.1)) {
             if (client_gone(c->mc)) {
                 atomic_fetch_add(&s->n_disconnects, 1);
                 engine_cancel(c->task);
                 return MHD_CONTENT_READER_END_WITH_ERROR;
             }
-            if (atomic_load(&s->stopping)) engine_cancel(c->task);
             if (lily_time() - c->last_write >= s->o.keepalive_s) {
                 static const char ka[] = ": keep-alive\n\n";
                 buf_add(&c->sse, &c->sse_len, &c->sse_cap, ka, sizeof ka - 1);
@@ -494,6 +495,7 @@ static enum MHD_Result do_generate(struct server *s, struct conn *c) {
     r.top_logprobs = c->req.logprobs ? c->req.top_logprobs : -1;
     rc = engine_submit(s->eng, &r, &c->task);
     free(ids);
+    if (c->task) atomic_fetch_add(&s->active, 1);
     if (rc == ENGINE_BUSY) {
         atomic_fetch_add(&s->n_busy, 1);
         return fail(s, c->mc, 503, "server_error", "server_busy",
@@ -531,13 +533,13 @@ static enum MHD_Result do_generate(struct server *s, struct conn *c) {
     }
     for (;;) {
         struct engine_event ev;
+        if (atomic_load(&s->stopping)) engine_cancel(c->task);
         if (!engine_next(c->task, &ev, 0.1)) {
             if (client_gone(c->mc)) {
                 atomic_fetch_add(&s->n_disconnects, 1);
                 engine_cancel(c->task);
                 return MHD_NO; // closes the connection
             }
-            if (atomic_load(&s->stopping)) engine_cancel(c->task);
             continue;
         }
         int done = ev.type == ENGINE_EV_DONE;
@@ -653,6 +655,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
     if (c->task && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && !c->stream_done &&
         c->req.stream)
         atomic_fetch_add(&c->srv->n_disconnects, 1);
+    if (c->task) atomic_fetch_sub(&c->srv->active, 1);
     engine_task_release(c->task); // cancels a generation still running
     if (c->parser) parse_free(c->parser);
     oai_request_free(&c->req);
@@ -739,7 +742,11 @@ int server_run(struct engine *e, const struct server_opts *o) {
     int sig;
     sigwait(&set, &sig);
     fprintf(stderr, "lily: shutting down\n");
+    // Stop accepting, let running requests end (their generations are cancelled and streams get
+    // an error event), then close what is left.
     atomic_store(&s.stopping, 1);
+    MHD_quiesce_daemon(d);
+    for (int i = 0; i < 100 && atomic_load(&s.active) > 0; i++) usleep(20000);
     MHD_stop_daemon(d);
     return 0;
 }

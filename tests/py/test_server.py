@@ -360,3 +360,23 @@ def test_reasoning_split_and_input_aliases(scripted):
              {"role": "tool", "content": "x"}]
         return c.chat.completions.create(model="m", messages=h, max_tokens=1).usage.prompt_tokens
     assert turn("reasoning_content") == turn("reasoning")
+
+
+def test_run_and_chat_cli(model):
+    from lily_server import LILY
+    r = subprocess.run([LILY, "run", "--model", model, "-p", "hi", "--max-tokens", "5",
+                        "--seed", "1"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "5 generated" in r.stderr and "prefill" in r.stderr and "decode" in r.stderr
+    r = subprocess.run([LILY, "chat", "--model", model, "--max-tokens", "4", "--no-think"],
+                       input="hello\nagain\n/reset\nhello\n/quit\n", capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    stats = [l for l in r.stderr.splitlines() if "prompt tokens" in l]
+    assert len(stats) == 3
+    assert "conversation reset" in r.stderr
+    # The second turn resumed from the first turn's snapshot; after /reset the first prompt is
+    # found whole in the cache.
+    import re
+    cached = [int(re.search(r"\((\d+) cached\)", l)[1]) for l in stats]
+    assert cached[1] > 0 and cached[2] > 0

@@ -212,3 +212,58 @@ def test_still_up(srv):
     assert srv.get("/health")[0] == 200 and srv.alive()
     m = srv.metrics()
     assert m["lily_http_client_errors_total"] > 50
+
+
+def test_queue_full_is_503_with_retry_after():
+    d = tempfile.mkdtemp(prefix="lily-model-")
+    make_model(d)
+    s = Server(d, "--queue", "1")
+    try:
+        import threading
+        out = []
+
+        def go():
+            out.append(s.post("/v1/chat/completions", ok({
+                "max_tokens": 1500, "logit_bias": {"4087": -100, "4089": -100}})))
+        ts = [threading.Thread(target=go) for _ in range(6)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(300)
+        codes = sorted(st for st, _, _ in out)
+        assert len(codes) == 6 and codes[0] == 200 and codes[-1] == 503, codes
+        for st, h, b in out:
+            if st == 503:
+                assert {k.lower(): v for k, v in h.items()}["retry-after"] == "1"
+                assert json.loads(b)["error"]["code"] == "server_busy"
+        assert s.metrics()["lily_rejected_busy_total"] == codes.count(503)
+    finally:
+        s.stop()
+        import shutil
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_shutdown_with_an_open_stream():
+    import http.client
+    d = tempfile.mkdtemp(prefix="lily-model-")
+    make_model(d)
+    s = Server(d)
+    try:
+        h = http.client.HTTPConnection("127.0.0.1", s.port, timeout=60)
+        h.request("POST", "/v1/chat/completions", json.dumps(ok({
+            "max_tokens": 5000, "stream": True,
+            "logit_bias": {"4087": -100, "4089": -100}})),  # no early end token
+                  {"Content-Type": "application/json"})
+        r = h.getresponse()
+        assert r.readline().startswith(b"data: ")
+        s.proc.terminate()
+        try:
+            rest = r.read()  # an error event, then the end of the stream
+        except http.client.IncompleteRead as e:
+            rest = e.partial
+        assert b'data: {"error"' in rest
+        assert s.proc.wait(timeout=30) == 0
+    finally:
+        s.stop()
+        import shutil
+        shutil.rmtree(d, ignore_errors=True)
