@@ -45,7 +45,8 @@ int cli_tokenize(int argc, char **argv) {
     int *ids, n;
     int rc = tok_encode(t, text, len, !cli_get(o, no, "--no-special"), &ids, &n);
     if (rc && file) { // name the file in the message, not "text"
-        const char *m = lily_err_msg();
+        char m[512]; // copied: the message buffer is also lily_err_set's destination
+        snprintf(m, sizeof m, "%s", lily_err_msg());
         if (!strncmp(m, "text: ", 6)) lily_err_set(rc, "%s: %s", file, m + 6);
     }
     free(buf);

@@ -192,6 +192,20 @@ static void encode_pre(struct enc *e, int step, const unsigned char *s, size_t n
     free(tmp);
 }
 
+#include "tok_nfc_mask.h"
+
+static int nfc_masked(utf8proc_int32_t cp) {
+    if (cp < 0x7fd) return 0;
+    size_t lo = 0, hi = sizeof tok_nfc_mask / sizeof *tok_nfc_mask;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (tok_nfc_mask[mid] == (uint32_t)cp) return 1;
+        if (tok_nfc_mask[mid] < (uint32_t)cp) lo = mid + 1;
+        else hi = mid;
+    }
+    return 0;
+}
+
 // Normalize a piece. Returns s itself when the text cannot change (the common case), else a
 // malloc'd buffer in *owned.
 static const unsigned char *normalize(const struct lily_tokenizer *t, const unsigned char *s, size_t *n,
@@ -206,14 +220,40 @@ static const unsigned char *normalize(const struct lily_tokenizer *t, const unsi
     if (i == *n) return s;
     int opt = UTF8PROC_STABLE | (t->norm == TOK_NORM_NFC || t->norm == TOK_NORM_NFKC ? UTF8PROC_COMPOSE : UTF8PROC_DECOMPOSE) |
               (t->norm >= TOK_NORM_NFKC ? UTF8PROC_COMPAT : 0);
-    utf8proc_uint8_t *out = NULL;
-    utf8proc_ssize_t k = utf8proc_map(s, (utf8proc_ssize_t)*n, &out, (utf8proc_option_t)opt);
-    if (k < 0) { // cannot happen on validated UTF-8; keep the text as it is
-        free(out);
-        return s;
+    // Code points HF's tables don't know are copied as they are, and the text between them is
+    // normalized separately: as unknown starters they end every reordering run and composition.
+    size_t cap = *n * 3 + 16, w = 0, seg = 0;
+    unsigned char *out = xmalloc(cap);
+    for (size_t j = 0; j <= *n;) {
+        utf8proc_int32_t cp = 0;
+        size_t m = j < *n ? cp_at(s, *n, j, &cp) : 0;
+        if (j < *n && !nfc_masked(cp)) {
+            j += m;
+            continue;
+        }
+        if (j > seg) {
+            utf8proc_uint8_t *part = NULL;
+            utf8proc_ssize_t k = utf8proc_map(s + seg, (utf8proc_ssize_t)(j - seg), &part, (utf8proc_option_t)opt);
+            if (k < 0) { // cannot happen on validated UTF-8; keep the text as it is
+                if (w + (j - seg) + 4 > cap) out = xrealloc(out, cap = 2 * (w + (j - seg) + 4));
+                memcpy(out + w, s + seg, j - seg);
+                w += j - seg;
+            } else {
+                if (w + (size_t)k + 4 > cap) out = xrealloc(out, cap = 2 * (w + (size_t)k + 4));
+                memcpy(out + w, part, (size_t)k);
+                w += (size_t)k;
+            }
+            free(part);
+        }
+        if (j == *n) break;
+        if (w + m + 4 > cap) out = xrealloc(out, cap = 2 * (w + m + 4));
+        memcpy(out + w, s + j, m); // the unknown code point itself
+        w += m;
+        j += m;
+        seg = j;
     }
     *owned = out;
-    *n = (size_t)k;
+    *n = w;
     return out;
 }
 

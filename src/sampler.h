@@ -1,0 +1,74 @@
+// sampler.h: logits -> next token. Greedy, temperature, top-k, top-p, min-p, logit bias, the
+// OpenAI presence/frequency penalties and the HF repetition penalty, driven by a seeded RNG so that
+// the same seed and the same logits give the same tokens on every run and machine.
+//
+// Order of operations (one step):
+//   1. logit bias, then penalties on the raw logits:
+//        repetition (HF): l > 0 ? l / r : l * r       for every token seen in prompt or output
+//        presence/frequency (OpenAI): l -= presence * (count > 0) + frequency * count
+//                                                     for tokens of the output only
+//   2. temperature 0 (or top_k 1) -> argmax. Otherwise softmax(l / T), then
+//   3. top-k (the k most likely), top-p (the smallest set whose mass reaches p), min-p (drop tokens
+//      whose probability is below min_p * the largest), renormalise, draw one.
+// Tested in tests/test_sampler.c.
+#ifndef LILY_SAMPLER_H
+#define LILY_SAMPLER_H
+
+#include <stdint.h>
+
+struct sampler_bias {
+    int id;
+    float bias;
+};
+
+struct sampler_params {
+    float temperature;        // 0 = greedy
+    float top_p;              // (0, 1]; 1 = off
+    int top_k;                // <= 0 = off
+    float min_p;              // [0, 1]; 0 = off
+    float presence_penalty;   // [-2, 2]
+    float frequency_penalty;  // [-2, 2]
+    float repetition_penalty; // > 0; 1 = off
+    uint64_t seed;            // RNG seed (used when has_seed)
+    int has_seed;             // 0: seeded from the clock, so every request differs
+    const struct sampler_bias *bias; // logit bias entries (ids checked < n_vocab by the caller)
+    int n_bias;
+};
+
+// Defaults: temperature 1, top_p 1, everything else off.
+void sampler_params_default(struct sampler_params *p);
+
+struct sampler {
+    struct sampler_params p;
+    int n_vocab;
+    uint64_t rng[4];          // xoshiro256** state
+    int *count;               // [n_vocab] occurrences in the output (presence/frequency)
+    unsigned char *seen;      // [n_vocab] 1 if in prompt or output (repetition penalty)
+    int *touched;             // ids with count or seen set, so a reset is O(touched)
+    int n_touched;
+    float *prob;              // [n_vocab] scratch
+    int *idx;                 // [n_vocab] scratch
+    struct sampler_bias *bias; // owned copy of p.bias
+};
+
+// Prepare a sampler for a vocabulary of n_vocab ids. The bias array is copied.
+void sampler_init(struct sampler *s, const struct sampler_params *p, int n_vocab);
+void sampler_free(struct sampler *s);
+
+// Record a prompt token (repetition penalty only) or an output token (all penalties).
+void sampler_add_prompt(struct sampler *s, int id);
+void sampler_accept(struct sampler *s, int id);
+
+// Choose the next token from logits[0..n_vocab). The logits are modified (penalties, scaling).
+int sampler_sample(struct sampler *s, float *logits);
+
+// Log-probabilities of the model distribution (log_softmax of the unmodified logits): the chosen
+// token's, and the n_top most likely ids with theirs (in descending order). Call before
+// sampler_sample, which changes the logits. Returns the chosen token's log-probability.
+float sampler_logprobs(const float *logits, int n_vocab, int token, int n_top, int *top_ids,
+                       float *top_lp);
+
+// The RNG on its own (tests): a uniform double in [0, 1).
+double sampler_uniform(struct sampler *s);
+
+#endif

@@ -1,0 +1,382 @@
+"""test_server.py: `lily serve` end to end with the official openai client and curl, on a tiny
+random-weight model: non-streaming and streaming chat, usage, stop strings, max_tokens, seeds,
+logprobs, completions, early-closed streams, concurrent clients, prefix reuse across turns.
+
+    LILY_BIN=build/lily .venv/bin/python -m pytest -q tests/py/test_server.py
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from lily_server import Server, make_model  # noqa: E402
+
+MSGS = [{"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "Name three prime numbers."}]
+
+
+@pytest.fixture(scope="module")
+def model():
+    d = tempfile.mkdtemp(prefix="lily-model-")
+    yield make_model(d)
+    import shutil
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def srv(model):
+    s = Server(model, "--ctx", "2048", "--snapshot-every", "64", "--keepalive", "1")
+    yield s
+    s.stop()
+
+
+def chat(srv, **kw):
+    args = dict(model="whatever", messages=MSGS, max_tokens=12, seed=1)
+    args.update(kw)
+    return srv.client().chat.completions.create(**args)
+
+
+def test_models_and_health(srv):
+    ms = srv.client().models.list()
+    assert [m.id for m in ms.data] == ["tiny"]
+    st, _, b = srv.get("/health")
+    assert st == 200 and json.loads(b)["status"] == "ok"
+    st, _, b = srv.get("/v1/models/anything")
+    assert st == 200 and json.loads(b)["id"] == "tiny"
+
+
+def test_non_streaming(srv):
+    r = chat(srv, max_tokens=10)
+    assert r.id.startswith("chatcmpl-") and r.object == "chat.completion"
+    assert r.model == "tiny" and r.created > 0
+    c = r.choices[0]
+    assert c.finish_reason == "length" and c.message.role == "assistant"
+    assert r.usage.completion_tokens == 10
+    assert r.usage.prompt_tokens > 10
+    assert r.usage.total_tokens == r.usage.prompt_tokens + 10
+    assert r.usage.prompt_tokens_details.cached_tokens >= 0
+
+
+def test_streaming_matches_non_streaming(srv):
+    kw = dict(max_tokens=16, seed=5, temperature=1.0)
+    r = chat(srv, **kw)
+    full = (getattr(r.choices[0].message, "reasoning_content", None) or "") + \
+        (r.choices[0].message.content or "")
+    chunks = list(chat(srv, stream=True, stream_options={"include_usage": True}, **kw))
+    assert chunks[0].choices[0].delta.role == "assistant"
+    ids = {c.id for c in chunks}
+    assert len(ids) == 1
+    text, finishes = "", []
+    for c in chunks[:-1]:
+        d = c.choices[0].delta
+        text += (getattr(d, "reasoning_content", None) or "") + (d.content or "")
+        if c.choices[0].finish_reason:
+            finishes.append(c.choices[0].finish_reason)
+        assert c.usage is None
+    assert finishes == ["length"]
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 16
+    assert text == full
+
+
+def test_stream_helper_and_no_usage(srv):
+    chunks = list(chat(srv, stream=True, max_tokens=4))
+    assert all(c.choices for c in chunks)
+    assert chunks[-1].choices[0].finish_reason == "length"
+
+
+def test_seed_determinism(srv):
+    a = chat(srv, seed=11, max_tokens=16, temperature=1.0)
+    b = chat(srv, seed=11, max_tokens=16, temperature=1.0)
+    c = chat(srv, seed=12, max_tokens=16, temperature=1.0)
+
+    def text(r):
+        m = r.choices[0].message
+        return (getattr(m, "reasoning_content", None) or "") + (m.content or "")
+    assert text(a) == text(b)
+    assert text(a) != text(c)
+
+
+def test_max_tokens_and_max_completion_tokens(srv):
+    r = chat(srv, max_tokens=3)
+    assert r.usage.completion_tokens == 3 and r.choices[0].finish_reason == "length"
+    # max_completion_tokens wins when both are given
+    r = srv.client().chat.completions.create(model="m", messages=MSGS, max_tokens=9,
+                                             max_completion_tokens=2)
+    assert r.usage.completion_tokens == 2
+
+
+def _greedy_tokens(srv, n=24):
+    """Greedy content and its tokens (thinking off: no reasoning split; logprobs give tokens)."""
+    r = chat(srv, temperature=0, max_tokens=n, logprobs=True, top_logprobs=2,
+             extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+    toks = [t.token for t in r.choices[0].logprobs.content]
+    return r.choices[0].message.content, toks
+
+
+def test_logprobs(srv):
+    r = chat(srv, max_tokens=5, logprobs=True, top_logprobs=3)
+    lp = r.choices[0].logprobs.content
+    assert len(lp) == 5
+    for e in lp:
+        assert e.logprob <= 0 and len(e.top_logprobs) == 3
+        assert e.top_logprobs[0].logprob >= e.top_logprobs[1].logprob >= e.top_logprobs[2].logprob
+        assert bytes(e.bytes).decode("utf-8", "replace") is not None
+
+
+def test_stop_string_spanning_tokens(srv):
+    text, toks = _greedy_tokens(srv)
+    assert "".join(toks) == text
+    # A stop string made of the end of one token and the start of the next.
+    pos, stop = 0, None
+    for i in range(3, len(toks) - 1):
+        pos = sum(len(t) for t in toks[:i])
+        if len(toks[i - 1]) >= 1 and len(toks[i]) >= 1:
+            stop = toks[i - 1][-1:] + toks[i][:2]
+            start = pos - 1
+            if text.find(stop) == start:
+                break
+        stop = None
+    assert stop, "no usable token boundary in %r" % toks
+    r = chat(srv, temperature=0, max_tokens=24, stop=[stop, "zzzz-never"],
+             extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+    assert r.choices[0].finish_reason == "stop"
+    assert r.choices[0].message.content == text[:text.find(stop)]
+    # The same in a stream: the stop text never leaks, even partially.
+    chunks = list(chat(srv, temperature=0, max_tokens=24, stop=stop, stream=True,
+                       extra_body={"chat_template_kwargs": {"enable_thinking": False}}))
+    got = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert got == text[:text.find(stop)]
+    assert chunks[-1].choices[0].finish_reason == "stop"
+
+
+def test_completions(srv):
+    c = srv.client()
+    r = c.completions.create(model="x", prompt="Once upon a time", max_tokens=6, seed=3,
+                             temperature=0)
+    assert r.object == "text_completion" and r.choices[0].finish_reason == "length"
+    assert r.usage.completion_tokens == 6
+    s = list(c.completions.create(model="x", prompt="Once upon a time", max_tokens=6, seed=3,
+                                  temperature=0, stream=True))
+    assert "".join(x.choices[0].text for x in s) == r.choices[0].text
+    r2 = c.completions.create(model="x", prompt="Once upon a time", max_tokens=6, temperature=0,
+                              logprobs=2)
+    assert len(r2.choices[0].logprobs.tokens) == 6
+
+
+def test_curl_streaming(srv):
+    body = json.dumps({"model": "m", "messages": MSGS, "max_tokens": 5, "stream": True})
+    out = subprocess.run(["curl", "-sN", "--max-time", "60", srv.url + "/v1/chat/completions",
+                          "-H", "Content-Type: application/json", "-d", body],
+                         capture_output=True, timeout=90).stdout.decode()
+    events = [e for e in out.split("\n\n") if e.strip() and not e.startswith(":")]
+    assert all(e.startswith("data: ") for e in events)
+    assert events[-1] == "data: [DONE]"
+    objs = [json.loads(e[6:]) for e in events[:-1]]
+    assert objs[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert objs[-1]["choices"][0]["finish_reason"] == "length"
+    out = subprocess.run(["curl", "-s", "-i", "--max-time", "60", srv.url + "/v1/chat/completions",
+                          "-d", json.dumps({"model": "m", "messages": MSGS, "max_tokens": 2})],
+                         capture_output=True, timeout=90).stdout.decode()
+    assert out.startswith("HTTP/1.1 200") and "application/json" in out
+
+
+def test_early_closed_stream_frees_the_engine(srv):
+    before = srv.metrics()
+    import http.client
+    body = {"model": "m", "messages": MSGS, "max_tokens": 1500, "stream": True,
+            "temperature": 1.0}
+    h = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    h.request("POST", "/v1/chat/completions", json.dumps(body),
+              {"Content-Type": "application/json"})
+    resp = h.getresponse()
+    assert resp.status == 200
+    n = 0
+    while n < 3:
+        if resp.readline().startswith(b"data: "):
+            n += 1
+    h.sock.shutdown(2)
+    h.close()
+    # The generation is cancelled within a moment, far before 1500 tokens.
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        m = srv.metrics()
+        if m["lily_requests_cancelled_total"] > before["lily_requests_cancelled_total"] and \
+                m["lily_busy"] == 0:
+            break
+        time.sleep(0.05)
+    m = srv.metrics()
+    assert m["lily_requests_cancelled_total"] == before["lily_requests_cancelled_total"] + 1
+    assert m["lily_generated_tokens_total"] - before["lily_generated_tokens_total"] < 1500
+    r = chat(srv, max_tokens=2)  # still serving
+    assert r.usage.completion_tokens == 2
+
+
+def test_concurrent_clients_served_in_order(srv):
+    results, errors = {}, []
+    clients = [srv.client() for _ in range(6)]
+
+    def worker(i):
+        try:
+            r = clients[i].chat.completions.create(model="m", messages=MSGS, max_tokens=150,
+                                                   seed=i, temperature=1.0)
+            results[i] = (time.time(), r.usage.completion_tokens)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+    threads = []
+    for i in range(6):
+        t = threading.Thread(target=worker, args=(i,))
+        t.start()
+        threads.append(t)
+        time.sleep(0.1)  # arrival order 0..5, each arriving while others still run
+    for t in threads:
+        t.join(120)
+    assert not errors and len(results) == 6
+    assert all(n == 150 for _, n in results.values())
+    done = sorted(results, key=lambda i: results[i][0])
+    assert done == list(range(6))
+
+
+def test_second_turn_reuses_the_prefix(srv):
+    """The real multi-turn pattern: the template drops turn 1's reasoning from the history, so the
+    snapshot before turn 1's generation prompt is what turn 2 resumes from."""
+    msgs = [{"role": "system", "content": "Prefix test %f" % time.time()},
+            {"role": "user", "content": "Tell me about hash tables."}]
+    c = srv.client()
+    r1 = c.chat.completions.create(model="m", messages=msgs, max_tokens=20, seed=2)
+    assert r1.usage.prompt_tokens_details.cached_tokens == 0
+    m = r1.choices[0].message
+    msgs2 = msgs + [{"role": "assistant", "content": m.content or "answer",
+                     "reasoning_content": getattr(m, "reasoning_content", None) or ""},
+                    {"role": "user", "content": "And tries?"}]
+    before = srv.metrics()
+    r2 = c.chat.completions.create(model="m", messages=msgs2, max_tokens=4, seed=2)
+    after = srv.metrics()
+    cached = r2.usage.prompt_tokens_details.cached_tokens
+    # Turn 2 resumes right before turn 1's generation prompt ("<|im_start|>assistant\n<think>\n",
+    # 7 tokens with the small tokenizer; a few more while tok_encode_spans leaves the fixture's
+    # normalized <think> unmatched).
+    assert r1.usage.prompt_tokens - 12 <= cached < r1.usage.prompt_tokens
+    prefilled = (after["lily_prompt_tokens_total"] - before["lily_prompt_tokens_total"]) - \
+        (after["lily_prompt_tokens_cached_total"] - before["lily_prompt_tokens_cached_total"])
+    assert prefilled == r2.usage.prompt_tokens - cached < r2.usage.prompt_tokens
+
+
+def test_long_prompt_periodic_snapshots(srv):
+    # A prompt past several snapshot intervals (64 tokens here), then the same prompt with a
+    # different ending: the shared part comes from a periodic snapshot.
+    base = "word " * 300
+    c = srv.client()
+    r1 = c.completions.create(model="m", prompt=base + "alpha", max_tokens=1)
+    assert r1.usage.prompt_tokens > 200
+    st, _, b = srv.post("/v1/completions", {"prompt": base + "beta gamma", "max_tokens": 1})
+    u = json.loads(b)["usage"]
+    assert u["prompt_tokens_details"]["cached_tokens"] >= 64
+    assert u["prompt_tokens_details"]["cached_tokens"] % 64 == 0
+
+
+def test_metrics_text(srv):
+    m = srv.metrics()
+    for k in ("lily_requests_total", "lily_prompt_tokens_total", "lily_generated_tokens_total",
+              "lily_prefill_tokens_per_second", "lily_decode_tokens_per_second",
+              "lily_queue_depth", "lily_prefix_cache_hits_total"):
+        assert k in m
+    assert m["lily_prefix_cache_hits_total"] >= 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Scripted output (LILY_TEST_OUTPUT): the model still runs, but emits a fixed text, so tool calls
+# and the reasoning split can be driven through the whole server path.
+
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"},
+                                                    "days": {"type": "integer"}},
+                   "required": ["city"]}}}]
+SCRIPT = ("The user wants weather.\n</think>\n\n<tool_call>\n<function=get_weather>\n"
+          "<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n"
+          "</function>\n</tool_call>")
+
+
+@pytest.fixture(scope="module")
+def scripted(model):
+    s = Server(model, env={"LILY_TEST_OUTPUT": SCRIPT})
+    yield s
+    s.stop()
+
+
+def test_tool_round_trip(scripted):
+    c = scripted.client()
+    msgs = [{"role": "user", "content": "Weather in Paris?"}]
+    r = c.chat.completions.create(model="m", messages=msgs, tools=TOOLS, max_tokens=200)
+    ch = r.choices[0]
+    assert ch.finish_reason == "tool_calls"
+    assert ch.message.reasoning_content == "The user wants weather."
+    call = ch.message.tool_calls[0]
+    assert call.id.startswith("call_") and call.type == "function"
+    assert call.function.name == "get_weather"
+    assert json.loads(call.function.arguments) == {"city": "Paris", "days": 3}
+    # Send the result back: the assistant turn with its tool call and the tool message.
+    msgs += [{"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+             {"role": "tool", "tool_call_id": call.id, "content": "{\"temp\": 18}"}]
+    r2 = c.chat.completions.create(model="m", messages=msgs, tools=TOOLS, max_tokens=200)
+    assert r2.choices[0].finish_reason == "tool_calls"
+    assert r2.usage.prompt_tokens > r.usage.prompt_tokens
+    # Turn 2 continues after turn 1's assistant turn: at least turn 1's conversation up to its
+    # generation prompt comes from a snapshot.
+    assert r2.usage.prompt_tokens_details.cached_tokens >= r.usage.prompt_tokens - 12
+    # Streaming: tool-call deltas carry index, id, type, name and arguments.
+    chunks = list(c.chat.completions.create(model="m", messages=msgs[:1], tools=TOOLS,
+                                            max_tokens=200, stream=True))
+    tc = [tc for ch in chunks if ch.choices for tc in (ch.choices[0].delta.tool_calls or [])]
+    assert len(tc) == 1 and tc[0].index == 0 and tc[0].function.name == "get_weather"
+    assert json.loads(tc[0].function.arguments) == {"city": "Paris", "days": 3}
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+    reasoning = "".join(getattr(ch.choices[0].delta, "reasoning_content", None) or ""
+                        for ch in chunks if ch.choices)
+    assert reasoning == "The user wants weather."
+    # tool_choice none: the tools are not shown and the output stays text.
+    r3 = c.chat.completions.create(model="m", messages=msgs[:1], tools=TOOLS, tool_choice="none",
+                                   max_tokens=200)
+    assert r3.choices[0].finish_reason == "stop" and not r3.choices[0].message.tool_calls
+    assert r3.usage.prompt_tokens < r.usage.prompt_tokens
+
+
+def test_reasoning_split_and_input_aliases(scripted):
+    c = scripted.client()
+    r = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    m = r.choices[0].message
+    assert m.reasoning_content == "The user wants weather."
+    assert "<tool_call>" in m.content and "</think>" not in m.content
+    # Both reasoning_content (llama.cpp) and reasoning (vLLM) are accepted on input, and render
+    # the same prompt.
+    def turn(key):
+        h = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b", key: "r"},
+             {"role": "tool", "content": "x"}]
+        return c.chat.completions.create(model="m", messages=h, max_tokens=1).usage.prompt_tokens
+    assert turn("reasoning_content") == turn("reasoning")
+
+
+def test_run_and_chat_cli(model):
+    from lily_server import LILY
+    r = subprocess.run([LILY, "run", "--model", model, "-p", "hi", "--max-tokens", "5",
+                        "--seed", "1"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "5 generated" in r.stderr and "prefill" in r.stderr and "decode" in r.stderr
+    r = subprocess.run([LILY, "chat", "--model", model, "--max-tokens", "4", "--no-think"],
+                       input="hello\nagain\n/reset\nhello\n/quit\n", capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    stats = [l for l in r.stderr.splitlines() if "prompt tokens" in l]
+    assert len(stats) == 3
+    assert "conversation reset" in r.stderr
+    # The second turn resumed from the first turn's snapshot; after /reset the first prompt is
+    # found whole in the cache.
+    import re
+    cached = [int(re.search(r"\((\d+) cached\)", l)[1]) for l in stats]
+    assert cached[1] > 0 and cached[2] > 0

@@ -1,0 +1,255 @@
+// test_sampler.c: unit tests for the sampler (sampler.h): empirical distributions against softmax
+// computed here in double precision, the candidate sets of top-k / top-p / min-p worked out by hand,
+// penalties against their formulas, and seeded determinism.
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "sampler.h"
+
+// logits whose softmax is exactly probs (log of the probabilities).
+static void logits_from_probs(const double *p, int n, float *l) {
+    for (int i = 0; i < n; i++) l[i] = p[i] > 0 ? (float)log(p[i]) : -1e30f;
+}
+
+// Draw `draws` tokens; counts[i] = how often i came out.
+static void histogram(const struct sampler_params *sp, const float *l0, int n, int draws,
+                      int *counts) {
+    struct sampler s;
+    sampler_init(&s, sp, n);
+    float *l = malloc(sizeof(float) * (size_t)n);
+    memset(counts, 0, sizeof(int) * (size_t)n);
+    for (int d = 0; d < draws; d++) {
+        memcpy(l, l0, sizeof(float) * (size_t)n);
+        int t = sampler_sample(&s, l);
+        assert_true(t >= 0 && t < n);
+        counts[t]++;
+    }
+    free(l);
+    sampler_free(&s);
+}
+
+static void test_greedy(void **st) {
+    (void)st;
+    struct sampler_params sp;
+    sampler_params_default(&sp);
+    sp.temperature = 0;
+    float l[5] = {0.1f, 3.0f, -2.0f, 2.9f, 0.0f};
+    struct sampler s;
+    sampler_init(&s, &sp, 5);
+    for (int i = 0; i < 10; i++) {
+        float c[5];
+        memcpy(c, l, sizeof l);
+        assert_int_equal(sampler_sample(&s, c), 1);
+    }
+    sampler_free(&s);
+}
+
+// Temperature 1 reproduces the softmax; temperature 0.5 squares the probabilities (renormalised).
+static void test_distribution(void **st) {
+    (void)st;
+    const double p[4] = {0.1, 0.2, 0.3, 0.4};
+    float l[4];
+    logits_from_probs(p, 4, l);
+    int counts[4], draws = 200000;
+    struct sampler_params sp;
+    sampler_params_default(&sp);
+    sp.has_seed = 1;
+    sp.seed = 7;
+    histogram(&sp, l, 4, draws, counts);
+    for (int i = 0; i < 4; i++) {
+        double f = (double)counts[i] / draws;
+        // 5 standard deviations of a binomial proportion.
+        double sd = sqrt(p[i] * (1 - p[i]) / draws);
+        assert_true(fabs(f - p[i]) < 5 * sd);
+    }
+    sp.temperature = 0.5f;
+    histogram(&sp, l, 4, draws, counts);
+    double z = 0.01 + 0.04 + 0.09 + 0.16;
+    for (int i = 0; i < 4; i++) {
+        double q = p[i] * p[i] / z, f = (double)counts[i] / draws;
+        assert_true(fabs(f - q) < 5 * sqrt(q * (1 - q) / draws));
+    }
+}
+
+static void test_top_k(void **st) {
+    (void)st;
+    const double p[5] = {0.05, 0.4, 0.1, 0.3, 0.15};
+    float l[5];
+    logits_from_probs(p, 5, l);
+    int counts[5], draws = 50000;
+    struct sampler_params sp;
+    sampler_params_default(&sp);
+    sp.has_seed = 1;
+    sp.top_k = 2;
+    histogram(&sp, l, 5, draws, counts);
+    assert_int_equal(counts[0] + counts[2] + counts[4], 0);
+    // Renormalised 0.4 : 0.3.
+    double f = (double)counts[1] / draws, q = 0.4 / 0.7;
+    assert_true(fabs(f - q) < 5 * sqrt(q * (1 - q) / draws));
+}
+
+// top_p keeps the smallest prefix (by probability) whose mass reaches p.
+static void test_top_p(void **st) {
+    (void)st;
+    const double p[4] = {0.15, 0.5, 0.05, 0.3};
+    float l[4];
+    logits_from_probs(p, 4, l);
+    int counts[4], draws = 20000;
+    struct sampler_params sp;
+    sampler_params_default(&sp);
+    sp.has_seed = 1;
+    sp.top_p = 0.75f; // 0.5 < 0.75 <= 0.8: keeps ids 1 and 3
+    histogram(&sp, l, 4, draws, counts);
+    assert_int_equal(counts[0] + counts[2], 0);
+    assert_true(counts[1] > 0 && counts[3] > 0);
+    sp.top_p = 0.4f; // the first alone reaches it
+    histogram(&sp, l, 4, draws, counts);
+    assert_int_equal(counts[1], draws);
+    sp.top_p = 0.9f; // 0.5 + 0.3 + 0.15 = 0.95 >= 0.9: drops only id 2
+    histogram(&sp, l, 4, draws, counts);
+    assert_int_equal(counts[2], 0);
+    assert_true(counts[0] > 0);
+}
+
+static void test_min_p(void **st) {
+    (void)st;
+    const double p[4] = {0.15, 0.5, 0.05, 0.3};
+    float l[4];
+    logits_from_probs(p, 4, l);
+    int counts[4], draws = 20000;
+    struct sampler_params sp;
+    sampler_params_default(&sp);
+    sp.has_seed = 1;
+    sp.min_p = 0.4f; // keep p >= 0.2: ids 1 and 3
+    histogram(&sp, l, 4, draws, counts);
+    assert_int_equal(counts[0] + counts[2], 0);
+    assert_true(counts[1] > 0 && counts[3] > 0);
+    double f = (double)counts[1] / draws, q = 0.5 / 0.8;
+    assert_true(fabs(f - q) < 5 * sqrt(q * (1 - q) / draws));
+}
+
+// Penalties, checked through greedy choices that flip exactly where the formulas say.
+static void test_penalties(void **st) {
+    (void)st;
+    struct sampler_params sp;
+    sampler_params_default(&sp);
+    sp.temperature = 0;
+    struct sampler s;
+
+    // frequency: token 0 has logit 2.0, token 1 has 1.0; after 3 uses of token 0 with
+    // frequency 0.4 its logit is 0.8 < 1.0.
+    sp.frequency_penalty = 0.4f;
+    sampler_init(&s, &sp, 3);
+    float l[3] = {2.0f, 1.0f, 0.0f};
+    for (int k = 0; k < 2; k++) sampler_accept(&s, 0);
+    float c[3];
+    memcpy(c, l, sizeof l);
+    assert_int_equal(sampler_sample(&s, c), 0); // 2 - 0.8 = 1.2 > 1
+    assert_true(fabsf(c[0] - 1.2f) < 1e-6f);
+    sampler_accept(&s, 0);
+    memcpy(c, l, sizeof l);
+    assert_int_equal(sampler_sample(&s, c), 1); // 2 - 1.2 = 0.8 < 1
+    sampler_free(&s);
+
+    // presence: a flat 1.5 for any use, however many.
+    sampler_params_default(&sp);
+    sp.temperature = 0;
+    sp.presence_penalty = 1.5f;
+    sampler_init(&s, &sp, 3);
+    sampler_accept(&s, 0);
+    memcpy(c, l, sizeof l);
+    assert_int_equal(sampler_sample(&s, c), 1);
+    assert_true(fabsf(c[0] - 0.5f) < 1e-6f);
+    sampler_free(&s);
+
+    // repetition (HF): positive logits divided, negative multiplied; prompt tokens count too, but
+    // prompt tokens do not get presence/frequency penalties.
+    sampler_params_default(&sp);
+    sp.temperature = 0;
+    sp.repetition_penalty = 2.0f;
+    sp.presence_penalty = 5.0f;
+    sampler_init(&s, &sp, 3);
+    sampler_add_prompt(&s, 0);
+    sampler_add_prompt(&s, 2);
+    float m[3] = {3.0f, 1.6f, -1.0f};
+    memcpy(c, m, sizeof m);
+    assert_int_equal(sampler_sample(&s, c), 1); // 3/2 = 1.5 < 1.6
+    assert_true(fabsf(c[0] - 1.5f) < 1e-6f);
+    assert_true(fabsf(c[2] + 2.0f) < 1e-6f);
+    sampler_free(&s);
+
+    // logit bias
+    sampler_params_default(&sp);
+    sp.temperature = 0;
+    struct sampler_bias b = {2, 100.0f};
+    sp.bias = &b;
+    sp.n_bias = 1;
+    sampler_init(&s, &sp, 3);
+    memcpy(c, l, sizeof l);
+    assert_int_equal(sampler_sample(&s, c), 2);
+    sampler_free(&s);
+}
+
+static void run_seq(uint64_t seed, int *out, int n) {
+    struct sampler_params sp;
+    sampler_params_default(&sp);
+    sp.has_seed = 1;
+    sp.seed = seed;
+    sp.top_k = 50;
+    sp.top_p = 0.95f;
+    sp.temperature = 0.8f;
+    const int V = 1000;
+    float *l0 = malloc(sizeof(float) * V), *l = malloc(sizeof(float) * V);
+    for (int i = 0; i < V; i++) l0[i] = (float)sin(i * 0.37) * 3.0f;
+    struct sampler s;
+    sampler_init(&s, &sp, V);
+    for (int i = 0; i < n; i++) {
+        memcpy(l, l0, sizeof(float) * V);
+        out[i] = sampler_sample(&s, l);
+    }
+    sampler_free(&s);
+    free(l0);
+    free(l);
+}
+
+static void test_seed_determinism(void **st) {
+    (void)st;
+    int a[64], b[64], c[64];
+    run_seq(42, a, 64);
+    run_seq(42, b, 64);
+    run_seq(43, c, 64);
+    assert_memory_equal(a, b, sizeof a);
+    assert_memory_not_equal(a, c, sizeof a);
+}
+
+static void test_logprobs(void **st) {
+    (void)st;
+    const double p[5] = {0.05, 0.4, 0.1, 0.3, 0.15};
+    float l[5];
+    for (int i = 0; i < 5; i++) l[i] = (float)log(p[i]) + 7.0f; // shift: log_softmax removes it
+    int ids[3];
+    float lp[3];
+    float x = sampler_logprobs(l, 5, 2, 3, ids, lp);
+    assert_true(fabs(x - log(0.1)) < 1e-5);
+    assert_int_equal(ids[0], 1);
+    assert_int_equal(ids[1], 3);
+    assert_int_equal(ids[2], 4);
+    assert_true(fabs(lp[0] - log(0.4)) < 1e-5);
+    assert_true(fabs(lp[2] - log(0.15)) < 1e-5);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_greedy),          cmocka_unit_test(test_distribution),
+        cmocka_unit_test(test_top_k),           cmocka_unit_test(test_top_p),
+        cmocka_unit_test(test_min_p),           cmocka_unit_test(test_penalties),
+        cmocka_unit_test(test_seed_determinism), cmocka_unit_test(test_logprobs),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
