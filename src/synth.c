@@ -252,7 +252,10 @@ int synth_write(const struct synth_opts *o) {
         "moe_intermediate_size", P.I, "shared_expert_intermediate_size", P.Is, "rms_norm_eps", 1e-6,
         "max_position_embeddings", 262144, "tie_word_embeddings", 0, "rope_parameters", "rope_type",
         "default", "rope_theta", P.theta, "partial_rotary_factor", P.partial, "eos_token_id",
-        P.V > 248044 ? 248044 : P.V - 1, "dtype", "bfloat16");
+        248044, "dtype", "bfloat16");
+    // A small vocabulary has no Qwen end-of-text id: leave the end tokens to the tokenizer that is
+    // paired with the model (<|im_end|>, <|endoftext|>) rather than naming an arbitrary id.
+    if (P.V <= 248044) json_object_del(tc, "eos_token_id");
     json_t *cfg = json_pack("{s:[s],s:s,s:o,s:b,s:O,s:O}", "architectures",
                             "Qwen3_5MoeForConditionalGeneration", "model_type", "qwen3_5_moe", "text_config",
                             tc, "tie_word_embeddings", 0, "quantization", S.qblock, "quantization_config",

@@ -36,8 +36,13 @@ def srv(model):
     s.stop()
 
 
+NO_END = {"4087": -100, "4089": -100}  # <|endoftext|>, <|im_end|> of the small tokenizer
+
+
 def chat(srv, **kw):
-    args = dict(model="whatever", messages=MSGS, max_tokens=12, seed=1)
+    # Random weights may sample an end token at any step: forbid the two end tokens by default so
+    # that replies end by length where a test counts tokens (a test may pass its own logit_bias).
+    args = dict(model="whatever", messages=MSGS, max_tokens=12, seed=1, logit_bias=NO_END)
     args.update(kw)
     return srv.client().chat.completions.create(**args)
 
@@ -223,7 +228,7 @@ def test_concurrent_clients_served_in_order(srv):
 
     def worker(i):
         try:
-            r = clients[i].chat.completions.create(model="m", messages=MSGS, max_tokens=150,
+            r = clients[i].chat.completions.create(model="m", messages=MSGS, max_tokens=150, logit_bias=NO_END,
                                                    seed=i, temperature=1.0)
             results[i] = (time.time(), r.usage.completion_tokens)
         except Exception as e:  # noqa: BLE001
