@@ -87,8 +87,8 @@ def test_corpus_matches_hf(vocab, tmp_path):
     assert got == want, f"first difference at id {i}: lily {got[i:i + 8]} hf {want[i:i + 8]}"
 
 
-@pytest.mark.parametrize("unit,count", [("a", 1 << 20), ("7", 1 << 20), (" ", 1 << 20), ("\r\n", 1 << 16),
-                                        ("中文", 1 << 16), ("a\u0301", 1 << 16)])
+@pytest.mark.parametrize("unit,count", [("a", 1 << 20), ("7", 1 << 20), (" ", 1 << 20), ("\r\n", 1 << 15),
+                                        ("中文", 1 << 15), ("a\u0301", 1 << 15)])
 def test_long_inputs(vocab, tmp_path, unit, count):
     d, hf = vocab
     text = unit * count
@@ -108,8 +108,8 @@ def test_decode_matches_hf(vocab, tmp_path):
         chunks.append(ids[i:i + n])
         i += n
     n_vocab = hf.get_vocab_size(with_added_tokens=True)
-    chunks += [[rng.randrange(n_vocab) for _ in range(rng.randint(1, 30))] for _ in range(20)]
-    for k, chunk in enumerate(chunks[:60] + chunks[-20:]):
+    chunks += [[rng.randrange(n_vocab) for _ in range(rng.randint(1, 30))] for _ in range(6)]
+    for k, chunk in enumerate(chunks[:16] + chunks[-6:]):
         skip = k % 2 == 1
         args = [LILY, "detokenize", "--model", d, "--ids", ",".join(map(str, chunk))]
         r = subprocess.run(args + (["--skip-special"] if skip else []), capture_output=True, timeout=60)
