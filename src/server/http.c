@@ -746,7 +746,8 @@ int server_run(struct engine *e, const struct server_opts *o) {
     // an error event), then close what is left.
     atomic_store(&s.stopping, 1);
     MHD_quiesce_daemon(d);
-    for (int i = 0; i < 100 && atomic_load(&s.active) > 0; i++) usleep(20000);
+    // Up to 10 s: a loaded machine may need a while to deliver the last events.
+    for (int i = 0; i < 500 && atomic_load(&s.active) > 0; i++) usleep(20000);
     MHD_stop_daemon(d);
     return 0;
 }
