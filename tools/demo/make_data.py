@@ -302,7 +302,10 @@ MAN_FORMS = ["What does {c} do?", "What is {c}?", "What is the {c} command for?"
 
 
 def lower_first(h):
-    if len(h) > 1 and h[0].isupper() and h[1].islower():
+    # "Using interactive rebases" -> "using interactive rebases"; names such as "DocXMLRPCServer",
+    # "PL/pgSQL" or "SQLite" keep their case.
+    first = h.split(" ", 1)[0]
+    if len(first) > 1 and first[0].isupper() and first[1:].islower() and first.isalpha():
         return h[0].lower() + h[1:]
     return h
 

@@ -242,7 +242,12 @@ def export(model, cfg, out, ref_x):
     save_file(sd, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
     c = cfg.to_dict()
     c.update({"architectures": ["Qwen3_5MoeForCausalLM"], "dtype": "bfloat16", "use_cache": True,
-              "output_router_logits": False, "eos_token_id": EOT_ID, "bos_token_id": EOT_ID})
+              "output_router_logits": False, "eos_token_id": EOT_ID, "bos_token_id": EOT_ID,
+              # Also at top level, where some loaders look (spec §1.2).
+              "partial_rotary_factor": 0.25, "full_attention_interval": 4})
+    for k in ("id2label", "label2id", "_name_or_path", "chunk_size_feed_forward", "problem_type",
+              "is_encoder_decoder", "output_attentions", "output_hidden_states", "return_dict"):
+        c.pop(k, None)
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(c, f, indent=1, sort_keys=True)
     with open(os.path.join(out, "generation_config.json"), "w") as f:
