@@ -89,6 +89,14 @@ int cli_serve(int argc, char **argv) {
     so.model_id = cli_get(opts, n, "--model-id");
     if (!so.model_id) so.model_id = base_name(model ? model : cli_default_model());
     if (so.keepalive_s >= so.timeout_s) so.keepalive_s = so.timeout_s > 1 ? so.timeout_s / 2 : 1;
+    // Block SIGINT/SIGTERM before any thread exists (the engine loop, the CPU pool, libmicrohttpd's
+    // threads inherit the mask): only server_run's sigwait may take them, so a shutdown signal
+    // can never land on a worker thread and kill the process mid-stream.
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     struct engine *e;
     int rc = engine_from_opts(opts, n, &e);
     if (rc) return rc;
