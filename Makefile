@@ -99,8 +99,7 @@ test: $(BUILD)/lily $(TEST_BIN)
 # GPU test binary: kernels vs CPU references, end-to-end on random models (tests/gpu/*.cu).
 GPU_TEST_OBJ := $(patsubst %.cu,$(BUILD)/%.o,$(wildcard tests/gpu/*.cu))
 $(BUILD)/lily-gpu-test: $(GPU_TEST_OBJ) $(BUILD)/liblily.a
-	$(CC) $(LDFLAGS) -o $@ $^ -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/targets/x86_64-linux/lib \
-	    -lcudart_static -ldl -lrt -lstdc++ -lm
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 test-gpu: $(BUILD)/lily $(if $(filter 1,$(CUDA)),$(BUILD)/lily-gpu-test)
 	@BUILD=$(BUILD) ./tests/run_gpu.sh

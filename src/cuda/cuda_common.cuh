@@ -21,20 +21,45 @@ extern "C" {
                                 __LINE__, #call);                                               \
     } while (0)
 
-// A quantised matrix on the GPU. Codes keep the MLX bit stream (rows of cols*bits/8 bytes, each a
-// multiple of 16 so a lane reads whole uint4 chunks); scale and bias are repacked at upload into one
-// 32-bit word per group (bf16 scale in the low half, bf16 bias in the high half): one load per group.
+// A weight matrix on the GPU. Quantised (fmt DQ_FAST or DQ_GENERIC): codes keep the MLX bit stream
+// (rows of cols*bits/8 bytes); scale and bias are repacked at upload into one 32-bit word per group
+// (bf16 scale in the low half, bf16 bias in the high half): one load per group. DQ_FAST matrices
+// (4 or 8 bits, rows a multiple of 16 bytes) go through the vectorised kernels; DQ_GENERIC (other
+// bit widths or odd row lengths) and DQ_DENSE (f32/f16/bf16 elements as stored, dtype dt) through
+// plain per-element loops: the tiny test fixtures use those, the real 4-bit model never does.
+enum { DQ_FAST = 0, DQ_GENERIC = 1, DQ_DENSE = 2 };
 struct dq_mat {
     const uint4 *codes;
     const uint32_t *sb;
     int rows, cols, bits, group;
+    int fmt, dt;
 };
 
-LILY_HD long dq_row_bytes(const dq_mat &m) { return (long)m.cols * m.bits / 8; }
+LILY_HD long dq_row_bytes(const dq_mat &m) {
+    return m.fmt == DQ_DENSE ? (long)m.cols * lily_dtype_size(m.dt) : (long)m.cols * m.bits / 8;
+}
+
+// Element (r, c) of any format (slow path).
+__device__ __forceinline__ float dq_get(const dq_mat &m, long r, int c) {
+    if (m.fmt == DQ_DENSE) return lily_load_f32(m.codes, m.dt, r * m.cols + c);
+    const uint8_t *row = (const uint8_t *)m.codes + r * dq_row_bytes(m);
+    uint32_t sb = m.sb[r * (m.cols / m.group) + c / m.group];
+    return __uint_as_float(sb << 16) * (float)lily_q_code(row, c, m.bits) + __uint_as_float(sb & 0xffff0000u);
+}
+
+// Precision switch. By default activations are rounded to bf16 where the HF reference stores them
+// (spec §7) and the KV cache is bf16. With LILY_CUDA_F32ACT=1 (or lily_cuda_set_opt F32ACT) rb() is
+// the identity and the KV cache is fp32, so the GPU computes the CPU backend's all-fp32 function and
+// the two can be compared to ~1e-5 (docs/PERF.md). Constant memory is per translation unit, so each
+// .cu file that rounds defines its own setter with LILY_CUDA_F32ACT_SETTER(file) and forward_cuda.cu
+// calls them all when the mode changes.
+static __constant__ int c_f32act;
+#define LILY_CUDA_F32ACT_SETTER(tu) \
+    void tu##_set_f32act(int on) { cudaMemcpyToSymbol(c_f32act, &on, sizeof on); }
 
 // Round to bf16 and back: the storage points of the HF reference (spec §7).
 __device__ __forceinline__ float rb(float f) {
-    return __uint_as_float(((uint32_t)lily_f32_to_bf16(f)) << 16);
+    return c_f32act ? f : __uint_as_float(((uint32_t)lily_f32_to_bf16(f)) << 16);
 }
 
 __device__ __forceinline__ float silu_f(float x) { return x / (1.0f + __expf(-x)); }

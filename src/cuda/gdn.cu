@@ -10,6 +10,8 @@
 // previous slots and writes its own, so no block reads what another writes.
 #include "cuda_common.cuh"
 
+LILY_CUDA_F32ACT_SETTER(gdn)
+
 #define GDN_THREADS 128
 #define KPL 4 // max dk / 32
 #define CPB 4 // columns per warp batch

@@ -7,6 +7,8 @@
 // using any of them, accumulates in fp32, and the group reduces with shuffles.
 #include "cuda_common.cuh"
 
+LILY_CUDA_F32ACT_SETTER(gemv)
+
 #define GV_THREADS 256
 #define GV_WARPS (GV_THREADS / 32)
 #define RPW 2 // rows per lane group
@@ -65,6 +67,20 @@ __device__ __forceinline__ void gv_rows(const gv_seg &s, int tile, const float *
         for (int r = 0; r < RPW; r++) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], o);
 }
 
+// Any format (dense, odd bit widths or row lengths): a warp per RPW rows, lanes stride over columns.
+__device__ __forceinline__ void gv_rows_generic(const gv_seg &s, int tile, const float *xs, int lane,
+                                                int warp, float *acc) {
+    const int r0 = (tile * GV_WARPS + warp) * RPW;
+#pragma unroll
+    for (int r = 0; r < RPW; r++) {
+        acc[r] = 0.0f;
+        if (r0 + r >= s.m.rows) continue;
+        for (int c = lane; c < s.m.cols; c += 32) acc[r] += dq_get(s.m, r0 + r, c) * xs[xs_index(c)];
+    }
+#pragma unroll
+    for (int r = 0; r < RPW; r++) acc[r] = warp_sum(acc[r]);
+}
+
 __global__ void __launch_bounds__(GV_THREADS) gemv_kernel(gv_args a) {
     extern __shared__ float smem[];
     __shared__ float red[32];
@@ -115,7 +131,9 @@ __global__ void __launch_bounds__(GV_THREADS) gemv_kernel(gv_args a) {
         while (tile >= a.seg[si].tiles) tile -= a.seg[si++].tiles;
         const gv_seg &s = a.seg[si];
         float acc[RPW];
-        if (s.m.bits == 4)
+        if (s.m.fmt != DQ_FAST)
+            gv_rows_generic(s, tile, xs, lane, warp, acc);
+        else if (s.m.bits == 4)
             gv_rows<4>(s, tile, xs, xsum, lane, warp, acc);
         else
             gv_rows<8>(s, tile, xs, xsum, lane, warp, acc);
@@ -185,7 +203,7 @@ int gemv_launch(gv_args a, int max_blocks, cudaStream_t st) {
     for (int s = 0; s < a.nseg; s++) {
         gv_seg &g = a.seg[s];
         int nchunk = g.m.cols * g.m.bits / 128;
-        g.lpr = floor_pow2(nchunk < 32 ? nchunk : 32);
+        g.lpr = g.m.fmt != DQ_FAST ? 32 : floor_pow2(nchunk < 32 ? nchunk : 32);
         int rows_per_tile = GV_WARPS * (32 / g.lpr) * RPW;
         g.tiles = (g.m.rows + rows_per_tile - 1) / rows_per_tile;
         total += g.tiles;

@@ -8,6 +8,8 @@
 // Only the selected experts' weights are read.
 #include "cuda_common.cuh"
 
+LILY_CUDA_F32ACT_SETTER(moe)
+
 #define MOE_THREADS 256
 #define MOE_WARPS 8
 #define PPW 2  // output rows per warp
@@ -222,12 +224,63 @@ __global__ void __launch_bounds__(MOE_THREADS)
     }
 }
 
+// Generic forms (dense or odd-shaped experts: the test fixtures), one warp per output row, plain
+// per-element loops, the same rounding points as the fast kernels.
+__global__ void moe_gate_up_generic(moe_w w, const float *logits, const float *x, float *h, int *ids_out,
+                                    float *wts_out) {
+    __shared__ int ids[MAX_TOPK];
+    __shared__ float wts[MAX_TOPK];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, I = w.inter, H = w.hidden;
+    if (warp == 0) router_topk(logits, w.n_experts, w.topk, w.norm_topk, ids, wts);
+    __syncthreads();
+    if (blockIdx.x == 0 && threadIdx.x < w.topk) ids_out[threadIdx.x] = ids[threadIdx.x], wts_out[threadIdx.x] = wts[threadIdx.x];
+    const int p = blockIdx.x * MOE_WARPS + warp;
+    if (p >= w.topk * I) return;
+    const long row = (long)ids[p / I] * I + p % I;
+    float g = 0.0f, u = 0.0f;
+    for (int c = lane; c < H; c += 32) g += dq_get(w.gate, row, c) * x[c], u += dq_get(w.up, row, c) * x[c];
+    g = warp_sum(g), u = warp_sum(u);
+    if (lane == 0) h[p] = rb(rb(silu_f(rb(g))) * rb(u));
+}
+
+__global__ void moe_down_generic(moe_w w, const float *h, const int *ids, const float *wts, dq_mat sd,
+                                 const float *sg, const float *su, const float *sh_score, const float *res,
+                                 float *out) {
+    const int lane = threadIdx.x & 31, r = blockIdx.x * MOE_WARPS + (threadIdx.x >> 5);
+    const int H = w.hidden, I = w.inter, Is = sd.rows ? sd.cols : 0;
+    if (r >= H) return;
+    float acc = 0.0f;
+    for (int k = 0; k < w.topk; k++) {
+        float t = 0.0f;
+        for (int c = lane; c < I; c += 32) t += dq_get(w.down, (long)ids[k] * H + r, c) * h[k * I + c];
+        acc += wts[k] * t;
+    }
+    if (Is) {
+        float t = 0.0f;
+        for (int c = lane; c < Is; c += 32) t += dq_get(sd, r, c) * rb(rb(silu_f(sg[c])) * su[c]);
+        acc += rb(sigmoid_f(*sh_score)) * t;
+    }
+    acc = warp_sum(acc);
+    if (lane == 0) out[r] = rb(res[r] + rb(acc));
+}
+
+static bool moe_fast(const moe_w &w, const dq_mat &sd) {
+    return w.gate.fmt == DQ_FAST && w.up.fmt == DQ_FAST && w.down.fmt == DQ_FAST &&
+           (!sd.rows || sd.fmt == DQ_FAST) && w.hidden % 16 == 0 && w.inter % 16 == 0 &&
+           (!sd.rows || sd.cols % 16 == 0);
+}
+
 static void set_smem(const void *fn, size_t smem) {
     if (smem > 48 * 1024) cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
 }
 
 void moe_gate_up(const moe_w &w, const float *router_logits, const float *x, float *h, int *ids,
                  float *wts, cudaStream_t st) {
+    if (!moe_fast(w, dq_mat{})) {
+        int grid = (w.topk * w.inter + MOE_WARPS - 1) / MOE_WARPS;
+        moe_gate_up_generic<<<grid, MOE_THREADS, 0, st>>>(w, router_logits, x, h, ids, wts);
+        return;
+    }
     size_t smem = (size_t)(xs_floats(w.hidden) + w.hidden / 16) * sizeof(float);
     set_smem((const void *)moe_gate_up_kernel, smem);
     int pairs = w.topk * w.inter, grid = (pairs + MOE_WARPS * PPW - 1) / (MOE_WARPS * PPW);
@@ -237,6 +290,11 @@ void moe_gate_up(const moe_w &w, const float *router_logits, const float *x, flo
 void moe_down(const moe_w &w, const float *h, const int *ids, const float *wts, dq_mat sh_down,
               const float *sg, const float *su, const float *sh_score, const float *res, float *out,
               cudaStream_t st) {
+    if (!moe_fast(w, sh_down)) {
+        moe_down_generic<<<(w.hidden + MOE_WARPS - 1) / MOE_WARPS, MOE_THREADS, 0, st>>>(
+            w, h, ids, wts, sh_down, sg, su, sh_score, res, out);
+        return;
+    }
     int Is = sh_down.rows ? sh_down.cols : 0;
     size_t smem = (size_t)(w.topk * xs_floats(w.inter) + xs_floats(Is) + (w.topk * w.inter + Is) / 16) *
                   sizeof(float);

@@ -4,6 +4,8 @@
 // consecutive steps chain on the GPU with no host round trip.
 #include "cuda_common.cuh"
 
+LILY_CUDA_F32ACT_SETTER(sample)
+
 __global__ void sample_finish_kernel(const float2 *amax, int n, int *tok, int *ids_out, int *step,
                                      int *pos) {
     const int lane = threadIdx.x;
