@@ -26,6 +26,7 @@ __global__ void __launch_bounds__(AT_THREADS)
                 const int *posp, int nsplit, int nh) {
     typedef typename std::conditional<KVF, float, uint16_t>::type kv_t;
     const kv_t *kc = (const kv_t *)kc_, *vc = (const kv_t *)vc_;
+    pdl_wait();
     __shared__ float qs[NH][DPL * 32];
     __shared__ float wm[AT_WARPS][NH], wl[AT_WARPS][NH];
     __shared__ float osum[NH][DPL * 32];
@@ -85,6 +86,7 @@ __global__ void __launch_bounds__(AT_THREADS)
             for (int j = 0; j < DPL; j++) acc[hh][j] = acc[hh][j] * corr + pr * vf[j];
         }
     }
+    pdl_trigger();
     // Merge the warps of the block (fixed order: deterministic).
     if (lane == 0)
 #pragma unroll
@@ -128,6 +130,8 @@ __global__ void __launch_bounds__(AT_THREADS)
 
 __global__ void attn_combine(attn_dims d, const float *part, const float *qg, float *o, int nsplit) {
     const int h = blockIdx.x, D = d.d;
+    pdl_wait();
+    pdl_trigger();
     const float *ph = part + (long)h * nsplit * (D + 2);
     float M = -INFINITY;
     for (int s = 0; s < nsplit; s++) M = fmaxf(M, ph[s * (D + 2)]);
@@ -154,10 +158,10 @@ static void launch_nh(attn_dims d, const float *q, const void *kc, const void *v
                       const int *pos, int nsplit, int nh, cudaStream_t st) {
     dim3 grid(d.hq / nh, nsplit);
     int dpl = (d.d + 31) / 32;
-    if (dpl > 4) attn_kernel<NH, 8, KVF><<<grid, AT_THREADS, 0, st>>>(d, q, kc, vc, part, pos, nsplit, nh);
-    else if (dpl > 2) attn_kernel<NH, 4, KVF><<<grid, AT_THREADS, 0, st>>>(d, q, kc, vc, part, pos, nsplit, nh);
-    else if (dpl > 1) attn_kernel<NH, 2, KVF><<<grid, AT_THREADS, 0, st>>>(d, q, kc, vc, part, pos, nsplit, nh);
-    else attn_kernel<NH, 1, KVF><<<grid, AT_THREADS, 0, st>>>(d, q, kc, vc, part, pos, nsplit, nh);
+    if (dpl > 4) launch_k(attn_kernel<NH, 8, KVF>, grid, AT_THREADS, 0, st, d, q, kc, vc, part, pos, nsplit, nh);
+    else if (dpl > 2) launch_k(attn_kernel<NH, 4, KVF>, grid, AT_THREADS, 0, st, d, q, kc, vc, part, pos, nsplit, nh);
+    else if (dpl > 1) launch_k(attn_kernel<NH, 2, KVF>, grid, AT_THREADS, 0, st, d, q, kc, vc, part, pos, nsplit, nh);
+    else launch_k(attn_kernel<NH, 1, KVF>, grid, AT_THREADS, 0, st, d, q, kc, vc, part, pos, nsplit, nh);
 }
 
 template <int NH>
@@ -177,5 +181,5 @@ void attn_decode(attn_dims d, const float *q, const void *kc, const void *vc,
         launch_kv<4>(d, q, kc, vc, part, pos, nsplit, group, st);
     else
         launch_kv<8>(d, q, kc, vc, part, pos, nsplit, group, st);
-    attn_combine<<<d.hq, 256, 0, st>>>(d, part, qg, o, nsplit);
+    launch_k(attn_combine, d.hq, 256, 0, st, d, part, qg, o, nsplit);
 }

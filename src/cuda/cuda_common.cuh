@@ -130,4 +130,32 @@ __device__ __forceinline__ float chunk_apply(float dot, float xsum, uint32_t sb,
     return fmaf(s, qx, b * xsum);
 }
 
+// Programmatic dependent launch (Hopper). Every kernel of a step is launched with
+// launch_k(), which (when lily_cuda_pdl is set, the default; ablation "pdl") lets it start while
+// the previous kernel is still running. Each kernel may touch only weights (read-only, never
+// written during a step) before pdl_wait(); after pdl_wait() the previous kernel has completed and
+// its writes are visible, and by induction so have all earlier ones. pdl_trigger() (after a
+// block's main loop) lets the next kernel's blocks be scheduled; both are no-ops when the kernel was
+// launched without the attribute. The weights a kernel will read first are prefetched into L2
+// before pdl_wait(), so their DRAM latency overlaps the previous kernel's tail.
+extern int lily_cuda_pdl;
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ void prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+// Prefetch bytes [0, n) of p into L2 with the block's threads, one 128-byte line each.
+__device__ __forceinline__ void prefetch_block(const void *p, long n) {
+    for (long off = (long)threadIdx.x * 128; off < n; off += (long)blockDim.x * 128) prefetch_l2((const char *)p + off);
+}
+
+template <typename... KArgs, typename... Args>
+static void launch_k(void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, Args... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = st;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at, cfg.numAttrs = lily_cuda_pdl ? 1 : 0;
+    cudaLaunchKernelEx(&cfg, k, ((KArgs)args)...);
+}
+
 #include "kernels.cuh"

@@ -80,6 +80,8 @@ struct cuda_state {
 
 #define PIN_BYTES (64u << 20)
 
+int lily_cuda_pdl = 1; // cuda_common.cuh: launch_k() adds the PDL attribute; set per step from the option
+
 // ---------------------------------------------------------------------------------------------
 // Uploads.
 static void *arena_take(cuda_ctx *cx, size_t n) {
@@ -330,6 +332,7 @@ static int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_GQA] = env_int("LILY_CUDA_GQA", 0);
     cx->opt[LILY_CUDA_OPT_GDN_SPLIT] = env_int("LILY_CUDA_GDN_SPLIT", 8);
     cx->opt[LILY_CUDA_OPT_F32ACT] = env_int("LILY_CUDA_F32ACT", 0) != 0;
+    cx->opt[LILY_CUDA_OPT_PDL] = env_int("LILY_CUDA_PDL", 1) != 0;
     cx->dump = env_int("LILY_CUDA_DUMP", 0);
     *out = cx;
 #define FAIL(x) do { rc = (x); if (rc) { free_ctx(cx); *out = NULL; return rc; } } while (0)
@@ -502,6 +505,7 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
     const lily_config *c = &cx->c;
     cudaStream_t st = cx->st;
     const float eps = c->norm_eps;
+    lily_cuda_pdl = cx->opt[LILY_CUDA_OPT_PDL] && !cx->prof; // profiling times kernels one by one
     prof_mark(cx, "start");
     embed_row(cx->embed_q, cx->embed_dense, cx->embed_dt, c->hidden, s->d_tok, cx->x, st);
     prof_mark(cx, "embed");
@@ -723,7 +727,7 @@ static const struct {
 } flag_names[] = {
     {"graph", LILY_CUDA_OPT_GRAPH, 0, 1},        {"split_kv", LILY_CUDA_OPT_ATTN_SPLIT, 1, 0},
     {"gqa", LILY_CUDA_OPT_GQA, 0, 1},            {"gdn_split", LILY_CUDA_OPT_GDN_SPLIT, 1, 8},
-    {"bf16act", LILY_CUDA_OPT_F32ACT, 1, 0},
+    {"bf16act", LILY_CUDA_OPT_F32ACT, 1, 0},   {"pdl", LILY_CUDA_OPT_PDL, 0, 1},
 };
 
 extern "C" int lily_cuda_set_opt(void *ctx, int opt, int value);
@@ -732,7 +736,7 @@ static int set_flag_cuda(void *ctx, const char *name, int on) {
     for (auto &f : flag_names)
         if (!strcmp(f.name, name)) return lily_cuda_set_opt(ctx, f.opt, on ? f.on : f.off);
     return lily_err_set(LILY_EINVAL, "cuda backend: unknown flag '%s' (known: graph, split_kv, gqa, "
-                        "gdn_split, bf16act)", name);
+                        "gdn_split, pdl, bf16act)", name);
 }
 
 static size_t peak_mem_cuda(void *ctx) {

@@ -88,6 +88,20 @@ __global__ void __launch_bounds__(GV_THREADS) gemv_kernel(gv_args a) {
     const int cols = a.cols;
     float *xs = smem, *xsum = smem + xs_floats(cols);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    int total = 0;
+    for (int s = 0; s < a.nseg; s++) total += a.seg[s].tiles;
+    // The weights of this block's first tile do not depend on the previous kernel: start them
+    // towards L2 before waiting for it (rows of a tile are contiguous, and so are their scales).
+    if (blockIdx.x < total) {
+        int si = 0, tile = blockIdx.x;
+        while (tile >= a.seg[si].tiles) tile -= a.seg[si++].tiles;
+        const gv_seg &s = a.seg[si];
+        const int rpt = GV_WARPS * (32 / s.lpr) * RPW, r0 = tile * rpt, nr = min(rpt, s.m.rows - r0);
+        const long rb_ = dq_row_bytes(s.m);
+        prefetch_block((const char *)s.m.codes + r0 * rb_, nr * rb_);
+        if (s.m.sb) prefetch_block(s.m.sb + (long)r0 * (s.m.cols / s.m.group), (long)nr * (s.m.cols / s.m.group) * 4);
+    }
+    pdl_wait();
 
     // Prologue: x into shared memory.
     if (a.pro == PRO_RMSNORM) {
@@ -124,8 +138,6 @@ __global__ void __launch_bounds__(GV_THREADS) gemv_kernel(gv_args a) {
 
     float best = -INFINITY;
     int best_row = 0x7fffffff;
-    int total = 0;
-    for (int s = 0; s < a.nseg; s++) total += a.seg[s].tiles;
     for (int t = blockIdx.x; t < total; t += gridDim.x) {
         int si = 0, tile = t;
         while (tile >= a.seg[si].tiles) tile -= a.seg[si++].tiles;
@@ -158,6 +170,7 @@ __global__ void __launch_bounds__(GV_THREADS) gemv_kernel(gv_args a) {
             }
         }
     }
+    pdl_trigger();
     if (a.epi == GV_LOGITS) {
         for (int o = 16; o > 0; o >>= 1) {
             float ov = __shfl_xor_sync(0xffffffffu, best, o);
@@ -217,6 +230,6 @@ int gemv_launch(gv_args a, int max_blocks, cudaStream_t st) {
         cudaFuncSetAttribute(gemv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         smem_set = smem;
     }
-    gemv_kernel<<<grid, GV_THREADS, smem, st>>>(a);
+    launch_k(gemv_kernel, grid, GV_THREADS, smem, st, a);
     return grid;
 }

@@ -93,6 +93,7 @@ __global__ void __launch_bounds__(MOE_THREADS)
     const int H = w.hidden, I = w.inter, bits = w.gate.bits;
     float *xs = smem, *xsum = smem + xs_floats(H);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    pdl_wait();
     if (warp == 0) router_topk(logits, w.n_experts, w.topk, w.norm_topk, ids, wts);
     load_x(x, H, xs, xsum);
     __syncthreads();
@@ -137,6 +138,7 @@ __global__ void __launch_bounds__(MOE_THREADS)
             }
         }
     }
+    pdl_trigger();
 #pragma unroll
     for (int p = 0; p < PPW; p++) {
         float g = warp_sum(ag[p]), u = warp_sum(au[p]);
@@ -155,6 +157,12 @@ __global__ void __launch_bounds__(MOE_THREADS)
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     // Shared memory: K routed inputs of I values, then the shared expert's input of Is values.
     float *xs = smem, *xsum = smem + K * xs_floats(I) + xs_floats(Is);
+    // The shared expert's down rows of this block are known before routing: prefetch them.
+    if (Is) {
+        const int rr0 = blockIdx.x * MOE_WARPS * PPW, nr = min(MOE_WARPS * PPW, H - rr0);
+        prefetch_block((const char *)sd.codes + (long)rr0 * dq_row_bytes(sd), (long)nr * dq_row_bytes(sd));
+    }
+    pdl_wait();
     if (threadIdx.x < K) ids[threadIdx.x] = ids_in[threadIdx.x], wts[threadIdx.x] = wts_in[threadIdx.x];
     if (threadIdx.x == 0) wts[K] = Is ? rb(sigmoid_f(*sh_score)) : 0.0f;
     for (int k = 0; k < K; k++)
@@ -216,6 +224,7 @@ __global__ void __launch_bounds__(MOE_THREADS)
             for (int p = 0; p < PPW; p++) acc[p] += wts[k] * chunk_contrib(code[p][u], sb[p][u], xp, sp, cc, b);
         }
     }
+    pdl_trigger();
 #pragma unroll
     for (int p = 0; p < PPW; p++) {
         float s = warp_sum(acc[p]);
@@ -231,6 +240,8 @@ __global__ void moe_gate_up_generic(moe_w w, const float *logits, const float *x
     __shared__ int ids[MAX_TOPK];
     __shared__ float wts[MAX_TOPK];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, I = w.inter, H = w.hidden;
+    pdl_wait();
+    pdl_trigger();
     if (warp == 0) router_topk(logits, w.n_experts, w.topk, w.norm_topk, ids, wts);
     __syncthreads();
     if (blockIdx.x == 0 && threadIdx.x < w.topk) ids_out[threadIdx.x] = ids[threadIdx.x], wts_out[threadIdx.x] = wts[threadIdx.x];
@@ -248,6 +259,8 @@ __global__ void moe_down_generic(moe_w w, const float *h, const int *ids, const 
                                  float *out) {
     const int lane = threadIdx.x & 31, r = blockIdx.x * MOE_WARPS + (threadIdx.x >> 5);
     const int H = w.hidden, I = w.inter, Is = sd.rows ? sd.cols : 0;
+    pdl_wait();
+    pdl_trigger();
     if (r >= H) return;
     float acc = 0.0f;
     for (int k = 0; k < w.topk; k++) {
@@ -278,21 +291,21 @@ void moe_gate_up(const moe_w &w, const float *router_logits, const float *x, flo
                  float *wts, cudaStream_t st) {
     if (!moe_fast(w, dq_mat{})) {
         int grid = (w.topk * w.inter + MOE_WARPS - 1) / MOE_WARPS;
-        moe_gate_up_generic<<<grid, MOE_THREADS, 0, st>>>(w, router_logits, x, h, ids, wts);
+        launch_k(moe_gate_up_generic, grid, MOE_THREADS, 0, st, w, router_logits, x, h, ids, wts);
         return;
     }
     size_t smem = (size_t)(xs_floats(w.hidden) + w.hidden / 16) * sizeof(float);
     set_smem((const void *)moe_gate_up_kernel, smem);
     int pairs = w.topk * w.inter, grid = (pairs + MOE_WARPS * PPW - 1) / (MOE_WARPS * PPW);
-    moe_gate_up_kernel<<<grid, MOE_THREADS, smem, st>>>(w, router_logits, x, h, ids, wts);
+    launch_k(moe_gate_up_kernel, grid, MOE_THREADS, smem, st, w, router_logits, x, h, ids, wts);
 }
 
 void moe_down(const moe_w &w, const float *h, const int *ids, const float *wts, dq_mat sh_down,
               const float *sg, const float *su, const float *sh_score, const float *res, float *out,
               cudaStream_t st) {
     if (!moe_fast(w, sh_down)) {
-        moe_down_generic<<<(w.hidden + MOE_WARPS - 1) / MOE_WARPS, MOE_THREADS, 0, st>>>(
-            w, h, ids, wts, sh_down, sg, su, sh_score, res, out);
+        launch_k(moe_down_generic, (w.hidden + MOE_WARPS - 1) / MOE_WARPS, MOE_THREADS, 0, st, w, h, ids,
+                 wts, sh_down, sg, su, sh_score, res, out);
         return;
     }
     int Is = sh_down.rows ? sh_down.cols : 0;
@@ -300,5 +313,5 @@ void moe_down(const moe_w &w, const float *h, const int *ids, const float *wts, 
                   sizeof(float);
     set_smem((const void *)moe_down_kernel, smem);
     int grid = (w.hidden + MOE_WARPS * PPW - 1) / (MOE_WARPS * PPW);
-    moe_down_kernel<<<grid, MOE_THREADS, smem, st>>>(w, h, ids, wts, sh_down, sg, su, sh_score, res, out);
+    launch_k(moe_down_kernel, grid, MOE_THREADS, smem, st, w, h, ids, wts, sh_down, sg, su, sh_score, res, out);
 }

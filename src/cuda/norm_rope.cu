@@ -10,6 +10,8 @@ __global__ void qk_kernel(attn_dims d, const float *qg, const float *k, const fl
                           void *vc, const int *posp) {
     extern __shared__ float y[];
     __shared__ float red[32];
+    pdl_wait();
+    pdl_trigger();
     const int hb = blockIdx.x, D = d.d, p = *posp;
     const bool is_q = hb < d.hq;
     const int h = is_q ? hb : hb - d.hq;
@@ -47,10 +49,12 @@ __global__ void qk_kernel(attn_dims d, const float *qg, const float *k, const fl
 void qk_norm_rope_append(attn_dims d, const float *qg, const float *k, const float *v,
                          const float *q_norm, const float *k_norm, float *q_out, void *kc,
                          void *vc, const int *pos, cudaStream_t st) {
-    qk_kernel<<<d.hq + d.hkv, 128, d.d * sizeof(float), st>>>(d, qg, k, v, q_norm, k_norm, q_out, kc, vc, pos);
+    launch_k(qk_kernel, d.hq + d.hkv, 128, d.d * sizeof(float), st, d, qg, k, v, q_norm, k_norm, q_out, kc, vc, pos);
 }
 
 __global__ void embed_kernel(dq_mat m, const void *dense, int dt, int H, const int *tokp, float *x) {
+    pdl_wait();
+    pdl_trigger();
     const int tok = *tokp;
     for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < H; c += gridDim.x * blockDim.x) {
         if (m.codes) {
@@ -63,5 +67,5 @@ __global__ void embed_kernel(dq_mat m, const void *dense, int dt, int H, const i
 
 void embed_row(const dq_mat &qm, const void *dense, int dense_dt, int hidden, const int *tok,
                float *x, cudaStream_t st) {
-    embed_kernel<<<(hidden + 255) / 256, 256, 0, st>>>(qm, dense, dense_dt, hidden, tok, x);
+    launch_k(embed_kernel, (hidden + 255) / 256, 256, 0, st, qm, dense, dense_dt, hidden, tok, x);
 }

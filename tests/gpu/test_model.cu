@@ -109,6 +109,10 @@ lily_config config_tiny(void) {
     return c;
 }
 
+// Projections into the residual stream get gain 0.1, as in src/synth.c: with gain 1 a random model is
+// chaotic and bf16 roundings alone move its logits by 10-50 % (docs/PERF.md, "Fidelity").
+#define RG 0.1f
+
 test_model *test_model_new(const lily_config &c, uint64_t seed, int threads) {
     test_model *t = new test_model();
     t->seed = seed, t->threads = threads;
@@ -128,7 +132,7 @@ test_model *test_model_new(const lily_config &c, uint64_t seed, int threads) {
             t->qmats(&y.q, 1, c.n_heads * 2 * c.head_dim, H, 4, sH);
             t->qmats(&y.k, 1, c.n_kv_heads * c.head_dim, H, 4, sH);
             t->qmats(&y.v, 1, c.n_kv_heads * c.head_dim, H, 4, sH);
-            t->qmats(&y.o, 1, H, c.n_heads * c.head_dim, 4, 1.0f / sqrtf((float)c.n_heads * c.head_dim));
+            t->qmats(&y.o, 1, H, c.n_heads * c.head_dim, 4, RG / sqrtf((float)c.n_heads * c.head_dim));
             y.q_norm = t->vec(c.head_dim, 1.0f, 0.2f);
             y.k_norm = t->vec(c.head_dim, 1.0f, 0.2f);
         } else {
@@ -137,7 +141,7 @@ test_model *test_model_new(const lily_config &c, uint64_t seed, int threads) {
             t->qmats(&y.z, 1, vd, H, 4, sH);
             t->qmats(&y.b, 1, c.lin_v_heads, H, 4, sH);
             t->qmats(&y.a, 1, c.lin_v_heads, H, 4, sH);
-            t->qmats(&y.out, 1, H, vd, 4, 1.0f / sqrtf((float)vd));
+            t->qmats(&y.out, 1, H, vd, 4, RG / sqrtf((float)vd));
             y.conv = t->vec(C * c.conv_kernel, 0.0f, 0.6f);
             y.dt_bias = t->vec(c.lin_v_heads, 0.0f, 1.0f);
             float *A = (float *)t->vec(c.lin_v_heads, 0.0f, 1.0f);
@@ -149,14 +153,14 @@ test_model *test_model_new(const lily_config &c, uint64_t seed, int threads) {
         if (c.shared_inter) {
             t->qmats(&y.sh_gate, 1, c.shared_inter, H, 4, sH);
             t->qmats(&y.sh_up, 1, c.shared_inter, H, 4, sH);
-            t->qmats(&y.sh_down, 1, H, c.shared_inter, 4, 1.0f / sqrtf((float)c.shared_inter));
+            t->qmats(&y.sh_down, 1, H, c.shared_inter, 4, RG / sqrtf((float)c.shared_inter));
             t->qmats(&y.sh_score, 1, 1, H, 8, sH);
         }
         std::vector<lily_mat> &ex = t->experts[l];
         ex.resize(3 * (size_t)c.n_experts);
         t->qmats(ex.data(), c.n_experts, c.moe_inter, H, 4, sH);
         t->qmats(ex.data() + c.n_experts, c.n_experts, c.moe_inter, H, 4, sH);
-        t->qmats(ex.data() + 2 * c.n_experts, c.n_experts, H, c.moe_inter, 4, 1.0f / sqrtf((float)c.moe_inter));
+        t->qmats(ex.data() + 2 * c.n_experts, c.n_experts, H, c.moe_inter, 4, RG / sqrtf((float)c.moe_inter));
         y.gate = ex.data(), y.up = ex.data() + c.n_experts, y.down = ex.data() + 2 * c.n_experts;
     }
     t->m.w.layers = t->layers.data();
