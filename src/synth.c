@@ -9,10 +9,11 @@
 // so the output does not depend on the thread count.
 //
 // The projections that write into the residual stream (out_proj, o_proj, the experts' and the shared
-// expert's down_proj) have gain RESID_GAIN = 0.1 instead of 1, as in trained models, where each
-// block adds a small update to a stream that carries the token. With gain 1 every block rewrites
-// the stream and the random 40-layer model is chaotic: fp32 summation-order differences (1e-7)
-// grew to 3e-2 in the logits and bf16 roundings flipped expert choices and the argmax
+// expert's down_proj) have gain RESID_GAIN = 0.1 instead of 1, and the embedding rows have std 1,
+// as in trained models, where each block adds a small update to a stream that carries the token.
+// With gain 1 (and embeddings of std 0.05) every block rewrote the stream and the random 40-layer
+// model was chaotic: fp32 summation-order differences (1e-7) grew to 3e-2 in the logits, and bf16
+// roundings flipped near-tied expert choices from layer 2 on and changed every argmax
 // (docs/PERF.md, "Fidelity"). LILY_SYNTH_RESID_GAIN overrides the gain (for that measurement).
 #include "synth.h"
 
@@ -209,7 +210,7 @@ int synth_write(const struct synth_opts *o) {
     S.qblock = json_pack("{s:i,s:i,s:s}", "group_size", group, "bits", bits, "mode", "affine");
     const char *pf = "language_model.model.";
     char nm[512];
-    add_q(&S, "language_model.model.embed_tokens", 0, P.V, P.H, bits, group, 0.05f * sqrtf((float)P.H), 0);
+    add_q(&S, "language_model.model.embed_tokens", 0, P.V, P.H, bits, group, sqrtf((float)P.H), 0);
     for (int i = 0; i < P.L; i++) {
         int full = (i + 1) % P.interval == 0;
 #define M(...) (snprintf(nm, sizeof nm, __VA_ARGS__), nm)

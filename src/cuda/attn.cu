@@ -20,7 +20,7 @@ __device__ __forceinline__ float kv_load(const float *p) { return *p; }
 #define AT_THREADS 256
 #define AT_WARPS 8
 
-template <int NH, int DPL, bool KVF>
+template <int NH, int DPL, bool KVF, bool FULL>
 __global__ void __launch_bounds__(AT_THREADS)
     attn_kernel(attn_dims d, const float *q, const void *kc_, const void *vc_, float *part,
                 const int *posp, int nsplit, int nh) {
@@ -53,7 +53,8 @@ __global__ void __launch_bounds__(AT_THREADS)
     }
     const kv_t *kb = kc + (long)kvh * d.max_ctx * D + lane * DPL;
     const kv_t *vb = vc + (long)kvh * d.max_ctx * D + lane * DPL;
-    const int nd = min(DPL, max(0, D - lane * DPL)); // dims this lane holds (< DPL only for odd D)
+    // Dims this lane holds: DPL when D == 32 * DPL (FULL, every real model), fewer for odd D.
+    const int nd = FULL ? DPL : min(DPL, max(0, D - lane * DPL));
     for (int t = t0 + warp; t < t1; t += AT_WARPS) {
         float kf[DPL], vf[DPL];
         // DPL bf16 = DPL*2 bytes per lane: 16-byte loads for DPL = 8.
@@ -153,15 +154,24 @@ __global__ void attn_combine(attn_dims d, const float *part, const float *qg, fl
 
 size_t attn_part_floats(attn_dims d, int nsplit) { return (size_t)d.hq * nsplit * (d.d + 2); }
 
+template <int NH, int DPL, bool KVF>
+static void launch_full(attn_dims d, dim3 grid, const float *q, const void *kc, const void *vc, float *part,
+                        const int *pos, int nsplit, int nh, cudaStream_t st) {
+    if (d.d == 32 * DPL)
+        launch_k(attn_kernel<NH, DPL, KVF, true>, grid, AT_THREADS, 0, st, d, q, kc, vc, part, pos, nsplit, nh);
+    else
+        launch_k(attn_kernel<NH, DPL, KVF, false>, grid, AT_THREADS, 0, st, d, q, kc, vc, part, pos, nsplit, nh);
+}
+
 template <int NH, bool KVF>
 static void launch_nh(attn_dims d, const float *q, const void *kc, const void *vc, float *part,
                       const int *pos, int nsplit, int nh, cudaStream_t st) {
     dim3 grid(d.hq / nh, nsplit);
     int dpl = (d.d + 31) / 32;
-    if (dpl > 4) launch_k(attn_kernel<NH, 8, KVF>, grid, AT_THREADS, 0, st, d, q, kc, vc, part, pos, nsplit, nh);
-    else if (dpl > 2) launch_k(attn_kernel<NH, 4, KVF>, grid, AT_THREADS, 0, st, d, q, kc, vc, part, pos, nsplit, nh);
-    else if (dpl > 1) launch_k(attn_kernel<NH, 2, KVF>, grid, AT_THREADS, 0, st, d, q, kc, vc, part, pos, nsplit, nh);
-    else launch_k(attn_kernel<NH, 1, KVF>, grid, AT_THREADS, 0, st, d, q, kc, vc, part, pos, nsplit, nh);
+    if (dpl > 4) launch_full<NH, 8, KVF>(d, grid, q, kc, vc, part, pos, nsplit, nh, st);
+    else if (dpl > 2) launch_full<NH, 4, KVF>(d, grid, q, kc, vc, part, pos, nsplit, nh, st);
+    else if (dpl > 1) launch_full<NH, 2, KVF>(d, grid, q, kc, vc, part, pos, nsplit, nh, st);
+    else launch_full<NH, 1, KVF>(d, grid, q, kc, vc, part, pos, nsplit, nh, st);
 }
 
 template <int NH>

@@ -12,7 +12,7 @@ LILY_CUDA_F32ACT_SETTER(gemv)
 #define GV_THREADS 256
 #define GV_WARPS (GV_THREADS / 32)
 #define RPW 2 // rows per lane group
-#define UNR 2 // chunks per lane per batch
+#define UNR 2 // chunks per lane per batch (4 measured no faster: docs/PERF.md)
 
 static int floor_pow2(int v) {
     int p = 1;

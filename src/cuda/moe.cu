@@ -13,7 +13,7 @@ LILY_CUDA_F32ACT_SETTER(moe)
 #define MOE_THREADS 256
 #define MOE_WARPS 8
 #define PPW 2  // output rows per warp
-#define MUNR 2 // chunks per lane per batch
+#define MUNR 2 // chunks per lane per batch (4 measured no faster: docs/PERF.md)
 #define MAX_TOPK 16
 #define MAX_E_PER_LANE 16 // n_experts <= 512
 

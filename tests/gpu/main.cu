@@ -415,7 +415,8 @@ static int run_full(const char *dir) {
         {"all on (default)", -1, 0}, {"no CUDA graph", LILY_CUDA_OPT_GRAPH, 0}, {"no split-KV (1 block per KV head)", LILY_CUDA_OPT_ATTN_SPLIT, 1},
         {"split-KV 8", LILY_CUDA_OPT_ATTN_SPLIT, 8}, {"split-KV 32", LILY_CUDA_OPT_ATTN_SPLIT, 32}, {"split-KV 64", LILY_CUDA_OPT_ATTN_SPLIT, 64},
         {"GQA packing on", LILY_CUDA_OPT_GQA, 1}, {"GQA packing off", LILY_CUDA_OPT_GQA, 0}, {"GDN state not split (1 block per head)", LILY_CUDA_OPT_GDN_SPLIT, 1},
-        {"GDN split 4", LILY_CUDA_OPT_GDN_SPLIT, 4}, {"GDN split 8", LILY_CUDA_OPT_GDN_SPLIT, 8}};
+        {"GDN split 4", LILY_CUDA_OPT_GDN_SPLIT, 4}, {"GDN split 8", LILY_CUDA_OPT_GDN_SPLIT, 8},
+        {"no PDL / L2 prefetch", LILY_CUDA_OPT_PDL, 0}};
     for (auto &a : ab) {
         int old = a.opt >= 0 ? lily_cuda_get_opt(ctx, a.opt) : 0;
         if (a.opt >= 0) lily_cuda_set_opt(ctx, a.opt, a.val);
