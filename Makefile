@@ -50,7 +50,7 @@ ifeq ($(CUDA),1)
   CU_SRC   := $(wildcard src/cuda/*.cu)
   CU_OBJ   := $(CU_SRC:%.cu=$(BUILD)/%.o)
   NVFLAGS  := -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -lineinfo -Isrc \
-              -Xcompiler -Wall,-Wextra -MMD -MP
+              -Xcompiler -Wall,-Wextra,-Werror -MMD -MP
   CFLAGS   += -DLILY_CUDA=1
   LDLIBS   += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/targets/x86_64-linux/lib -lcudart_static -ldl -lrt -lstdc++
 else
@@ -99,8 +99,7 @@ test: $(BUILD)/lily $(TEST_BIN)
 # GPU test binary: kernels vs CPU references, end-to-end on random models (tests/gpu/*.cu).
 GPU_TEST_OBJ := $(patsubst %.cu,$(BUILD)/%.o,$(wildcard tests/gpu/*.cu))
 $(BUILD)/lily-gpu-test: $(GPU_TEST_OBJ) $(BUILD)/liblily.a
-	$(CC) $(LDFLAGS) -o $@ $^ -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/targets/x86_64-linux/lib \
-	    -lcudart_static -ldl -lrt -lstdc++ -lm
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 test-gpu: $(BUILD)/lily $(if $(filter 1,$(CUDA)),$(BUILD)/lily-gpu-test)
 	@BUILD=$(BUILD) ./tests/run_gpu.sh

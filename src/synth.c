@@ -7,10 +7,19 @@
 // bias are chosen so the weights have mean ~0 and std sigma = gain/sqrt(fan_in), so activations
 // keep a realistic size through all layers. Every value is a pure function of (seed, tensor, row),
 // so the output does not depend on the thread count.
+//
+// The projections that write into the residual stream (out_proj, o_proj, the experts' and the shared
+// expert's down_proj) have gain RESID_GAIN = 0.1 instead of 1, and the embedding rows have std 1,
+// as in trained models, where each block adds a small update to a stream that carries the token.
+// With gain 1 (and embeddings of std 0.05) every block rewrote the stream and the random 40-layer
+// model was chaotic: fp32 summation-order differences (1e-7) grew to 3e-2 in the logits, and bf16
+// roundings flipped near-tied expert choices from layer 2 on and changed every argmax
+// (docs/PERF.md, "Fidelity"). LILY_SYNTH_RESID_GAIN overrides the gain (for that measurement).
 #include "synth.h"
 
 #include <jansson.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -174,7 +183,11 @@ static void add_v(struct synth *S, const char *name, int dtype, long rows, long 
     else ckpt_add(&S->w, name, dtype, 2, shp, fill_vrows, c);
 }
 
+#define RESID_GAIN 0.1f
+
 int synth_write(const struct synth_opts *o) {
+    const char *rg_env = getenv("LILY_SYNTH_RESID_GAIN");
+    const float rg = rg_env && atof(rg_env) > 0 ? (float)atof(rg_env) : RESID_GAIN;
     const struct preset *p = NULL;
     for (int i = 0; i < N_PRESETS; i++)
         if (!strcmp(o->preset, presets[i].name)) p = &presets[i];
@@ -197,7 +210,7 @@ int synth_write(const struct synth_opts *o) {
     S.qblock = json_pack("{s:i,s:i,s:s}", "group_size", group, "bits", bits, "mode", "affine");
     const char *pf = "language_model.model.";
     char nm[512];
-    add_q(&S, "language_model.model.embed_tokens", 0, P.V, P.H, bits, group, 0.05f * sqrtf((float)P.H), 0);
+    add_q(&S, "language_model.model.embed_tokens", 0, P.V, P.H, bits, group, sqrtf((float)P.H), 0);
     for (int i = 0; i < P.L; i++) {
         int full = (i + 1) % P.interval == 0;
 #define M(...) (snprintf(nm, sizeof nm, __VA_ARGS__), nm)
@@ -209,7 +222,7 @@ int synth_write(const struct synth_opts *o) {
             add_q(&S, M("%slayers.%d.linear_attn.in_proj_z", pf, i), 0, (long)P.Hv * P.Dv, P.H, bits, group, 1, 0);
             add_q(&S, M("%slayers.%d.linear_attn.in_proj_b", pf, i), 0, P.Hv, P.H, bits, group, 1, 0);
             add_q(&S, M("%slayers.%d.linear_attn.in_proj_a", pf, i), 0, P.Hv, P.H, bits, group, 1, 0);
-            add_q(&S, M("%slayers.%d.linear_attn.out_proj", pf, i), 0, P.H, (long)P.Hv * P.Dv, bits, group, 1, 0);
+            add_q(&S, M("%slayers.%d.linear_attn.out_proj", pf, i), 0, P.H, (long)P.Hv * P.Dv, bits, group, rg, 0);
             add_v(&S, M("%slayers.%d.linear_attn.conv1d.weight", pf, i), LILY_DT_BF16, C, P.K, 1, 0.0f,
                   1.0f / sqrtf((float)P.K), 0);
             add_v(&S, M("%slayers.%d.linear_attn.dt_bias", pf, i), LILY_DT_BF16, 1, P.Hv, 0, 1.0f, 0.5f, 0);
@@ -220,17 +233,17 @@ int synth_write(const struct synth_opts *o) {
             add_q(&S, M("%slayers.%d.self_attn.q_proj", pf, i), 0, 2L * P.Hq * P.D, P.H, bits, group, 1, 0);
             add_q(&S, M("%slayers.%d.self_attn.k_proj", pf, i), 0, (long)P.Hkv * P.D, P.H, bits, group, 1, 0);
             add_q(&S, M("%slayers.%d.self_attn.v_proj", pf, i), 0, (long)P.Hkv * P.D, P.H, bits, group, 1, 0);
-            add_q(&S, M("%slayers.%d.self_attn.o_proj", pf, i), 0, P.H, (long)P.Hq * P.D, bits, group, 1, 0);
+            add_q(&S, M("%slayers.%d.self_attn.o_proj", pf, i), 0, P.H, (long)P.Hq * P.D, bits, group, rg, 0);
             add_v(&S, M("%slayers.%d.self_attn.q_norm.weight", pf, i), LILY_DT_BF16, 1, P.D, 0, 1.0f, 0.1f, 0);
             add_v(&S, M("%slayers.%d.self_attn.k_norm.weight", pf, i), LILY_DT_BF16, 1, P.D, 0, 1.0f, 0.1f, 0);
         }
         add_q(&S, M("%slayers.%d.mlp.gate", pf, i), 0, P.E, P.H, gbits, ggroup, 1, 1);
         add_q(&S, M("%slayers.%d.mlp.switch_mlp.gate_proj", pf, i), P.E, P.I, P.H, bits, group, 1, 0);
         add_q(&S, M("%slayers.%d.mlp.switch_mlp.up_proj", pf, i), P.E, P.I, P.H, bits, group, 1, 0);
-        add_q(&S, M("%slayers.%d.mlp.switch_mlp.down_proj", pf, i), P.E, P.H, P.I, bits, group, 1, 0);
+        add_q(&S, M("%slayers.%d.mlp.switch_mlp.down_proj", pf, i), P.E, P.H, P.I, bits, group, rg, 0);
         add_q(&S, M("%slayers.%d.mlp.shared_expert.gate_proj", pf, i), 0, P.Is, P.H, bits, group, 1, 0);
         add_q(&S, M("%slayers.%d.mlp.shared_expert.up_proj", pf, i), 0, P.Is, P.H, bits, group, 1, 0);
-        add_q(&S, M("%slayers.%d.mlp.shared_expert.down_proj", pf, i), 0, P.H, P.Is, bits, group, 1, 0);
+        add_q(&S, M("%slayers.%d.mlp.shared_expert.down_proj", pf, i), 0, P.H, P.Is, bits, group, rg, 0);
         add_q(&S, M("%slayers.%d.mlp.shared_expert_gate", pf, i), 0, 1, P.H, gbits, ggroup, 1, 1);
 #undef M
     }

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # run_gpu.sh: the GPU suite (make test-gpu), on a machine with an NVIDIA GPU: every kernel against its
-# CPU reference, the end-to-end checks on a tiny random model, both again under compute-sanitizer
-# (memcheck, racecheck) when it is installed. LILY_GPU_FULL=1 adds the full-size model run (needs
-# ~40 GB of host memory and a 141 GB GPU; prints the speed tables of docs/PERF.md).
+# CPU reference; the end-to-end checks on a tiny random model against the CPU backend; every HF
+# fixture against its reference logits (lily-gpu-test fixtures, and `lily logits --backend cuda`
+# through tests/py/test_model_fixtures.py in fp32-activation mode when python3 has numpy + pytest);
+# memcheck/racecheck under compute-sanitizer when it is installed. LILY_GPU_MODEL=DIR adds the
+# CPU-vs-GPU comparison and the speed tables on that checkpoint (e.g. `lily synth --preset
+# qwen3.6-35b-a3b --out DIR`; docs/PERF.md).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 BIN=${LILY_GPU_TEST:-$BUILD/lily-gpu-test}
+LILY=${LILY_BIN:-$BUILD/lily}
 SEED=${LILY_SEED:-$(date +%s)}
 pass=0; fail=0
 run() { # name, command...
@@ -15,8 +19,16 @@ run() { # name, command...
     if "$@"; then pass=$((pass+1)); echo "PASS $name"; else fail=$((fail+1)); echo "FAIL $name"; fi
 }
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
+FIX=$(for d in tests/fixtures/models/*/; do [ -f "$d/ref_logits.f32" ] && echo "${d%/}"; done)
 run kernels "$BIN" kernels "$SEED"
 run e2e "$BIN" e2e "$SEED"
+run fixtures env LILY_GPU_HF_BF16=tests/gpu/hf_bf16 "$BIN" fixtures $FIX
+if python3 -c 'import numpy, pytest' 2>/dev/null; then
+    run cli-fixtures env LILY_BIN="$LILY" LILY_TEST_BACKEND=cuda LILY_CUDA_F32ACT=1 \
+        python3 -m pytest -q tests/py/test_model_fixtures.py
+else
+    echo "note: python3 without numpy/pytest; lily logits --backend cuda fixture test skipped"
+fi
 if command -v compute-sanitizer >/dev/null; then
     run memcheck-kernels compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN" kernels "$SEED"
     run memcheck-e2e compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN" e2e "$SEED"
@@ -24,7 +36,10 @@ if command -v compute-sanitizer >/dev/null; then
 else
     echo "note: compute-sanitizer not found; sanitizer runs skipped"
 fi
-[ "${LILY_GPU_FULL:-0}" = 1 ] && run full "$BIN" full "${LILY_FULL_POSITIONS:-16}"
+if [ -n "${LILY_GPU_MODEL:-}" ]; then
+    run compare "$BIN" compare "$LILY_GPU_MODEL" 16 10,40
+    run full "$BIN" full "$LILY_GPU_MODEL"
+fi
 echo
 echo "$pass passed, $fail failed (seed $SEED)"
 [ $fail -eq 0 ]

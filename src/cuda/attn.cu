@@ -5,16 +5,28 @@
 // (flash-decoding): nsplit blocks per KV head each take a contiguous range of positions, keep an
 // online softmax per warp (warps interleave positions), merge their warps, and write (max, sum,
 // unnormalised output) partials; attn_combine merges the splits and applies the sigmoid output gate.
-// A lane holds D/32 consecutive dims, so a warp reads a 512-byte K or V row in one coalesced load.
+// A lane holds DPL = D/32 (rounded up to 1, 2, 4 or 8) consecutive dims, so at D = 256 a warp reads
+// a 512-byte K or V row in one coalesced load; other D are masked per lane (test fixtures). KV
+// elements are bf16, or fp32 in LILY_CUDA_F32ACT mode (template KVF).
+#include <type_traits>
+
 #include "cuda_common.cuh"
+
+LILY_CUDA_F32ACT_SETTER(attn)
+
+__device__ __forceinline__ float kv_load(const uint16_t *p) { return lily_bf16_to_f32(*p); }
+__device__ __forceinline__ float kv_load(const float *p) { return *p; }
 
 #define AT_THREADS 256
 #define AT_WARPS 8
 
-template <int NH, int DPL>
+template <int NH, int DPL, bool KVF, bool FULL>
 __global__ void __launch_bounds__(AT_THREADS)
-    attn_kernel(attn_dims d, const float *q, const uint16_t *kc, const uint16_t *vc, float *part,
+    attn_kernel(attn_dims d, const float *q, const void *kc_, const void *vc_, float *part,
                 const int *posp, int nsplit, int nh) {
+    typedef typename std::conditional<KVF, float, uint16_t>::type kv_t;
+    const kv_t *kc = (const kv_t *)kc_, *vc = (const kv_t *)vc_;
+    pdl_wait();
     __shared__ float qs[NH][DPL * 32];
     __shared__ float wm[AT_WARPS][NH], wl[AT_WARPS][NH];
     __shared__ float osum[NH][DPL * 32];
@@ -39,12 +51,14 @@ __global__ void __launch_bounds__(AT_THREADS)
 #pragma unroll
         for (int j = 0; j < DPL; j++) acc[hh][j] = 0.0f;
     }
-    const uint16_t *kb = kc + (long)kvh * d.max_ctx * D + lane * DPL;
-    const uint16_t *vb = vc + (long)kvh * d.max_ctx * D + lane * DPL;
+    const kv_t *kb = kc + (long)kvh * d.max_ctx * D + lane * DPL;
+    const kv_t *vb = vc + (long)kvh * d.max_ctx * D + lane * DPL;
+    // Dims this lane holds: DPL when D == 32 * DPL (FULL, every real model), fewer for odd D.
+    const int nd = FULL ? DPL : min(DPL, max(0, D - lane * DPL));
     for (int t = t0 + warp; t < t1; t += AT_WARPS) {
         float kf[DPL], vf[DPL];
         // DPL bf16 = DPL*2 bytes per lane: 16-byte loads for DPL = 8.
-        if (DPL == 8) {
+        if (DPL == 8 && !KVF && nd == 8) {
             uint4 kr = *(const uint4 *)(kb + (long)t * D), vr = *(const uint4 *)(vb + (long)t * D);
             uint32_t kw[4] = {kr.x, kr.y, kr.z, kr.w}, vw[4] = {vr.x, vr.y, vr.z, vr.w};
 #pragma unroll
@@ -55,15 +69,15 @@ __global__ void __launch_bounds__(AT_THREADS)
         } else {
 #pragma unroll
             for (int j = 0; j < DPL; j++) {
-                kf[j] = lily_bf16_to_f32(kb[(long)t * D + j]);
-                vf[j] = lily_bf16_to_f32(vb[(long)t * D + j]);
+                kf[j] = j < nd ? kv_load(kb + (long)t * D + j) : 0.0f;
+                vf[j] = j < nd ? kv_load(vb + (long)t * D + j) : 0.0f;
             }
         }
 #pragma unroll
         for (int hh = 0; hh < NH; hh++) {
             float s = 0.0f;
 #pragma unroll
-            for (int j = 0; j < DPL; j++) s += qs[hh][lane * DPL + j] * kf[j];
+            for (int j = 0; j < DPL; j++) s += (j < nd ? qs[hh][lane * DPL + j] : 0.0f) * kf[j];
             s = warp_sum(s);
             float mn = fmaxf(m[hh], s);
             float corr = __expf(m[hh] - mn), pr = __expf(s - mn);
@@ -73,6 +87,7 @@ __global__ void __launch_bounds__(AT_THREADS)
             for (int j = 0; j < DPL; j++) acc[hh][j] = acc[hh][j] * corr + pr * vf[j];
         }
     }
+    pdl_trigger();
     // Merge the warps of the block (fixed order: deterministic).
     if (lane == 0)
 #pragma unroll
@@ -116,6 +131,8 @@ __global__ void __launch_bounds__(AT_THREADS)
 
 __global__ void attn_combine(attn_dims d, const float *part, const float *qg, float *o, int nsplit) {
     const int h = blockIdx.x, D = d.d;
+    pdl_wait();
+    pdl_trigger();
     const float *ph = part + (long)h * nsplit * (D + 2);
     float M = -INFINITY;
     for (int s = 0; s < nsplit; s++) M = fmaxf(M, ph[s * (D + 2)]);
@@ -137,27 +154,42 @@ __global__ void attn_combine(attn_dims d, const float *part, const float *qg, fl
 
 size_t attn_part_floats(attn_dims d, int nsplit) { return (size_t)d.hq * nsplit * (d.d + 2); }
 
-template <int NH>
-static void launch_nh(attn_dims d, const float *q, const uint16_t *kc, const uint16_t *vc, float *part,
-                      const int *pos, int nsplit, int nh, cudaStream_t st) {
-    dim3 grid(d.hq / nh, nsplit);
-    switch (d.d / 32) {
-    case 8: attn_kernel<NH, 8><<<grid, AT_THREADS, 0, st>>>(d, q, kc, vc, part, pos, nsplit, nh); break;
-    case 4: attn_kernel<NH, 4><<<grid, AT_THREADS, 0, st>>>(d, q, kc, vc, part, pos, nsplit, nh); break;
-    case 2: attn_kernel<NH, 2><<<grid, AT_THREADS, 0, st>>>(d, q, kc, vc, part, pos, nsplit, nh); break;
-    default: attn_kernel<NH, 1><<<grid, AT_THREADS, 0, st>>>(d, q, kc, vc, part, pos, nsplit, nh); break;
-    }
+template <int NH, int DPL, bool KVF>
+static void launch_full(attn_dims d, dim3 grid, const float *q, const void *kc, const void *vc, float *part,
+                        const int *pos, int nsplit, int nh, cudaStream_t st) {
+    if (d.d == 32 * DPL)
+        launch_k(attn_kernel<NH, DPL, KVF, true>, grid, AT_THREADS, 0, st, d, q, kc, vc, part, pos, nsplit, nh);
+    else
+        launch_k(attn_kernel<NH, DPL, KVF, false>, grid, AT_THREADS, 0, st, d, q, kc, vc, part, pos, nsplit, nh);
 }
 
-void attn_decode(attn_dims d, const float *q, const uint16_t *kc, const uint16_t *vc,
+template <int NH, bool KVF>
+static void launch_nh(attn_dims d, const float *q, const void *kc, const void *vc, float *part,
+                      const int *pos, int nsplit, int nh, cudaStream_t st) {
+    dim3 grid(d.hq / nh, nsplit);
+    int dpl = (d.d + 31) / 32;
+    if (dpl > 4) launch_full<NH, 8, KVF>(d, grid, q, kc, vc, part, pos, nsplit, nh, st);
+    else if (dpl > 2) launch_full<NH, 4, KVF>(d, grid, q, kc, vc, part, pos, nsplit, nh, st);
+    else if (dpl > 1) launch_full<NH, 2, KVF>(d, grid, q, kc, vc, part, pos, nsplit, nh, st);
+    else launch_full<NH, 1, KVF>(d, grid, q, kc, vc, part, pos, nsplit, nh, st);
+}
+
+template <int NH>
+static void launch_kv(attn_dims d, const float *q, const void *kc, const void *vc, float *part,
+                      const int *pos, int nsplit, int nh, cudaStream_t st) {
+    if (d.kv_f32) launch_nh<NH, true>(d, q, kc, vc, part, pos, nsplit, nh, st);
+    else launch_nh<NH, false>(d, q, kc, vc, part, pos, nsplit, nh, st);
+}
+
+void attn_decode(attn_dims d, const float *q, const void *kc, const void *vc,
                  const float *qg, float *part, float *o, const int *pos, int nsplit, int gqa_pack,
                  cudaStream_t st) {
     int group = d.hq / d.hkv;
     if (!gqa_pack || group > 8)
-        launch_nh<1>(d, q, kc, vc, part, pos, nsplit, 1, st);
+        launch_kv<1>(d, q, kc, vc, part, pos, nsplit, 1, st);
     else if (group <= 4)
-        launch_nh<4>(d, q, kc, vc, part, pos, nsplit, group, st);
+        launch_kv<4>(d, q, kc, vc, part, pos, nsplit, group, st);
     else
-        launch_nh<8>(d, q, kc, vc, part, pos, nsplit, group, st);
-    attn_combine<<<d.hq, 256, 0, st>>>(d, part, qg, o, nsplit);
+        launch_kv<8>(d, q, kc, vc, part, pos, nsplit, group, st);
+    launch_k(attn_combine, d.hq, 256, 0, st, d, part, qg, o, nsplit);
 }

@@ -21,20 +21,45 @@ extern "C" {
                                 __LINE__, #call);                                               \
     } while (0)
 
-// A quantised matrix on the GPU. Codes keep the MLX bit stream (rows of cols*bits/8 bytes, each a
-// multiple of 16 so a lane reads whole uint4 chunks); scale and bias are repacked at upload into one
-// 32-bit word per group (bf16 scale in the low half, bf16 bias in the high half): one load per group.
+// A weight matrix on the GPU. Quantised (fmt DQ_FAST or DQ_GENERIC): codes keep the MLX bit stream
+// (rows of cols*bits/8 bytes); scale and bias are repacked at upload into one 32-bit word per group
+// (bf16 scale in the low half, bf16 bias in the high half): one load per group. DQ_FAST matrices
+// (4 or 8 bits, rows a multiple of 16 bytes) go through the vectorised kernels; DQ_GENERIC (other
+// bit widths or odd row lengths) and DQ_DENSE (f32/f16/bf16 elements as stored, dtype dt) through
+// plain per-element loops: the tiny test fixtures use those, the real 4-bit model never does.
+enum { DQ_FAST = 0, DQ_GENERIC = 1, DQ_DENSE = 2 };
 struct dq_mat {
     const uint4 *codes;
     const uint32_t *sb;
     int rows, cols, bits, group;
+    int fmt, dt;
 };
 
-LILY_HD long dq_row_bytes(const dq_mat &m) { return (long)m.cols * m.bits / 8; }
+LILY_HD long dq_row_bytes(const dq_mat &m) {
+    return m.fmt == DQ_DENSE ? (long)m.cols * lily_dtype_size(m.dt) : (long)m.cols * m.bits / 8;
+}
+
+// Element (r, c) of any format (slow path).
+__device__ __forceinline__ float dq_get(const dq_mat &m, long r, int c) {
+    if (m.fmt == DQ_DENSE) return lily_load_f32(m.codes, m.dt, r * m.cols + c);
+    const uint8_t *row = (const uint8_t *)m.codes + r * dq_row_bytes(m);
+    uint32_t sb = m.sb[r * (m.cols / m.group) + c / m.group];
+    return __uint_as_float(sb << 16) * (float)lily_q_code(row, c, m.bits) + __uint_as_float(sb & 0xffff0000u);
+}
+
+// Precision switch. By default activations are rounded to bf16 where the HF reference stores them
+// (spec §7) and the KV cache is bf16. With LILY_CUDA_F32ACT=1 (or lily_cuda_set_opt F32ACT) rb() is
+// the identity and the KV cache is fp32, so the GPU computes the CPU backend's all-fp32 function and
+// the two can be compared to ~1e-5 (docs/PERF.md). Constant memory is per translation unit, so each
+// .cu file that rounds defines its own setter with LILY_CUDA_F32ACT_SETTER(file) and forward_cuda.cu
+// calls them all when the mode changes.
+static __constant__ int c_f32act;
+#define LILY_CUDA_F32ACT_SETTER(tu) \
+    void tu##_set_f32act(int on) { cudaMemcpyToSymbol(c_f32act, &on, sizeof on); }
 
 // Round to bf16 and back: the storage points of the HF reference (spec §7).
 __device__ __forceinline__ float rb(float f) {
-    return __uint_as_float(((uint32_t)lily_f32_to_bf16(f)) << 16);
+    return c_f32act ? f : __uint_as_float(((uint32_t)lily_f32_to_bf16(f)) << 16);
 }
 
 __device__ __forceinline__ float silu_f(float x) { return x / (1.0f + __expf(-x)); }
@@ -103,6 +128,34 @@ __device__ __forceinline__ float chunk_apply(float dot, float xsum, uint32_t sb,
     float s = __uint_as_float(sb << 16), b = __uint_as_float(sb & 0xffff0000u);
     float qx = (dot - xsum) * (float)(1 << bits);
     return fmaf(s, qx, b * xsum);
+}
+
+// Programmatic dependent launch (Hopper). Every kernel of a step is launched with
+// launch_k(), which (when lily_cuda_pdl is set, the default; ablation "pdl") lets it start while
+// the previous kernel is still running. Each kernel may touch only weights (read-only, never
+// written during a step) before pdl_wait(); after pdl_wait() the previous kernel has completed and
+// its writes are visible, and by induction so have all earlier ones. pdl_trigger() (after a
+// block's main loop) lets the next kernel's blocks be scheduled; both are no-ops when the kernel was
+// launched without the attribute. The weights a kernel will read first are prefetched into L2
+// before pdl_wait(), so their DRAM latency overlaps the previous kernel's tail.
+extern int lily_cuda_pdl;
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ void prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+// Prefetch bytes [0, n) of p into L2 with the block's threads, one 128-byte line each.
+__device__ __forceinline__ void prefetch_block(const void *p, long n) {
+    for (long off = (long)threadIdx.x * 128; off < n; off += (long)blockDim.x * 128) prefetch_l2((const char *)p + off);
+}
+
+template <typename... KArgs, typename... Args>
+static void launch_k(void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, Args... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = st;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at, cfg.numAttrs = lily_cuda_pdl ? 1 : 0;
+    cudaLaunchKernelEx(&cfg, k, ((KArgs)args)...);
 }
 
 #include "kernels.cuh"

@@ -48,6 +48,8 @@ struct cuda_ctx {
     cudaStream_t st;
     int opt[LILY_CUDA_OPT_COUNT];
     int opt_gen; // bumped when an option changes: graphs captured under older options are stale
+    int dump;    // LILY_CUDA_DUMP=1: print per-layer residual-stream RMS to stderr (plain launches)
+    size_t peak; // most device memory held at once (weights + scratch + states)
     // staging for uploads and host copies
     char *pin[2];
     cudaEvent_t pin_ev[2];
@@ -62,7 +64,8 @@ struct cuda_ctx {
 
 struct cuda_state {
     int max_ctx, pos;
-    std::vector<uint16_t *> kc, vc; // per layer (NULL for GDN layers)
+    int kv_f32;                     // KV elements are fp32 (made under LILY_CUDA_OPT_F32ACT)
+    std::vector<void *> kc, vc;     // per layer (NULL for GDN layers)
     std::vector<float *> ring, S;   // per layer (NULL for attention layers)
     int *d_tok, *d_pos, *d_step, *d_ids;
     int ids_cap;
@@ -76,6 +79,8 @@ struct cuda_state {
 };
 
 #define PIN_BYTES (64u << 20)
+
+int lily_cuda_pdl = 1; // cuda_common.cuh: launch_k() adds the PDL attribute; set per step from the option
 
 // ---------------------------------------------------------------------------------------------
 // Uploads.
@@ -108,31 +113,40 @@ static int upload(cuda_ctx *cx, void *dst, const void *src, size_t n) {
     return 0;
 }
 
-static int check_q(const lily_mat *m, const char *what) {
-    if (m->dtype != LILY_DT_Q)
-        return lily_err_set(LILY_EUNSUPPORTED,
-                            "cuda backend: %s is not quantised (dtype %d); the GPU path reads 4- or "
-                            "8-bit affine weights only (lily quantize)", what, m->dtype);
-    if ((m->bits != 4 && m->bits != 8) || (m->group != 32 && m->group != 64 && m->group != 128))
-        return lily_err_set(LILY_EUNSUPPORTED, "cuda backend: %s: %d-bit group %d not supported "
-                            "(4 or 8 bits, group 32/64/128)", what, m->bits, m->group);
-    if (m->cols % m->group || m->sdtype < LILY_DT_F32 || m->sdtype > LILY_DT_BF16)
-        return lily_err_set(LILY_ESHAPE, "cuda backend: %s: bad shape or scale dtype", what);
+// Which GPU format a checkpoint matrix gets (cuda_common.cuh): DQ_FAST for 4/8-bit affine rows of a
+// multiple of 16 bytes with group*bits a multiple of 128 (every matrix of the real model), DQ_GENERIC
+// for other affine widths/shapes, DQ_DENSE for f32/f16/bf16. Scales are kept as bf16 on the GPU.
+static int mat_format(const lily_mat *m, const char *what, int *fmt) {
+    if (m->dtype == LILY_DT_F32 || m->dtype == LILY_DT_F16 || m->dtype == LILY_DT_BF16) {
+        *fmt = DQ_DENSE;
+        return 0;
+    }
+    if (m->dtype != LILY_DT_Q || !lily_q_supported(m->bits, m->group) || m->cols % m->group ||
+        m->sdtype < LILY_DT_F32 || m->sdtype > LILY_DT_BF16)
+        return lily_err_set(LILY_EUNSUPPORTED, "cuda backend: %s: dtype %d, %d-bit group %d not supported",
+                            what, m->dtype, m->bits, m->group);
+    bool fast = (m->bits == 4 || m->bits == 8) && ((long)m->cols * m->bits) % 128 == 0 &&
+                (m->group * m->bits) % 128 == 0;
+    *fmt = fast ? DQ_FAST : DQ_GENERIC;
     return 0;
 }
 
+static size_t mat_row_bytes(const lily_mat *m) {
+    return m->dtype == LILY_DT_Q ? (size_t)m->cols * m->bits / 8 : (size_t)m->cols * lily_dtype_size(m->dtype);
+}
+
 static size_t q_bytes(const lily_mat *m) {
-    size_t codes = (size_t)m->rows * m->cols * m->bits / 8;
-    size_t sb = (size_t)m->rows * (m->cols / m->group) * 4;
+    size_t codes = (size_t)m->rows * mat_row_bytes(m);
+    size_t sb = m->dtype == LILY_DT_Q ? (size_t)m->rows * (m->cols / m->group) * 4 : 0;
     return ((codes + 255) & ~(size_t)255) + ((sb + 255) & ~(size_t)255);
 }
 
 // Append matrix m's rows to a device matrix at row offset row0 (stacked experts use this).
 static int upload_q_rows(cuda_ctx *cx, const lily_mat *m, dq_mat *d, long row0) {
-    size_t rb_ = (size_t)m->cols * m->bits / 8;
-    long ng = m->cols / m->group;
+    size_t rb_ = mat_row_bytes(m);
     int rc = upload(cx, (char *)d->codes + row0 * rb_, m->w, rb_ * m->rows);
-    if (rc) return rc;
+    if (rc || m->dtype != LILY_DT_Q) return rc;
+    long ng = m->cols / m->group;
     std::vector<uint32_t> sb((size_t)m->rows * ng);
     for (long i = 0; i < (long)m->rows * ng; i++) {
         uint16_t s = lily_f32_to_bf16(lily_load_f32(m->scales, m->sdtype, i));
@@ -142,18 +156,22 @@ static int upload_q_rows(cuda_ctx *cx, const lily_mat *m, dq_mat *d, long row0) 
     return upload(cx, (char *)d->sb + row0 * ng * 4, sb.data(), sb.size() * 4);
 }
 
-static void dq_alloc(cuda_ctx *cx, dq_mat *d, int rows, int cols, int bits, int group) {
-    d->rows = rows, d->cols = cols, d->bits = bits, d->group = group;
-    d->codes = (const uint4 *)arena_take(cx, (size_t)rows * cols * bits / 8);
-    d->sb = (const uint32_t *)arena_take(cx, (size_t)rows * (cols / group) * 4);
+// A device matrix of `rows` rows in the format of checkpoint matrix m (stacked experts: rows = E x m's).
+static void dq_alloc(cuda_ctx *cx, dq_mat *d, int rows, const lily_mat *m, int fmt) {
+    memset(d, 0, sizeof *d);
+    d->rows = rows, d->cols = m->cols, d->fmt = fmt;
+    d->bits = m->dtype == LILY_DT_Q ? m->bits : 0, d->group = m->dtype == LILY_DT_Q ? m->group : 0;
+    d->dt = m->dtype;
+    d->codes = (const uint4 *)arena_take(cx, (size_t)rows * mat_row_bytes(m));
+    if (m->dtype == LILY_DT_Q) d->sb = (const uint32_t *)arena_take(cx, (size_t)rows * (m->cols / m->group) * 4);
 }
 
 static int upload_q(cuda_ctx *cx, const lily_mat *m, dq_mat *d, const char *what) {
     memset(d, 0, sizeof *d);
     if (m->rows == 0) return 0;
-    int rc = check_q(m, what);
+    int fmt = 0, rc = mat_format(m, what, &fmt);
     if (rc) return rc;
-    dq_alloc(cx, d, m->rows, m->cols, m->bits, m->group);
+    dq_alloc(cx, d, m->rows, m, fmt);
     return upload_q_rows(cx, m, d, 0);
 }
 
@@ -172,10 +190,10 @@ static int env_int(const char *name, int def) {
 }
 
 static int check_config(const lily_config *c) {
-    if (c->head_dim % 32 || c->head_dim > 256 || c->n_heads % c->n_kv_heads || c->rope_dim > c->head_dim)
+    if (c->head_dim > 256 || c->n_heads % c->n_kv_heads || c->rope_dim > c->head_dim)
         return lily_err_set(LILY_EUNSUPPORTED, "cuda backend: head_dim %d / heads %d/%d not supported",
                             c->head_dim, c->n_heads, c->n_kv_heads);
-    if (c->lin_k_dim % 32 || c->lin_k_dim > 128 || c->lin_v_dim > 128 || c->lin_v_heads % c->lin_k_heads)
+    if (c->lin_k_dim > 128 || c->lin_v_dim > 128 || c->lin_v_heads % c->lin_k_heads)
         return lily_err_set(LILY_EUNSUPPORTED, "cuda backend: GDN dims %d/%d not supported",
                             c->lin_k_dim, c->lin_v_dim);
     if (c->n_experts > 512 || c->n_experts_tok > 16 || c->n_experts_tok > c->n_experts)
@@ -188,7 +206,7 @@ static size_t model_bytes(const lily_model *m) {
     const lily_config *c = &m->cfg;
     size_t n = 0;
     auto f = [&](size_t k) { n += ((k * 4 + 255) & ~(size_t)255); };
-    auto q = [&](const lily_mat *x) { if (x->dtype == LILY_DT_Q && x->rows) n += q_bytes(x); };
+    auto q = [&](const lily_mat *x) { if (x->rows) n += q_bytes(x); };
     for (int l = 0; l < c->n_layers; l++) {
         const lily_layer *y = &m->w.layers[l];
         f(c->hidden), f(c->hidden);
@@ -202,8 +220,7 @@ static size_t model_bytes(const lily_model *m) {
         for (int e = 0; e < c->n_experts; e++) q(&y->gate[e]), q(&y->up[e]), q(&y->down[e]);
         n += 3 * 256;
     }
-    if (m->w.embed.dtype == LILY_DT_Q) q(&m->w.embed);
-    else n += (size_t)lily_mat_bytes(&m->w.embed) + 256;
+    q(&m->w.embed);
     q(&m->w.lm_head);
     f(c->hidden);
     return n + (1 << 20);
@@ -242,35 +259,29 @@ static int upload_model(cuda_ctx *cx) {
         moe_w *mw = &d->moe;
         mw->n_experts = c->n_experts, mw->topk = c->n_experts_tok, mw->inter = c->moe_inter;
         mw->hidden = c->hidden, mw->norm_topk = c->norm_topk;
-        const lily_mat *g0 = &y->gate[0], *d0 = &y->down[0];
+        const lily_mat *g0 = &y->gate[0], *u0 = &y->up[0], *d0 = &y->down[0];
         snprintf(what, sizeof what, "layer %d experts", l);
-        if ((rc = check_q(g0, what)) || (rc = check_q(d0, what))) break;
-        dq_alloc(cx, &mw->gate, c->n_experts * g0->rows, g0->cols, g0->bits, g0->group);
-        dq_alloc(cx, &mw->up, c->n_experts * g0->rows, g0->cols, g0->bits, g0->group);
-        dq_alloc(cx, &mw->down, c->n_experts * d0->rows, d0->cols, d0->bits, d0->group);
+        int fg = 0, fu = 0, fd = 0;
+        if ((rc = mat_format(g0, what, &fg)) || (rc = mat_format(u0, what, &fu)) || (rc = mat_format(d0, what, &fd))) break;
+        dq_alloc(cx, &mw->gate, c->n_experts * g0->rows, g0, fg);
+        dq_alloc(cx, &mw->up, c->n_experts * u0->rows, u0, fu);
+        dq_alloc(cx, &mw->down, c->n_experts * d0->rows, d0, fd);
         for (int e = 0; e < c->n_experts && !rc; e++) {
             const lily_mat *ms[3] = {&y->gate[e], &y->up[e], &y->down[e]};
             dq_mat *ds[3] = {&mw->gate, &mw->up, &mw->down};
             for (int j = 0; j < 3 && !rc; j++) {
-                if (ms[j]->bits != ds[j]->bits || ms[j]->group != ds[j]->group ||
-                    ms[j]->rows * (long)c->n_experts != ds[j]->rows || ms[j]->cols != ds[j]->cols || ms[j]->dtype != LILY_DT_Q)
+                if (ms[j]->dtype != ds[j]->dt || (ms[j]->dtype == LILY_DT_Q && (ms[j]->bits != ds[j]->bits || ms[j]->group != ds[j]->group)) ||
+                    ms[j]->rows * (long)c->n_experts != ds[j]->rows || ms[j]->cols != ds[j]->cols)
                     rc = lily_err_set(LILY_EUNSUPPORTED, "cuda backend: layer %d expert %d differs in format", l, e);
                 else
                     rc = upload_q_rows(cx, ms[j], ds[j], (long)e * ms[j]->rows);
             }
         }
-        if (!rc && (mw->gate.bits != mw->up.bits || c->moe_inter != g0->rows || d0->rows != c->hidden))
+        if (!rc && (c->moe_inter != g0->rows || u0->rows != g0->rows || d0->rows != c->hidden))
             rc = lily_err_set(LILY_ESHAPE, "cuda backend: layer %d expert shapes", l);
     }
     if (rc) return rc;
-    if (m->w.embed.dtype == LILY_DT_Q) {
-        if ((rc = upload_q(cx, &m->w.embed, &cx->embed_q, "embed_tokens"))) return rc;
-    } else {
-        size_t n = (size_t)lily_mat_bytes(&m->w.embed);
-        void *p = arena_take(cx, n);
-        if ((rc = upload(cx, p, m->w.embed.w, n))) return rc;
-        cx->embed_dense = p, cx->embed_dt = m->w.embed.dtype;
-    }
+    if ((rc = upload_q(cx, &m->w.embed, &cx->embed_q, "embed_tokens"))) return rc;
     if ((rc = upload_q(cx, &m->w.lm_head, &cx->lm_head, "lm_head"))) return rc;
     return upload_f(cx, &cx->final_norm, m->w.final_norm, c->hidden);
 }
@@ -285,7 +296,7 @@ static int scratch_alloc(cuda_ctx *cx) {
     float **bufs[] = {&cx->x, &cx->xn, &cx->qkv, &cx->z, &cx->b, &cx->a, &cx->o, &cx->qg, &cx->kk,
                       &cx->vv, &cx->qr, &cx->rl, &cx->sg, &cx->su, &cx->ss, &cx->wts};
     for (float **b : bufs) CU_TRY(cudaMalloc(b, (big + 1024) * sizeof(float)));
-    attn_dims ad = {c->n_heads, c->n_kv_heads, c->head_dim, c->rope_dim, 0, c->rope_theta, c->norm_eps};
+    attn_dims ad = {c->n_heads, c->n_kv_heads, c->head_dim, c->rope_dim, 0, c->rope_theta, c->norm_eps, 0};
     CU_TRY(cudaMalloc(&cx->part, attn_part_floats(ad, maxsplit) * sizeof(float)));
     CU_TRY(cudaMalloc(&cx->h, (size_t)c->n_experts_tok * c->moe_inter * sizeof(float)));
     CU_TRY(cudaMalloc(&cx->logits, (size_t)c->vocab_size * sizeof(float)));
@@ -298,6 +309,12 @@ static int scratch_alloc(cuda_ctx *cx) {
 }
 
 static void free_ctx(void *p);
+
+// Device memory in use now (all of the device's, as the driver reports it), kept as a peak.
+static void note_mem(cuda_ctx *cx) {
+    size_t fb = 0, tb = 0;
+    if (cudaMemGetInfo(&fb, &tb) == cudaSuccess && tb - fb > cx->peak) cx->peak = tb - fb;
+}
 
 static int init_cuda(const lily_model *m, void **out) {
     *out = NULL;
@@ -314,6 +331,9 @@ static int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_ATTN_SPLIT] = env_int("LILY_CUDA_ATTN_SPLIT", 0);
     cx->opt[LILY_CUDA_OPT_GQA] = env_int("LILY_CUDA_GQA", 0);
     cx->opt[LILY_CUDA_OPT_GDN_SPLIT] = env_int("LILY_CUDA_GDN_SPLIT", 8);
+    cx->opt[LILY_CUDA_OPT_F32ACT] = env_int("LILY_CUDA_F32ACT", 0) != 0;
+    cx->opt[LILY_CUDA_OPT_PDL] = env_int("LILY_CUDA_PDL", 1) != 0;
+    cx->dump = env_int("LILY_CUDA_DUMP", 0);
     *out = cx;
 #define FAIL(x) do { rc = (x); if (rc) { free_ctx(cx); *out = NULL; return rc; } } while (0)
     FAIL(cudaStreamCreateWithFlags(&cx->st, cudaStreamNonBlocking) == cudaSuccess ? 0
@@ -340,6 +360,7 @@ static int init_cuda(const lily_model *m, void **out) {
         fprintf(stderr, "\rlily: cuda: uploaded %.2f GB of weights in %.1f s                \n",
                 cx->uploaded / 1e9, lily_time() - cx->t_start);
     FAIL(scratch_alloc(cx));
+    note_mem(cx);
 #undef FAIL
     return 0;
 }
@@ -412,10 +433,11 @@ static int state_new_cuda(void *ctx, int max_ctx, void **out) {
         return true;
     };
     bool ok = true;
-    size_t kv = (size_t)c->n_kv_heads * max_ctx * c->head_dim * 2;
+    s->kv_f32 = cx->opt[LILY_CUDA_OPT_F32ACT] != 0;
+    size_t kv = (size_t)c->n_kv_heads * max_ctx * c->head_dim * (s->kv_f32 ? 4 : 2);
     for (int l = 0; l < c->n_layers && ok; l++) {
         if (cx->L[l].full)
-            ok = alloc((void **)&s->kc[l], kv) && alloc((void **)&s->vc[l], kv);
+            ok = alloc(&s->kc[l], kv) && alloc(&s->vc[l], kv);
         else
             ok = alloc((void **)&s->ring[l], (size_t)c->conv_kernel * lily_conv_dim(c) * 4) &&
                  alloc((void **)&s->S[l], (size_t)c->lin_v_heads * c->lin_v_dim * c->lin_k_dim * 4);
@@ -434,6 +456,7 @@ static int state_new_cuda(void *ctx, int max_ctx, void **out) {
                             2.0 * kv * (c->n_layers / 4) / 1e9, fb / 1e9);
     }
     state_reset_cuda(ctx, s);
+    note_mem(cx);
     *out = s;
     return 0;
 }
@@ -454,6 +477,23 @@ static void prof_mark(cuda_ctx *cx, const char *name) {
     cx->prof_name.push_back(name);
 }
 
+// LILY_CUDA_DUMP=1 (debug, plain launches only): the residual stream's RMS and a checksum after each
+// layer, and the routed experts, on stderr; `lily-gpu-test compare` and docs/PERF.md use it to see
+// where two runs part and how the stream grows with depth.
+static void dump_layer(cuda_ctx *cx, int l) {
+    const int H = cx->c.hidden, k = cx->c.n_experts_tok;
+    std::vector<float> x(H);
+    std::vector<int> ids(k);
+    cudaMemcpyAsync(x.data(), cx->x, (size_t)H * 4, cudaMemcpyDeviceToHost, cx->st);
+    cudaMemcpyAsync(ids.data(), cx->ids, (size_t)k * 4, cudaMemcpyDeviceToHost, cx->st);
+    cudaStreamSynchronize(cx->st);
+    double ss = 0, sum = 0;
+    for (float v : x) ss += (double)v * v, sum += v;
+    fprintf(stderr, "lily: cuda: layer %2d rms %.6e sum %.6e experts", l, sqrt(ss / H), sum);
+    for (int i = 0; i < k; i++) fprintf(stderr, " %d", ids[i]);
+    fprintf(stderr, "\n");
+}
+
 static int attn_splits(cuda_ctx *cx, cuda_state *s) {
     int v = cx->opt[LILY_CUDA_OPT_ATTN_SPLIT];
     if (v > 0) return v > 64 ? 64 : v;
@@ -465,10 +505,11 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
     const lily_config *c = &cx->c;
     cudaStream_t st = cx->st;
     const float eps = c->norm_eps;
+    lily_cuda_pdl = cx->opt[LILY_CUDA_OPT_PDL] && !cx->prof; // profiling times kernels one by one
     prof_mark(cx, "start");
     embed_row(cx->embed_q, cx->embed_dense, cx->embed_dt, c->hidden, s->d_tok, cx->x, st);
     prof_mark(cx, "embed");
-    attn_dims ad = {c->n_heads, c->n_kv_heads, c->head_dim, c->rope_dim, s->max_ctx, c->rope_theta, eps};
+    attn_dims ad = {c->n_heads, c->n_kv_heads, c->head_dim, c->rope_dim, s->max_ctx, c->rope_theta, eps, s->kv_f32};
     gdn_dims gd = {c->lin_k_heads, c->lin_v_heads, c->lin_k_dim, c->lin_v_dim, c->conv_kernel};
     for (int l = 0; l < c->n_layers; l++) {
         const dev_layer *d = &cx->L[l];
@@ -528,6 +569,7 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
         prof_mark(cx, "moe experts gate/up");
         moe_down(d->moe, cx->h, cx->ids, cx->wts, d->sh_down, cx->sg, cx->su, cx->ss, cx->x, cx->x, st);
         prof_mark(cx, "moe experts down+shared");
+        if (cx->dump) dump_layer(cx, l);
     }
     gv_args g;
     memset(&g, 0, sizeof g);
@@ -544,7 +586,7 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
 // Run one step (graph replay when enabled). The token is already in s->d_tok.
 static int run_step(cuda_ctx *cx, cuda_state *s, int want_logits, int *ids_out) {
     float *lg = want_logits ? cx->logits : NULL;
-    if (!cx->opt[LILY_CUDA_OPT_GRAPH] || ids_out) {
+    if (!cx->opt[LILY_CUDA_OPT_GRAPH] || ids_out || cx->dump) {
         enqueue_step(cx, s, lg, ids_out);
         CU_TRY(cudaGetLastError());
         return 0;
@@ -564,10 +606,29 @@ static int run_step(cuda_ctx *cx, cuda_state *s, int want_logits, int *ids_out) 
     return 0;
 }
 
+// The rounding mode lives in constant memory (one copy per .cu file, process-wide); set it to the
+// state's mode before running that state. A state keeps the mode it was made in (its KV dtype).
+static int apply_precision(cuda_ctx *cx, cuda_state *s) {
+    static int current = -1;
+    if (s->kv_f32 != (cx->opt[LILY_CUDA_OPT_F32ACT] != 0))
+        return lily_err_set(LILY_EINVAL, "cuda backend: state made with %s activations, context now "
+                            "set to %s", s->kv_f32 ? "fp32" : "bf16", s->kv_f32 ? "bf16" : "fp32");
+    if (current != s->kv_f32) {
+        CU_TRY(cudaStreamSynchronize(cx->st));
+        gemv_set_f32act(s->kv_f32), moe_set_f32act(s->kv_f32), gdn_set_f32act(s->kv_f32);
+        attn_set_f32act(s->kv_f32), norm_rope_set_f32act(s->kv_f32), sample_set_f32act(s->kv_f32);
+        CU_TRY(cudaDeviceSynchronize());
+        current = s->kv_f32;
+    }
+    return 0;
+}
+
 static int forward_cuda(void *ctx, void *p, const int *tokens, int n, float *logits, int all_logits) {
     cuda_ctx *cx = (cuda_ctx *)ctx;
     cuda_state *s = (cuda_state *)p;
     const int V = cx->c.vocab_size;
+    int prc = apply_precision(cx, s);
+    if (prc) return prc;
     if (n < 0 || s->pos + n > s->max_ctx)
         return lily_err_set(LILY_ERANGE, "cuda backend: %d tokens at position %d exceed the context of %d",
                             n, s->pos, s->max_ctx);
@@ -601,7 +662,7 @@ static size_t save_size_cuda(void *ctx, void *p) {
     const lily_config *c = &cx->c;
     size_t n = sizeof(int);
     for (int l = 0; l < c->n_layers; l++)
-        n += cx->L[l].full ? 2 * (size_t)c->n_kv_heads * s->pos * c->head_dim * 2
+        n += cx->L[l].full ? 2 * (size_t)c->n_kv_heads * s->pos * c->head_dim * (s->kv_f32 ? 4 : 2)
                            : ((size_t)c->conv_kernel * lily_conv_dim(c) + (size_t)c->lin_v_heads * c->lin_v_dim * c->lin_k_dim) * 4;
     return n;
 }
@@ -617,9 +678,10 @@ static int snap_copy(cuda_ctx *cx, cuda_state *s, char *host, int pos, int to_ho
     for (int l = 0; l < c->n_layers; l++) {
         if (cx->L[l].full) {
             for (int h = 0; h < c->n_kv_heads; h++) {
-                size_t off = (size_t)h * s->max_ctx * c->head_dim, n = (size_t)pos * c->head_dim * 2;
-                CU_TRY(cp(s->kc[l] + off, n));
-                CU_TRY(cp(s->vc[l] + off, n));
+                size_t es = s->kv_f32 ? 4 : 2;
+                size_t off = (size_t)h * s->max_ctx * c->head_dim * es, n = (size_t)pos * c->head_dim * es;
+                CU_TRY(cp((char *)s->kc[l] + off, n));
+                CU_TRY(cp((char *)s->vc[l] + off, n));
             }
         } else {
             CU_TRY(cp(s->ring[l], (size_t)c->conv_kernel * lily_conv_dim(c) * 4));
@@ -657,9 +719,36 @@ static int load_cuda(void *ctx, void *p, const void *src, size_t n) {
     return 0;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Hooks for `lily bench` (backend.h).
+static const struct {
+    const char *name;
+    int opt, off, on; // value of the option when the flag is switched off / on
+} flag_names[] = {
+    {"graph", LILY_CUDA_OPT_GRAPH, 0, 1},        {"split_kv", LILY_CUDA_OPT_ATTN_SPLIT, 1, 0},
+    {"gqa", LILY_CUDA_OPT_GQA, 0, 1},            {"gdn_split", LILY_CUDA_OPT_GDN_SPLIT, 1, 8},
+    {"bf16act", LILY_CUDA_OPT_F32ACT, 1, 0},   {"pdl", LILY_CUDA_OPT_PDL, 0, 1},
+};
+
+extern "C" int lily_cuda_set_opt(void *ctx, int opt, int value);
+
+static int set_flag_cuda(void *ctx, const char *name, int on) {
+    for (auto &f : flag_names)
+        if (!strcmp(f.name, name)) return lily_cuda_set_opt(ctx, f.opt, on ? f.on : f.off);
+    return lily_err_set(LILY_EINVAL, "cuda backend: unknown flag '%s' (known: graph, split_kv, gqa, "
+                        "gdn_split, pdl, bf16act)", name);
+}
+
+static size_t peak_mem_cuda(void *ctx) {
+    note_mem((cuda_ctx *)ctx);
+    return ((cuda_ctx *)ctx)->peak;
+}
+
+extern "C" int lily_ceilings_cuda(void *ctx, struct lily_ceilings *out);
+
 extern "C" const struct lily_backend lily_backend_cuda = {
     "cuda", init_cuda, free_ctx, state_new_cuda, state_free_cuda, state_reset_cuda, state_pos_cuda,
-    forward_cuda, save_size_cuda, save_cuda, load_cuda,
+    forward_cuda, save_size_cuda, save_cuda, load_cuda, lily_ceilings_cuda, peak_mem_cuda, set_flag_cuda,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -683,6 +772,8 @@ extern "C" int lily_cuda_generate(void *ctx, void *p, int first, int n, float te
     if (s->pos + n > s->max_ctx || n > s->ids_cap)
         return lily_err_set(LILY_ERANGE, "cuda backend: %d steps at %d exceed the context", n, s->pos);
     if (s->temp != temp || s->seed != seed) s->temp = temp, s->seed = seed, drop_graphs(s);
+    int prc = apply_precision(cx, s);
+    if (prc) return prc;
     CU_TRY(cudaStreamSynchronize(cx->st));
     *s->h_tok = first;
     CU_TRY(cudaMemcpyAsync(s->d_tok, s->h_tok, 4, cudaMemcpyHostToDevice, cx->st));
@@ -726,8 +817,13 @@ extern "C" int lily_cuda_state_fake_fill(void *ctx, void *p, int pos, unsigned s
     for (int l = 0; l < c->n_layers; l++) {
         if (cx->L[l].full) {
             size_t n = (size_t)c->n_kv_heads * s->max_ctx * c->head_dim;
-            fill_random_bf16<<<1024, 256, 0, cx->st>>>(s->kc[l], n, seed + 2 * l);
-            fill_random_bf16<<<1024, 256, 0, cx->st>>>(s->vc[l], n, seed + 2 * l + 1);
+            if (s->kv_f32) {
+                fill_random_f32<<<1024, 256, 0, cx->st>>>((float *)s->kc[l], n, seed + 2 * l, 2.0f);
+                fill_random_f32<<<1024, 256, 0, cx->st>>>((float *)s->vc[l], n, seed + 2 * l + 1, 2.0f);
+            } else {
+                fill_random_bf16<<<1024, 256, 0, cx->st>>>((uint16_t *)s->kc[l], n, seed + 2 * l);
+                fill_random_bf16<<<1024, 256, 0, cx->st>>>((uint16_t *)s->vc[l], n, seed + 2 * l + 1);
+            }
         } else {
             fill_random_f32<<<1024, 256, 0, cx->st>>>(s->S[l], (size_t)c->lin_v_heads * c->lin_v_dim * c->lin_k_dim, seed + l, 0.1f);
         }
@@ -743,7 +839,7 @@ extern "C" double lily_cuda_time_steps(void *ctx, void *p, int n, int reps) {
     cuda_ctx *cx = (cuda_ctx *)ctx;
     cuda_state *s = (cuda_state *)p;
     int pos = s->pos;
-    if (pos + n > s->max_ctx) return -1.0;
+    if (pos + n > s->max_ctx || apply_precision(cx, s)) return -1.0;
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0), cudaEventCreate(&e1);
     std::vector<double> t;
@@ -770,6 +866,8 @@ extern "C" int lily_cuda_profile_step(void *ctx, void *p, const char **names, do
     cuda_ctx *cx = (cuda_ctx *)ctx;
     cuda_state *s = (cuda_state *)p;
     int pos = s->pos, nf = 0;
+    int prc = apply_precision(cx, s);
+    if (prc) return prc;
     for (int rep = 0; rep < 3; rep++) {
         cudaMemcpy(s->d_pos, &pos, 4, cudaMemcpyHostToDevice);
         for (cudaEvent_t e : cx->prof_ev) cudaEventDestroy(e);

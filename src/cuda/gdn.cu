@@ -10,6 +10,8 @@
 // previous slots and writes its own, so no block reads what another writes.
 #include "cuda_common.cuh"
 
+LILY_CUDA_F32ACT_SETTER(gdn)
+
 #define GDN_THREADS 128
 #define KPL 4 // max dk / 32
 #define CPB 4 // columns per warp batch
@@ -24,6 +26,10 @@ __global__ void __launch_bounds__(GDN_THREADS)
     const int C = 2 * d.hk * d.dk + d.hv * d.dv, K = d.kconv;
     const int kh = h / (d.hv / d.hk);
     const int dvs = d.dv / nsplit, j0 = split * dvs;
+    // This block's slice of the state was last written by this layer's kernel of the previous
+    // step, long complete: stream it towards L2 while the in_proj GEMV finishes.
+    prefetch_block(state + ((long)h * d.dv + j0) * d.dk, (long)dvs * d.dk * 4);
+    pdl_wait();
     const int p = *posp, slot = p % K;
     const bool qk_writer = (h % (d.hv / d.hk)) == 0 && split == 0;
 
@@ -95,12 +101,13 @@ __global__ void __launch_bounds__(GDN_THREADS)
             if (lane == 0) o[h * d.dv + j0 + j] = rb(gamma * b + delta * kq);
         }
     }
+    pdl_trigger();
 }
 
 void gdn_step(gdn_dims d, const float *qkv, const float *b, const float *a, const float *conv_w,
               const float *dt_bias, const float *A, float *conv_ring, float *state, float *o,
               const int *pos, int nsplit, cudaStream_t st) {
     while (nsplit > 1 && d.dv % nsplit) nsplit--;
-    gdn_kernel<<<dim3(d.hv, nsplit), GDN_THREADS, 0, st>>>(d, qkv, b, a, conv_w, dt_bias, A, conv_ring,
-                                                          state, o, pos, nsplit);
+    launch_k(gdn_kernel, dim3(d.hv, nsplit), GDN_THREADS, 0, st, d, qkv, b, a, conv_w, dt_bias, A, conv_ring,
+             state, o, pos, nsplit);
 }

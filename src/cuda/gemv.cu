@@ -7,10 +7,12 @@
 // using any of them, accumulates in fp32, and the group reduces with shuffles.
 #include "cuda_common.cuh"
 
+LILY_CUDA_F32ACT_SETTER(gemv)
+
 #define GV_THREADS 256
 #define GV_WARPS (GV_THREADS / 32)
 #define RPW 2 // rows per lane group
-#define UNR 2 // chunks per lane per batch
+#define UNR 2 // chunks per lane per batch (4 measured no faster: docs/PERF.md)
 
 static int floor_pow2(int v) {
     int p = 1;
@@ -65,6 +67,20 @@ __device__ __forceinline__ void gv_rows(const gv_seg &s, int tile, const float *
         for (int r = 0; r < RPW; r++) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], o);
 }
 
+// Any format (dense, odd bit widths or row lengths): a warp per RPW rows, lanes stride over columns.
+__device__ __forceinline__ void gv_rows_generic(const gv_seg &s, int tile, const float *xs, int lane,
+                                                int warp, float *acc) {
+    const int r0 = (tile * GV_WARPS + warp) * RPW;
+#pragma unroll
+    for (int r = 0; r < RPW; r++) {
+        acc[r] = 0.0f;
+        if (r0 + r >= s.m.rows) continue;
+        for (int c = lane; c < s.m.cols; c += 32) acc[r] += dq_get(s.m, r0 + r, c) * xs[xs_index(c)];
+    }
+#pragma unroll
+    for (int r = 0; r < RPW; r++) acc[r] = warp_sum(acc[r]);
+}
+
 __global__ void __launch_bounds__(GV_THREADS) gemv_kernel(gv_args a) {
     extern __shared__ float smem[];
     __shared__ float red[32];
@@ -72,6 +88,20 @@ __global__ void __launch_bounds__(GV_THREADS) gemv_kernel(gv_args a) {
     const int cols = a.cols;
     float *xs = smem, *xsum = smem + xs_floats(cols);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    int total = 0;
+    for (int s = 0; s < a.nseg; s++) total += a.seg[s].tiles;
+    // The weights of this block's first tile do not depend on the previous kernel: start them
+    // towards L2 before waiting for it (rows of a tile are contiguous, and so are their scales).
+    if (blockIdx.x < total) {
+        int si = 0, tile = blockIdx.x;
+        while (tile >= a.seg[si].tiles) tile -= a.seg[si++].tiles;
+        const gv_seg &s = a.seg[si];
+        const int rpt = GV_WARPS * (32 / s.lpr) * RPW, r0 = tile * rpt, nr = min(rpt, s.m.rows - r0);
+        const long rb_ = dq_row_bytes(s.m);
+        prefetch_block((const char *)s.m.codes + r0 * rb_, nr * rb_);
+        if (s.m.sb) prefetch_block(s.m.sb + (long)r0 * (s.m.cols / s.m.group), (long)nr * (s.m.cols / s.m.group) * 4);
+    }
+    pdl_wait();
 
     // Prologue: x into shared memory.
     if (a.pro == PRO_RMSNORM) {
@@ -108,14 +138,14 @@ __global__ void __launch_bounds__(GV_THREADS) gemv_kernel(gv_args a) {
 
     float best = -INFINITY;
     int best_row = 0x7fffffff;
-    int total = 0;
-    for (int s = 0; s < a.nseg; s++) total += a.seg[s].tiles;
     for (int t = blockIdx.x; t < total; t += gridDim.x) {
         int si = 0, tile = t;
         while (tile >= a.seg[si].tiles) tile -= a.seg[si++].tiles;
         const gv_seg &s = a.seg[si];
         float acc[RPW];
-        if (s.m.bits == 4)
+        if (s.m.fmt != DQ_FAST)
+            gv_rows_generic(s, tile, xs, lane, warp, acc);
+        else if (s.m.bits == 4)
             gv_rows<4>(s, tile, xs, xsum, lane, warp, acc);
         else
             gv_rows<8>(s, tile, xs, xsum, lane, warp, acc);
@@ -140,6 +170,7 @@ __global__ void __launch_bounds__(GV_THREADS) gemv_kernel(gv_args a) {
             }
         }
     }
+    pdl_trigger();
     if (a.epi == GV_LOGITS) {
         for (int o = 16; o > 0; o >>= 1) {
             float ov = __shfl_xor_sync(0xffffffffu, best, o);
@@ -185,7 +216,7 @@ int gemv_launch(gv_args a, int max_blocks, cudaStream_t st) {
     for (int s = 0; s < a.nseg; s++) {
         gv_seg &g = a.seg[s];
         int nchunk = g.m.cols * g.m.bits / 128;
-        g.lpr = floor_pow2(nchunk < 32 ? nchunk : 32);
+        g.lpr = g.m.fmt != DQ_FAST ? 32 : floor_pow2(nchunk < 32 ? nchunk : 32);
         int rows_per_tile = GV_WARPS * (32 / g.lpr) * RPW;
         g.tiles = (g.m.rows + rows_per_tile - 1) / rows_per_tile;
         total += g.tiles;
@@ -199,6 +230,6 @@ int gemv_launch(gv_args a, int max_blocks, cudaStream_t st) {
         cudaFuncSetAttribute(gemv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         smem_set = smem;
     }
-    gemv_kernel<<<grid, GV_THREADS, smem, st>>>(a);
+    launch_k(gemv_kernel, grid, GV_THREADS, smem, st, a);
     return grid;
 }

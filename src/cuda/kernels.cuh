@@ -61,10 +61,11 @@ void gdn_step(gdn_dims d, const float *qkv, const float *b, const float *a, cons
 // ---- norm_rope.cu --------------------------------------------------------------------------
 // Full-attention prologue: q heads (from q_proj's [q|gate] per head) normed + RoPE into q_out
 // (Hq*D); k normed + RoPE and v appended to the caches at *pos (bf16, layout (Hkv, max_ctx, D)).
-struct attn_dims { int hq, hkv, d, rope_dim, max_ctx; float theta, eps; };
+// kv_f32: cache elements are fp32 (LILY_CUDA_F32ACT mode) instead of bf16.
+struct attn_dims { int hq, hkv, d, rope_dim, max_ctx; float theta, eps; int kv_f32; };
 void qk_norm_rope_append(attn_dims d, const float *qg, const float *k, const float *v,
-                         const float *q_norm, const float *k_norm, float *q_out, uint16_t *kc,
-                         uint16_t *vc, const int *pos, cudaStream_t st);
+                         const float *q_norm, const float *k_norm, float *q_out, void *kc,
+                         void *vc, const int *pos, cudaStream_t st);
 // x = embedding row of *tok (quantised or dense).
 void embed_row(const dq_mat &qm, const void *dense, int dense_dt, int hidden, const int *tok,
                float *x, cudaStream_t st);
@@ -73,7 +74,7 @@ void embed_row(const dq_mat &qm, const void *dense, int dense_dt, int hidden, co
 // Attention of the current query over cache positions 0..*pos (inclusive), split over nsplit blocks
 // per KV head (flash-decoding); part holds nsplit partial results; the combine multiplies by
 // sigmoid(gate) (gate taken from qg) and writes o (Hq*D). gqa_pack 0 = one query head per block.
-void attn_decode(attn_dims d, const float *q, const uint16_t *kc, const uint16_t *vc,
+void attn_decode(attn_dims d, const float *q, const void *kc, const void *vc,
                  const float *qg, float *part, float *o, const int *pos, int nsplit, int gqa_pack,
                  cudaStream_t st);
 size_t attn_part_floats(attn_dims d, int nsplit);
@@ -83,3 +84,11 @@ size_t attn_part_floats(attn_dims d, int nsplit);
 // then advance *pos and *step.
 void sample_finish(const float2 *amax, int nblocks, int *tok, int *ids_out, int *step, int *pos,
                    cudaStream_t st);
+
+// ---- precision mode setters (cuda_common.cuh, LILY_CUDA_F32ACT_SETTER), one per file that rounds --
+void gemv_set_f32act(int on);
+void moe_set_f32act(int on);
+void gdn_set_f32act(int on);
+void attn_set_f32act(int on);
+void norm_rope_set_f32act(int on);
+void sample_set_f32act(int on);

@@ -8,12 +8,17 @@ extern "C" {
 #endif
 
 // Ablation switches; also read from the environment at init (LILY_CUDA_GRAPH, LILY_CUDA_ATTN_SPLIT,
-// LILY_CUDA_GQA, LILY_CUDA_GDN_SPLIT). Setting one drops captured graphs.
+// LILY_CUDA_GQA, LILY_CUDA_GDN_SPLIT, LILY_CUDA_F32ACT). Setting one drops captured graphs. The same
+// switches are reachable by name through the backend's set_flag hook (`lily bench --ablate NAME`):
+// graph, split_kv, gqa, gdn_split, pdl, bf16act (off = fp32 activations).
 enum lily_cuda_opt {
     LILY_CUDA_OPT_GRAPH = 0,      // 1 = the whole step as one CUDA graph (default), 0 = plain launches
     LILY_CUDA_OPT_ATTN_SPLIT = 1, // split-KV blocks per KV head (1 = no split); 0 = automatic
     LILY_CUDA_OPT_GQA = 2,        // 1 = one KV load serves all query heads of its group (default 0: measured slower, PERF.md)
     LILY_CUDA_OPT_GDN_SPLIT = 3,  // blocks per GDN value head (default 8)
+    LILY_CUDA_OPT_F32ACT = 4,     // 1 = fp32 activations and fp32 KV cache (debug: the CPU backend's
+                                  // function to ~1e-5); states keep the mode they were made in
+    LILY_CUDA_OPT_PDL = 5,        // 1 = programmatic dependent launch + L2 weight prefetch (default)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

@@ -8,10 +8,12 @@
 // Only the selected experts' weights are read.
 #include "cuda_common.cuh"
 
+LILY_CUDA_F32ACT_SETTER(moe)
+
 #define MOE_THREADS 256
 #define MOE_WARPS 8
 #define PPW 2  // output rows per warp
-#define MUNR 2 // chunks per lane per batch
+#define MUNR 2 // chunks per lane per batch (4 measured no faster: docs/PERF.md)
 #define MAX_TOPK 16
 #define MAX_E_PER_LANE 16 // n_experts <= 512
 
@@ -91,6 +93,7 @@ __global__ void __launch_bounds__(MOE_THREADS)
     const int H = w.hidden, I = w.inter, bits = w.gate.bits;
     float *xs = smem, *xsum = smem + xs_floats(H);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    pdl_wait();
     if (warp == 0) router_topk(logits, w.n_experts, w.topk, w.norm_topk, ids, wts);
     load_x(x, H, xs, xsum);
     __syncthreads();
@@ -135,6 +138,7 @@ __global__ void __launch_bounds__(MOE_THREADS)
             }
         }
     }
+    pdl_trigger();
 #pragma unroll
     for (int p = 0; p < PPW; p++) {
         float g = warp_sum(ag[p]), u = warp_sum(au[p]);
@@ -153,6 +157,12 @@ __global__ void __launch_bounds__(MOE_THREADS)
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     // Shared memory: K routed inputs of I values, then the shared expert's input of Is values.
     float *xs = smem, *xsum = smem + K * xs_floats(I) + xs_floats(Is);
+    // The shared expert's down rows of this block are known before routing: prefetch them.
+    if (Is) {
+        const int rr0 = blockIdx.x * MOE_WARPS * PPW, nr = min(MOE_WARPS * PPW, H - rr0);
+        prefetch_block((const char *)sd.codes + (long)rr0 * dq_row_bytes(sd), (long)nr * dq_row_bytes(sd));
+    }
+    pdl_wait();
     if (threadIdx.x < K) ids[threadIdx.x] = ids_in[threadIdx.x], wts[threadIdx.x] = wts_in[threadIdx.x];
     if (threadIdx.x == 0) wts[K] = Is ? rb(sigmoid_f(*sh_score)) : 0.0f;
     for (int k = 0; k < K; k++)
@@ -214,6 +224,7 @@ __global__ void __launch_bounds__(MOE_THREADS)
             for (int p = 0; p < PPW; p++) acc[p] += wts[k] * chunk_contrib(code[p][u], sb[p][u], xp, sp, cc, b);
         }
     }
+    pdl_trigger();
 #pragma unroll
     for (int p = 0; p < PPW; p++) {
         float s = warp_sum(acc[p]);
@@ -222,25 +233,85 @@ __global__ void __launch_bounds__(MOE_THREADS)
     }
 }
 
+// Generic forms (dense or odd-shaped experts: the test fixtures), one warp per output row, plain
+// per-element loops, the same rounding points as the fast kernels.
+__global__ void moe_gate_up_generic(moe_w w, const float *logits, const float *x, float *h, int *ids_out,
+                                    float *wts_out) {
+    __shared__ int ids[MAX_TOPK];
+    __shared__ float wts[MAX_TOPK];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, I = w.inter, H = w.hidden;
+    pdl_wait();
+    pdl_trigger();
+    if (warp == 0) router_topk(logits, w.n_experts, w.topk, w.norm_topk, ids, wts);
+    __syncthreads();
+    if (blockIdx.x == 0 && threadIdx.x < w.topk) ids_out[threadIdx.x] = ids[threadIdx.x], wts_out[threadIdx.x] = wts[threadIdx.x];
+    const int p = blockIdx.x * MOE_WARPS + warp;
+    if (p >= w.topk * I) return;
+    const long row = (long)ids[p / I] * I + p % I;
+    float g = 0.0f, u = 0.0f;
+    for (int c = lane; c < H; c += 32) g += dq_get(w.gate, row, c) * x[c], u += dq_get(w.up, row, c) * x[c];
+    g = warp_sum(g), u = warp_sum(u);
+    if (lane == 0) h[p] = rb(rb(silu_f(rb(g))) * rb(u));
+}
+
+__global__ void moe_down_generic(moe_w w, const float *h, const int *ids, const float *wts, dq_mat sd,
+                                 const float *sg, const float *su, const float *sh_score, const float *res,
+                                 float *out) {
+    const int lane = threadIdx.x & 31, r = blockIdx.x * MOE_WARPS + (threadIdx.x >> 5);
+    const int H = w.hidden, I = w.inter, Is = sd.rows ? sd.cols : 0;
+    pdl_wait();
+    pdl_trigger();
+    if (r >= H) return;
+    float acc = 0.0f;
+    for (int k = 0; k < w.topk; k++) {
+        float t = 0.0f;
+        for (int c = lane; c < I; c += 32) t += dq_get(w.down, (long)ids[k] * H + r, c) * h[k * I + c];
+        acc += wts[k] * t;
+    }
+    if (Is) {
+        float t = 0.0f;
+        for (int c = lane; c < Is; c += 32) t += dq_get(sd, r, c) * rb(rb(silu_f(sg[c])) * su[c]);
+        acc += rb(sigmoid_f(*sh_score)) * t;
+    }
+    acc = warp_sum(acc);
+    if (lane == 0) out[r] = rb(res[r] + rb(acc));
+}
+
+static bool moe_fast(const moe_w &w, const dq_mat &sd) {
+    return w.gate.fmt == DQ_FAST && w.up.fmt == DQ_FAST && w.down.fmt == DQ_FAST &&
+           (!sd.rows || sd.fmt == DQ_FAST) && w.hidden % 16 == 0 && w.inter % 16 == 0 &&
+           (!sd.rows || sd.cols % 16 == 0);
+}
+
 static void set_smem(const void *fn, size_t smem) {
     if (smem > 48 * 1024) cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
 }
 
 void moe_gate_up(const moe_w &w, const float *router_logits, const float *x, float *h, int *ids,
                  float *wts, cudaStream_t st) {
+    if (!moe_fast(w, dq_mat{})) {
+        int grid = (w.topk * w.inter + MOE_WARPS - 1) / MOE_WARPS;
+        launch_k(moe_gate_up_generic, grid, MOE_THREADS, 0, st, w, router_logits, x, h, ids, wts);
+        return;
+    }
     size_t smem = (size_t)(xs_floats(w.hidden) + w.hidden / 16) * sizeof(float);
     set_smem((const void *)moe_gate_up_kernel, smem);
     int pairs = w.topk * w.inter, grid = (pairs + MOE_WARPS * PPW - 1) / (MOE_WARPS * PPW);
-    moe_gate_up_kernel<<<grid, MOE_THREADS, smem, st>>>(w, router_logits, x, h, ids, wts);
+    launch_k(moe_gate_up_kernel, grid, MOE_THREADS, smem, st, w, router_logits, x, h, ids, wts);
 }
 
 void moe_down(const moe_w &w, const float *h, const int *ids, const float *wts, dq_mat sh_down,
               const float *sg, const float *su, const float *sh_score, const float *res, float *out,
               cudaStream_t st) {
+    if (!moe_fast(w, sh_down)) {
+        launch_k(moe_down_generic, (w.hidden + MOE_WARPS - 1) / MOE_WARPS, MOE_THREADS, 0, st, w, h, ids,
+                 wts, sh_down, sg, su, sh_score, res, out);
+        return;
+    }
     int Is = sh_down.rows ? sh_down.cols : 0;
     size_t smem = (size_t)(w.topk * xs_floats(w.inter) + xs_floats(Is) + (w.topk * w.inter + Is) / 16) *
                   sizeof(float);
     set_smem((const void *)moe_down_kernel, smem);
     int grid = (w.hidden + MOE_WARPS * PPW - 1) / (MOE_WARPS * PPW);
-    moe_down_kernel<<<grid, MOE_THREADS, smem, st>>>(w, h, ids, wts, sh_down, sg, su, sh_score, res, out);
+    launch_k(moe_down_kernel, grid, MOE_THREADS, smem, st, w, h, ids, wts, sh_down, sg, su, sh_score, res, out);
 }

@@ -2,12 +2,16 @@
 // (q/k RMSNorm, partial NeoX RoPE, KV-cache append, spec §2.3) and the embedding lookup.
 #include "cuda_common.cuh"
 
+LILY_CUDA_F32ACT_SETTER(norm_rope)
+
 // One block per head: blocks [0, hq) are query heads, [hq, hq + hkv) key heads (which also append v).
 __global__ void qk_kernel(attn_dims d, const float *qg, const float *k, const float *v,
-                          const float *q_norm, const float *k_norm, float *q_out, uint16_t *kc,
-                          uint16_t *vc, const int *posp) {
+                          const float *q_norm, const float *k_norm, float *q_out, void *kc,
+                          void *vc, const int *posp) {
     extern __shared__ float y[];
     __shared__ float red[32];
+    pdl_wait();
+    pdl_trigger();
     const int hb = blockIdx.x, D = d.d, p = *posp;
     const bool is_q = hb < d.hq;
     const int h = is_q ? hb : hb - d.hq;
@@ -31,26 +35,30 @@ __global__ void qk_kernel(attn_dims d, const float *qg, const float *k, const fl
             q_out[(long)h * D + i] = out;
         } else {
             long at = ((long)h * d.max_ctx + p) * D + i;
-            kc[at] = lily_f32_to_bf16(out);
-            vc[at] = lily_f32_to_bf16(v[(long)h * D + i]);
+            if (d.kv_f32) {
+                ((float *)kc)[at] = out;
+                ((float *)vc)[at] = v[(long)h * D + i];
+            } else {
+                ((uint16_t *)kc)[at] = lily_f32_to_bf16(out);
+                ((uint16_t *)vc)[at] = lily_f32_to_bf16(v[(long)h * D + i]);
+            }
         }
     }
 }
 
 void qk_norm_rope_append(attn_dims d, const float *qg, const float *k, const float *v,
-                         const float *q_norm, const float *k_norm, float *q_out, uint16_t *kc,
-                         uint16_t *vc, const int *pos, cudaStream_t st) {
-    qk_kernel<<<d.hq + d.hkv, 128, d.d * sizeof(float), st>>>(d, qg, k, v, q_norm, k_norm, q_out, kc, vc, pos);
+                         const float *q_norm, const float *k_norm, float *q_out, void *kc,
+                         void *vc, const int *pos, cudaStream_t st) {
+    launch_k(qk_kernel, d.hq + d.hkv, 128, d.d * sizeof(float), st, d, qg, k, v, q_norm, k_norm, q_out, kc, vc, pos);
 }
 
 __global__ void embed_kernel(dq_mat m, const void *dense, int dt, int H, const int *tokp, float *x) {
+    pdl_wait();
+    pdl_trigger();
     const int tok = *tokp;
     for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < H; c += gridDim.x * blockDim.x) {
         if (m.codes) {
-            const uint8_t *row = (const uint8_t *)m.codes + (long)tok * dq_row_bytes(m);
-            uint32_t sb = m.sb[(long)tok * (m.cols / m.group) + c / m.group];
-            float s = __uint_as_float(sb << 16), b = __uint_as_float(sb & 0xffff0000u);
-            x[c] = s * (float)lily_q_code(row, c, m.bits) + b;
+            x[c] = dq_get(m, tok, c);
         } else {
             x[c] = lily_load_f32(dense, dt, (long)tok * H + c);
         }
@@ -59,5 +67,5 @@ __global__ void embed_kernel(dq_mat m, const void *dense, int dt, int H, const i
 
 void embed_row(const dq_mat &qm, const void *dense, int dense_dt, int hidden, const int *tok,
                float *x, cudaStream_t st) {
-    embed_kernel<<<(hidden + 255) / 256, 256, 0, st>>>(qm, dense, dense_dt, hidden, tok, x);
+    launch_k(embed_kernel, (hidden + 255) / 256, 256, 0, st, qm, dense, dense_dt, hidden, tok, x);
 }

@@ -4,9 +4,13 @@
 // consecutive steps chain on the GPU with no host round trip.
 #include "cuda_common.cuh"
 
+LILY_CUDA_F32ACT_SETTER(sample)
+
 __global__ void sample_finish_kernel(const float2 *amax, int n, int *tok, int *ids_out, int *step,
                                      int *pos) {
     const int lane = threadIdx.x;
+    pdl_wait();
+    pdl_trigger();
     float best = -INFINITY;
     int bi = 0x7fffffff;
     for (int i = lane; i < n; i += 32) {
@@ -30,5 +34,5 @@ __global__ void sample_finish_kernel(const float2 *amax, int n, int *tok, int *i
 
 void sample_finish(const float2 *amax, int nblocks, int *tok, int *ids_out, int *step, int *pos,
                    cudaStream_t st) {
-    sample_finish_kernel<<<1, 32, 0, st>>>(amax, nblocks, tok, ids_out, step, pos);
+    launch_k(sample_finish_kernel, 1, 32, 0, st, amax, nblocks, tok, ids_out, step, pos);
 }

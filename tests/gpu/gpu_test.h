@@ -1,5 +1,5 @@
 // gpu_test.h: shared helpers of the GPU test binary (tests/gpu/): random numbers, random quantised
-// matrices, random models, the plain CPU reference forward pass written from the spec, comparisons.
+// matrices, random in-memory models, comparisons.
 #pragma once
 #include <math.h>
 #include <stdint.h>
@@ -46,10 +46,4 @@ test_model *test_model_new(const lily_config &c, uint64_t seed, int threads);
 const lily_model *test_model_get(test_model *t);
 void test_model_free(test_model *t);
 lily_config config_tiny(void);
-lily_config config_full(void);
 
-// The CPU reference decoder (test_model.cu): plain loops, fp32 with bf16 rounding at spec §7 points.
-struct ref_state;
-ref_state *ref_new(const lily_model *m, int max_ctx);
-void ref_free(ref_state *s);
-void ref_step(ref_state *s, int tok, float *logits);

@@ -292,7 +292,7 @@ static void test_attn(rng &r) {
         {16, 2, 256, 4097, 32, 1}, {16, 2, 256, 4097, 1, 0}, {16, 2, 256, 100, 64, 1}, {4, 4, 32, 50, 3, 1}};
     for (auto &k : cases) {
         int maxc = k.len + 17;
-        attn_dims d = {k.hq, k.hkv, k.D, k.D / 4, maxc, 1e6f, 1e-6f};
+        attn_dims d = {k.hq, k.hkv, k.D, k.D / 4, maxc, 1e6f, 1e-6f, 0};
         size_t n = (size_t)k.hkv * maxc * k.D;
         std::vector<uint16_t> kc(n), vc(n);
         for (size_t i = 0; i < n; i++) kc[i] = lily_f32_to_bf16(r.normal()), vc[i] = lily_f32_to_bf16(r.normal());
@@ -331,7 +331,7 @@ static void test_qk(rng &r) {
     struct cs { int hq, hkv, D, rd, pos; } cases[] = {{6, 2, 64, 16, 0}, {16, 2, 256, 64, 12345}, {3, 1, 96, 32, 77}};
     for (auto &k : cases) {
         int maxc = k.pos + 3;
-        attn_dims d = {k.hq, k.hkv, k.D, k.rd, maxc, 1e7f, 1e-6f};
+        attn_dims d = {k.hq, k.hkv, k.D, k.rd, maxc, 1e7f, 1e-6f, 0};
         std::vector<float> qg = randv(k.hq * 2 * k.D, r), kk = randv(k.hkv * k.D, r), vv = randv(k.hkv * k.D, r);
         std::vector<float> qn = randv(k.D, r, 0.2f, 1.0f), kn = randv(k.D, r, 0.2f, 1.0f);
         size_t n = (size_t)k.hkv * maxc * k.D;
