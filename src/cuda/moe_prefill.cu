@@ -194,24 +194,34 @@ void moe_pf_route(const moe_pf_w &w, int T, int tile_m, moe_pf_scratch *s, cudaS
                                                     s->sorted_pair);
 }
 
+int moe_pf_tile(const moe_pf_w &w, int T) {
+    return qgemm_pick_tile((T * w.topk + w.E - 1) / w.E);
+}
+
 int moe_pf_forward(const moe_pf_w &w, const uint16_t *xn, int T, const float *res, float *out,
                    moe_pf_scratch *s, int tile_m, cudaStream_t st) {
     if (T <= 0) return 0;
     if (T > s->t_max || w.E > 512 || w.topk > MAX_TOPK || w.topk > w.E)
         return lily_err_set(LILY_EINVAL, "moe prefill: %d tokens (max %d), %d experts top-%d", T,
                             s->t_max, w.E, w.topk);
-    const int R = T * w.topk;
-    if (tile_m == 0) tile_m = qgemm_pick_tile((R + w.E - 1) / w.E);
-    const int max_tiles = (R + tile_m - 1) / tile_m + (w.E < R ? w.E : R);
-    int rc;
+    if (tile_m == 0) tile_m = moe_pf_tile(w, T);
     qg_args g;
-    // 1. router logits
     memset(&g, 0, sizeof g);
     g.x = xn, g.ldx = w.H, g.w = w.router, g.M = T, g.N = w.E, g.K = w.H, g.epi = QG_F32;
     g.y = s->logits, g.ldy = w.E;
-    if ((rc = qgemm_launch(g, 0, 0, st))) return rc;
-    // 2-4. routing
+    int rc = qgemm_launch(g, 0, 0, st);
+    if (rc) return rc;
     moe_pf_route(w, T, tile_m, s, st);
+    return moe_pf_experts(w, xn, T, res, out, s, tile_m, st);
+}
+
+int moe_pf_experts(const moe_pf_w &w, const uint16_t *xn, int T, const float *res, float *out,
+                   moe_pf_scratch *s, int tile_m, cudaStream_t st) {
+    if (T <= 0) return 0;
+    const int R = T * w.topk;
+    const int max_tiles = (R + tile_m - 1) / tile_m + (w.E < R ? w.E : R);
+    int rc;
+    qg_args g;
     // 5. grouped gate|up, then down
     memset(&g, 0, sizeof g);
     g.x = xn, g.ldx = w.H, g.x_rows = s->sorted_tok, g.w = w.gate, g.w2 = w.up, g.M = R, g.N = w.I,

@@ -75,6 +75,11 @@ void moe_pf_route(const moe_pf_w &w, int T, int tile_m, moe_pf_scratch *s, cudaS
 // out may alias res. Returns 0 or a negative LILY_E* code.
 int moe_pf_forward(const moe_pf_w &w, const uint16_t *xn, int T, const float *res, float *out,
                    moe_pf_scratch *s, int tile_m, cudaStream_t st);
+// The parts of moe_pf_forward: the tile height it picks for T tokens, and everything after routing
+// (grouped GEMMs, shared expert, combine); tile_m must be the one moe_pf_route used.
+int moe_pf_tile(const moe_pf_w &w, int T);
+int moe_pf_experts(const moe_pf_w &w, const uint16_t *xn, int T, const float *res, float *out,
+                   moe_pf_scratch *s, int tile_m, cudaStream_t st);
 
 // ---- gdn_prefill.cu: the Gated DeltaNet mixer core for a chunk of T tokens ---------------------
 // qkv (T, C) bf16 raw projections; b, a (T, Hv) bf16; conv_ring (K, C) fp32 raw inputs (slot p % K
