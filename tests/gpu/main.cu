@@ -2,7 +2,7 @@
 //   lily-gpu-test kernels [seed]     every kernel vs its CPU reference (odd sizes, fresh inputs)
 //   lily-gpu-test e2e [seed]         a tiny random model: GPU backend vs the CPU reference decoder,
 //                                    graph vs plain launches, snapshots, all-logits prefill
-//   lily-gpu-test prefill [seed] [bench|quick]  the prefill kernels (test_prefill.cu) vs CPU
+//   lily-gpu-test prefill [seed] [bench|quick|small]  the prefill kernels (test_prefill.cu) vs CPU
 //                                    references; `bench` adds timings at the full model's shapes
 //   lily-gpu-test full [positions]   the full-size Qwen3.6-35B-A3B shape with random 4-bit weights:
 //                                    upload, GPU vs reference logits, long greedy generation, decode
@@ -17,7 +17,7 @@
 
 extern "C" const struct lily_backend lily_backend_cuda;
 void run_kernel_tests(uint64_t seed);
-void run_prefill_tests(uint64_t seed, bool bench, bool quick);
+void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small);
 void report(bool ok, const char *fmt, ...);
 extern int g_fail, g_pass;
 
@@ -227,10 +227,10 @@ int main(int argc, char **argv) {
     else if (!strcmp(mode, "e2e")) run_e2e(seed);
     else if (!strcmp(mode, "prefill"))
         run_prefill_tests(seed, argc > 3 && (!strcmp(argv[3], "bench") || !strcmp(argv[3], "quick")),
-                          argc > 3 && !strcmp(argv[3], "quick"));
+                          argc > 3 && !strcmp(argv[3], "quick"), argc > 3 && !strcmp(argv[3], "small"));
     else if (!strcmp(mode, "full")) run_full(argc > 2 ? atoi(argv[2]) : 8);
     else {
-        fprintf(stderr, "usage: lily-gpu-test kernels|e2e [seed] | prefill [seed] [bench|quick] | full [positions]\n");
+        fprintf(stderr, "usage: lily-gpu-test kernels|e2e [seed] | prefill [seed] [bench|quick|small] | full [positions]\n");
         return 2;
     }
     printf("%d passed, %d failed\n", g_pass, g_fail);
