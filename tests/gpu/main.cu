@@ -2,6 +2,8 @@
 //   lily-gpu-test kernels [seed]     every kernel vs its CPU reference (odd sizes, fresh inputs)
 //   lily-gpu-test e2e [seed]         a tiny random model: GPU backend vs the CPU reference decoder,
 //                                    graph vs plain launches, snapshots, all-logits prefill
+//   lily-gpu-test prefill [seed] [bench|quick|small]  the prefill kernels (test_prefill.cu) vs CPU
+//                                    references; `bench` adds timings at the full model's shapes
 //   lily-gpu-test full [positions]   the full-size Qwen3.6-35B-A3B shape with random 4-bit weights:
 //                                    upload, GPU vs reference logits, long greedy generation, decode
 //                                    speed at 256/4K/32K/128K against the measured roofline, a
@@ -40,6 +42,7 @@ extern "C" {
 extern "C" const struct lily_backend lily_backend_cuda;
 extern "C" const struct lily_backend lily_backend_cpu;
 void run_kernel_tests(uint64_t seed);
+void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small);
 void report(bool ok, const char *fmt, ...);
 extern int g_fail, g_pass;
 
@@ -444,8 +447,11 @@ int main(int argc, char **argv) {
     else if (!strcmp(mode, "fixtures")) run_fixtures(argc - 2, argv + 2);
     else if (!strcmp(mode, "compare") && argc > 2) run_compare(argv[2], argc > 3 ? atoi(argv[3]) : 16, argc > 4 ? argv[4] : NULL);
     else if (!strcmp(mode, "full") && argc > 2) run_full(argv[2]);
+    else if (!strcmp(mode, "prefill"))
+        run_prefill_tests(seed, argc > 3 && (!strcmp(argv[3], "bench") || !strcmp(argv[3], "quick")),
+                          argc > 3 && !strcmp(argv[3], "quick"), argc > 3 && !strcmp(argv[3], "small"));
     else {
-        fprintf(stderr, "usage: lily-gpu-test kernels|e2e [seed] | fixtures DIR... | compare DIR [positions] [layers,...] | full DIR\n");
+        fprintf(stderr, "usage: lily-gpu-test kernels|e2e [seed] | prefill [seed] [bench|quick|small] | fixtures DIR... | compare DIR [positions] [layers,...] | full DIR\n");
         return 2;
     }
     printf("%d passed, %d failed\n", g_pass, g_fail);

@@ -1,0 +1,256 @@
+// moe_prefill.cu: the MoE block for a chunk of T tokens, all on the GPU in one stream with no host
+// synchronisation (spec §2.5):
+//   1. router logits: qgemm (8-bit router), bf16-rounded like the decode GEMV;
+//   2. route: one warp per token: fp32 softmax over all experts, top-k (ties: lower id),
+//      renormalise, bf16 weights (the decode router's arithmetic, same order), histogram by atomics;
+//   3. scan: one block: exclusive scans of the counts (row offsets of each expert's group) and of
+//      their tile counts for the chosen tile height (the block map of the grouped GEMM);
+//   4. scatter: each (token, slot) takes a place in its expert's group (order inside a group is
+//      free: every output row depends on its own input row only);
+//   5. grouped GEMMs: gate|up fused with SiLU(gate)*up (rows gathered from xn), then down with the
+//      routing weight applied, each row written to its (token, slot) place: no atomics on outputs;
+//   6. shared expert: dense gate|up GLU and down GEMMs, the 1-row sigmoid gate as a warp dot;
+//   7. combine: per token, fp32 sum of its top-k rows + gate * shared row, one rounding, + residual.
+// Tile heights: one per call, from the average rows per expert (qgemm_pick_tile), or forced.
+#include "prefill.cuh"
+
+#define MAXE_LANE 16 // experts per lane: E <= 512
+#define MAX_TOPK 16
+
+__global__ void route_kernel(const float *logits, int T, int E, int K, int norm, int *ids_out,
+                             float *wts_out, int *counts) {
+    const int lane = threadIdx.x & 31;
+    const int tok = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (tok >= T) return;
+    const float *lg = logits + (long)tok * E;
+    float v[MAXE_LANE];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < MAXE_LANE; j++) {
+        int e = lane + 32 * j;
+        v[j] = e < E ? lg[e] : -INFINITY;
+        mx = fmaxf(mx, v[j]);
+    }
+    mx = warp_max(mx);
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < MAXE_LANE; j++) {
+        int e = lane + 32 * j;
+        v[j] = e < E ? expf(v[j] - mx) : -1.0f;
+        if (e < E) sum += v[j];
+    }
+    sum = warp_sum(sum);
+    float pk[MAX_TOPK], tot = 0.0f;
+    int ik[MAX_TOPK];
+#pragma unroll
+    for (int t = 0; t < MAX_TOPK; t++) { // compile-time slots keep pk/ik in registers
+        if (t >= K) break;
+        float b = -2.0f;
+        int bi = 0x7fffffff;
+#pragma unroll
+        for (int j = 0; j < MAXE_LANE; j++)
+            if (v[j] > b) b = v[j], bi = lane + 32 * j;
+        for (int o = 16; o > 0; o >>= 1) {
+            float ob = __shfl_xor_sync(0xffffffffu, b, o);
+            int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+            if (ob > b || (ob == b && oi < bi)) b = ob, bi = oi;
+        }
+#pragma unroll
+        for (int j = 0; j < MAXE_LANE; j++)
+            if (lane + 32 * j == bi) v[j] = -1.0f;
+        pk[t] = b / sum;
+        ik[t] = bi;
+        tot += pk[t];
+    }
+    if (lane < K) {
+        // Registers indexed by the lane: pick with a loop over compile-time slots.
+        float w = 0.0f;
+        int id = 0;
+#pragma unroll
+        for (int t = 0; t < MAX_TOPK; t++)
+            if (t == lane) w = pk[t], id = ik[t];
+        ids_out[(long)tok * K + lane] = id;
+        wts_out[(long)tok * K + lane] = rb(norm ? w / tot : w);
+        atomicAdd(counts + id, 1);
+    }
+}
+
+// One block of >= E threads (E <= 1024): row offsets and tile offsets of each expert group.
+__global__ void scan_kernel(const int *counts, int E, int tile_m, int *grp_off, int *tile_off, int *cursor) {
+    __shared__ int sr[1024], st[1024];
+    const int e = threadIdx.x;
+    int c = e < E ? counts[e] : 0;
+    sr[e] = c;
+    st[e] = (c + tile_m - 1) / tile_m;
+    __syncthreads();
+    for (int o = 1; o < blockDim.x; o <<= 1) { // Hillis-Steele inclusive scan
+        int a = e >= o ? sr[e - o] : 0, b = e >= o ? st[e - o] : 0;
+        __syncthreads();
+        sr[e] += a, st[e] += b;
+        __syncthreads();
+    }
+    if (e < E) {
+        grp_off[e + 1] = sr[e];
+        tile_off[e + 1] = st[e];
+        cursor[e] = 0;
+    }
+    if (e == 0) grp_off[0] = 0, tile_off[0] = 0;
+}
+
+__global__ void scatter_kernel(const int *ids, int n_pairs, int K, const int *grp_off, int *cursor,
+                               int *sorted_tok, int *sorted_pair) {
+    int p = blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= n_pairs) return;
+    int e = ids[p];
+    int at = grp_off[e] + atomicAdd(cursor + e, 1);
+    sorted_tok[at] = p / K;
+    sorted_pair[at] = p;
+}
+
+// Shared-expert gate: one quantised row (1, H) . xn[t] per token, one warp per token, rounded.
+__global__ void row_dot_kernel(dq_mat m, const uint16_t *x, int T, int H, float *out) {
+    const int lane = threadIdx.x & 31;
+    const int tok = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (tok >= T) return;
+    const uint8_t *row = (const uint8_t *)m.codes;
+    float acc = 0.0f;
+    for (int c = lane; c < H; c += 32) {
+        uint32_t sb = m.sb[c / m.group];
+        float s = __uint_as_float(sb << 16), b = __uint_as_float(sb & 0xffff0000u);
+        float w = s * (float)lily_q_code(row, c, m.bits) + b;
+        acc += w * __uint_as_float((uint32_t)x[(long)tok * H + c] << 16);
+    }
+    acc = warp_sum(acc);
+    if (lane == 0) out[tok] = rb(acc);
+}
+
+// out[t] = rb(res[t] + rb(sum_k yk[t, k] + rb(sigmoid(sh_s[t])) * sh_y[t])).
+__global__ void combine_kernel(const uint16_t *yk, int K, int H, const float *sh_y, const float *sh_s,
+                               const float *res, float *out) {
+    const int tok = blockIdx.y;
+    const float coef = sh_y ? rb(sigmoid_f(sh_s[tok])) : 0.0f;
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < H; c += gridDim.x * blockDim.x) {
+        float s = 0.0f;
+        for (int k = 0; k < K; k++)
+            s += __uint_as_float((uint32_t)yk[((long)tok * K + k) * H + c] << 16);
+        if (sh_y) s += coef * sh_y[(long)tok * H + c];
+        long at = (long)tok * H + c;
+        out[at] = rb(res[at] + rb(s));
+    }
+}
+
+__global__ void rmsnorm_rows_kernel(int n, const float *x, const float *w, float eps, uint16_t *y) {
+    __shared__ float red[32];
+    const float *xr = x + (long)blockIdx.x * n;
+    float ss = 0.0f;
+    for (int c = threadIdx.x; c < n; c += blockDim.x) ss += xr[c] * xr[c];
+    float r = rsqrtf(block_sum(ss, red) / n + eps);
+    for (int c = threadIdx.x; c < n; c += blockDim.x)
+        y[(long)blockIdx.x * n + c] = lily_f32_to_bf16(xr[c] * r * w[c]);
+}
+
+void pf_rmsnorm_rows(int T, int n, const float *x, const float *w, float eps, uint16_t *y, cudaStream_t st) {
+    if (T > 0) rmsnorm_rows_kernel<<<T, 256, 0, st>>>(n, x, w, eps, y);
+}
+
+// ---------------------------------------------------------------------------------------------
+static size_t al(size_t n) { return (n + 255) & ~(size_t)255; }
+
+size_t moe_pf_scratch_bytes(const moe_pf_w &w, int t_max) {
+    size_t T = (size_t)t_max, R = T * w.topk;
+    return al(T * w.E * 4) + al(R * 4) + al(R * 4) + 4 * al((size_t)(w.E + 1) * 4) + 2 * al(R * 4) +
+           al(R * w.I * 2) + al(R * w.H * 2) + al(T * (w.Is ? w.Is : 1) * 2) + al(T * w.H * 4) + al(T * 4);
+}
+
+void moe_pf_scratch_init(moe_pf_scratch *s, void *base, const moe_pf_w &w, int t_max) {
+    char *p = (char *)base;
+    size_t T = (size_t)t_max, R = T * w.topk;
+    auto take = [&](size_t n) { char *q = p; p += al(n); return (void *)q; };
+    s->logits = (float *)take(T * w.E * 4);
+    s->ids = (int *)take(R * 4);
+    s->wts = (float *)take(R * 4);
+    s->counts = (int *)take((size_t)(w.E + 1) * 4);
+    s->cursor = (int *)take((size_t)(w.E + 1) * 4);
+    s->grp_off = (int *)take((size_t)(w.E + 1) * 4);
+    s->tile_off = (int *)take((size_t)(w.E + 1) * 4);
+    s->sorted_tok = (int *)take(R * 4);
+    s->sorted_pair = (int *)take(R * 4);
+    s->h = (uint16_t *)take(R * w.I * 2);
+    s->yk = (uint16_t *)take(R * w.H * 2);
+    s->sh_h = (uint16_t *)take(T * (w.Is ? w.Is : 1) * 2);
+    s->sh_y = (float *)take(T * w.H * 4);
+    s->sh_s = (float *)take(T * 4);
+    s->t_max = t_max;
+}
+
+void moe_pf_route(const moe_pf_w &w, int T, int tile_m, moe_pf_scratch *s, cudaStream_t st) {
+    cudaMemsetAsync(s->counts, 0, (size_t)w.E * 4, st);
+    route_kernel<<<(T + 7) / 8, 256, 0, st>>>(s->logits, T, w.E, w.topk, w.norm_topk, s->ids, s->wts, s->counts);
+    int threads = 32;
+    while (threads < w.E) threads *= 2;
+    scan_kernel<<<1, threads, 0, st>>>(s->counts, w.E, tile_m, s->grp_off, s->tile_off, s->cursor);
+    int n = T * w.topk;
+    scatter_kernel<<<(n + 255) / 256, 256, 0, st>>>(s->ids, n, w.topk, s->grp_off, s->cursor, s->sorted_tok,
+                                                    s->sorted_pair);
+}
+
+int moe_pf_tile(const moe_pf_w &w, int T) {
+    return qgemm_pick_tile((T * w.topk + w.E - 1) / w.E);
+}
+
+int moe_pf_forward(const moe_pf_w &w, const uint16_t *xn, int T, const float *res, float *out,
+                   moe_pf_scratch *s, int tile_m, cudaStream_t st) {
+    if (T <= 0) return 0;
+    if (T > s->t_max || w.E > 512 || w.topk > MAX_TOPK || w.topk > w.E)
+        return lily_err_set(LILY_EINVAL, "moe prefill: %d tokens (max %d), %d experts top-%d", T,
+                            s->t_max, w.E, w.topk);
+    if (tile_m == 0) tile_m = moe_pf_tile(w, T);
+    qg_args g;
+    memset(&g, 0, sizeof g);
+    g.x = xn, g.ldx = w.H, g.w = w.router, g.M = T, g.N = w.E, g.K = w.H, g.epi = QG_F32;
+    g.y = s->logits, g.ldy = w.E;
+    int rc = qgemm_launch(g, 0, 0, st);
+    if (rc) return rc;
+    moe_pf_route(w, T, tile_m, s, st);
+    return moe_pf_experts(w, xn, T, res, out, s, tile_m, st);
+}
+
+int moe_pf_experts(const moe_pf_w &w, const uint16_t *xn, int T, const float *res, float *out,
+                   moe_pf_scratch *s, int tile_m, cudaStream_t st) {
+    if (T <= 0) return 0;
+    const int R = T * w.topk;
+    const int max_tiles = (R + tile_m - 1) / tile_m + (w.E < R ? w.E : R);
+    int rc;
+    qg_args g;
+    // 5. grouped gate|up, then down
+    memset(&g, 0, sizeof g);
+    g.x = xn, g.ldx = w.H, g.x_rows = s->sorted_tok, g.w = w.gate, g.w2 = w.up, g.M = R, g.N = w.I,
+    g.K = w.H, g.grp_off = s->grp_off, g.tile_off = s->tile_off, g.n_groups = w.E, g.epi = QG_GLU;
+    g.y = s->h, g.ldy = w.I;
+    if ((rc = qgemm_launch(g, tile_m, max_tiles, st))) return rc;
+    memset(&g, 0, sizeof g);
+    g.x = s->h, g.ldx = w.I, g.w = w.down, g.M = R, g.N = w.H, g.K = w.I, g.grp_off = s->grp_off,
+    g.tile_off = s->tile_off, g.n_groups = w.E, g.epi = QG_SCALE_BF16, g.y = s->yk, g.ldy = w.H;
+    g.y_rows = s->sorted_pair, g.scale = s->wts;
+    if ((rc = qgemm_launch(g, tile_m, max_tiles, st))) return rc;
+    // 6. shared expert
+    const bool shared = w.Is > 0 && w.sh_gate.rows > 0;
+    if (shared) {
+        memset(&g, 0, sizeof g);
+        g.x = xn, g.ldx = w.H, g.w = w.sh_gate, g.w2 = w.sh_up, g.M = T, g.N = w.Is, g.K = w.H;
+        g.epi = QG_GLU, g.y = s->sh_h, g.ldy = w.Is;
+        if ((rc = qgemm_launch(g, 0, 0, st))) return rc;
+        memset(&g, 0, sizeof g);
+        g.x = s->sh_h, g.ldx = w.Is, g.w = w.sh_down, g.M = T, g.N = w.H, g.K = w.Is;
+        g.epi = QG_F32_RAW, g.y = s->sh_y, g.ldy = w.H;
+        if ((rc = qgemm_launch(g, 0, 0, st))) return rc;
+        if (w.sh_score.rows)
+            row_dot_kernel<<<(T + 7) / 8, 256, 0, st>>>(w.sh_score, xn, T, w.H, s->sh_s);
+        else
+            cudaMemsetAsync(s->sh_s, 0x7f, (size_t)T * 4, st); // +huge: sigmoid 1 (no gate)
+    }
+    // 7. combine
+    dim3 grid((w.H + 255) / 256, T);
+    combine_kernel<<<grid, 256, 0, st>>>(s->yk, w.topk, w.H, shared ? s->sh_y : NULL, s->sh_s, res, out);
+    return 0;
+}

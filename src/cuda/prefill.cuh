@@ -1,0 +1,99 @@
+// prefill.cuh: launch wrappers of the prefill kernels (many tokens per call): the fused-dequant GEMM
+// on the tensor cores (qgemm.cu), GPU routing and the grouped expert GEMMs (moe_prefill.cu), and the
+// Gated DeltaNet scan over a chunk (gdn_prefill.cu). Activations between prefill kernels are bf16
+// rows (uint16_t bit patterns); the residual stream stays fp32 holding bf16 values, as in decode.
+// Weights are the decode backend's upload (dq_mat, cuda_common.cuh) unchanged: no second copy.
+#pragma once
+
+#include "cuda_common.cuh"
+
+// ---- qgemm.cu: Y[M,N] = X[M,K] . W[N,K]^T, W quantised (4 or 8 bits, group 32/64/128) ----------
+// Epilogues (what is written for output element (row, col) with fp32 accumulator acc):
+enum {
+    QG_BF16 = 0,       // bf16(acc)
+    QG_F32 = 1,        // fp32 rb(acc) (a bf16 value, like the decode GEMV's GV_STORE)
+    QG_F32_RAW = 2,    // fp32 acc, unrounded
+    QG_RESID = 3,      // fp32 rb(res + rb(acc)); res may alias y
+    QG_GLU = 4,        // bf16 rb(rb(silu(rb(gate))) * rb(up)); gate from w, up from w2 (same shape)
+    QG_SCALE_BF16 = 5  // bf16 rb(scale[out_row] * rb(acc)) (routing weight of an expert row)
+};
+struct qg_args {
+    const uint16_t *x;  // A: bf16 rows of K values, row stride ldx elements
+    int ldx;
+    const int *x_rows;  // gather: sorted row p reads x row x_rows[p] (NULL: row p)
+    dq_mat w, w2;       // B: w rows = n_groups * N (grouped) or N; w2 = up matrix for QG_GLU
+    int M, N, K;        // M: rows (dense); N: output columns; K % 64 == 0
+    const int *grp_off;  // grouped mode: [n_groups + 1] first sorted row of each group (NULL: dense)
+    const int *tile_off; // grouped mode: [n_groups + 1] first tile of each group (tiles of tile_m rows)
+    int n_groups;
+    int epi;
+    void *y;            // output, row stride ldy elements
+    int ldy;
+    const int *y_rows;  // scatter: sorted row p is written to output row y_rows[p] (NULL: row p)
+    const float *scale; // QG_SCALE_BF16: per output row
+    const float *res;   // QG_RESID
+};
+// tile_m: 16, 32, 64 or 128 rows per block (0 = chosen from M / n_groups). max_tiles: grouped mode
+// only, an upper bound of tile_off[n_groups] (blocks past the real count exit at once).
+// Returns 0, or LILY_EINVAL for shapes it does not take (K % 64, bits, group, N odd).
+int qgemm_launch(const qg_args &a, int tile_m, int max_tiles, cudaStream_t st);
+int qgemm_pick_tile(int rows_per_group);
+
+// ---- moe_prefill.cu: the MoE block for T tokens ------------------------------------------------
+struct moe_pf_w {
+    dq_mat router;                   // (E, H), 8-bit in the community checkpoints
+    dq_mat gate, up, down;           // stacked over experts: (E*I, H), (E*I, H), (E*H, I)
+    dq_mat sh_gate, sh_up, sh_down;  // (Is, H), (Is, H), (H, Is); rows 0 = no shared expert
+    dq_mat sh_score;                 // (1, H) or rows 0
+    int E, topk, I, H, Is, norm_topk;
+};
+// Device scratch for up to t_max tokens (carved from one allocation by moe_pf_scratch_init).
+struct moe_pf_scratch {
+    float *logits;      // (t_max, E) router logits, bf16-rounded fp32
+    int *ids;           // (t_max, topk) selected experts
+    float *wts;         // (t_max, topk) routing weights (bf16-rounded)
+    int *counts;        // (E) rows per expert
+    int *cursor;        // (E) scatter cursors
+    int *grp_off;       // (E + 1) sorted-row offsets
+    int *tile_off;      // (E + 1) tile offsets for the chosen tile height
+    int *sorted_tok;    // (t_max*topk) token of each sorted row
+    int *sorted_pair;   // (t_max*topk) token*topk + slot of each sorted row
+    uint16_t *h;        // (t_max*topk, I) bf16 expert hidden rows, sorted order
+    uint16_t *yk;       // (t_max*topk, H) bf16 weighted expert outputs, (token, slot) order
+    uint16_t *sh_h;     // (t_max, Is) bf16 shared expert hidden
+    float *sh_y;        // (t_max, H) fp32 shared expert output (raw)
+    float *sh_s;        // (t_max) shared gate logit (rb)
+    int t_max;
+};
+size_t moe_pf_scratch_bytes(const moe_pf_w &w, int t_max);
+void moe_pf_scratch_init(moe_pf_scratch *s, void *base, const moe_pf_w &w, int t_max);
+// Routing only (router logits already in s->logits): softmax + top-k + renormalise per token, the
+// per-expert histogram, exclusive scans (rows and tiles of tile_m), the scatter into expert groups.
+void moe_pf_route(const moe_pf_w &w, int T, int tile_m, moe_pf_scratch *s, cudaStream_t st);
+// The whole block: out = res + routed experts + sigmoid-gated shared expert, for T <= t_max tokens of
+// xn (bf16, already post-attention-normed). tile_m 0 = chosen from the average rows per expert.
+// out may alias res. Returns 0 or a negative LILY_E* code.
+int moe_pf_forward(const moe_pf_w &w, const uint16_t *xn, int T, const float *res, float *out,
+                   moe_pf_scratch *s, int tile_m, cudaStream_t st);
+// The parts of moe_pf_forward: the tile height it picks for T tokens, and everything after routing
+// (grouped GEMMs, shared expert, combine); tile_m must be the one moe_pf_route used.
+int moe_pf_tile(const moe_pf_w &w, int T);
+int moe_pf_experts(const moe_pf_w &w, const uint16_t *xn, int T, const float *res, float *out,
+                   moe_pf_scratch *s, int tile_m, cudaStream_t st);
+
+// ---- gdn_prefill.cu: the Gated DeltaNet mixer core for a chunk of T tokens ---------------------
+// qkv (T, C) bf16 raw projections; b, a (T, Hv) bf16; conv_ring (K, C) fp32 raw inputs (slot p % K
+// holds position p: the decode layout); state (Hv, Dv, Dk) fp32; pos = position of token 0.
+// Writes o (T, Hv*Dv) bf16 (the delta-rule read-out) and advances ring and state exactly as T decode
+// steps would. nsplit: blocks per v head (Dv columns split; 0 = default 4).
+void gdn_pf_scan(gdn_dims d, int T, int pos, const uint16_t *qkv, const uint16_t *b,
+                 const uint16_t *a, const float *conv_w, const float *dt_bias, const float *A,
+                 float *conv_ring, float *state, uint16_t *o, int nsplit, cudaStream_t st);
+// Gated RMSNorm per v head (spec §2.1b) of o with gate z, bf16 in, bf16 out (out_proj's input).
+void gdn_pf_gated_norm(int T, int hv, int dv, const uint16_t *o, const uint16_t *z,
+                       const float *gnorm, float eps, uint16_t *out, cudaStream_t st);
+
+// ---- small row kernels (moe_prefill.cu) ------------------------------------------------------
+// y (T, n) bf16 = rb(x * rsqrt(mean(x^2) + eps) * w) per row of fp32 x.
+void pf_rmsnorm_rows(int T, int n, const float *x, const float *w, float eps, uint16_t *y,
+                     cudaStream_t st);

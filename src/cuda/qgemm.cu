@@ -1,0 +1,348 @@
+// qgemm.cu: the prefill matrix product Y = X . W^T with W in the backend's quantised layout
+// (MLX codes row-major, one scale|bias word per group: cuda_common.cuh), on the tensor cores
+// (mma.sync m16n8k16 bf16, fp32 accumulate). Dense (X rows 0..M) or grouped (MoE: each tile of rows
+// belongs to one expert, found from a tile map built on the GPU; rows gathered from X and scattered
+// to Y through index arrays).
+//
+// Dequantisation happens in registers right before the MMA; no bf16 weight ever reaches device
+// memory. The trick that makes it cheap: a dot product does not care in which order k is summed, so
+// each thread's 16 consecutive k (the 8 bytes of 4-bit codes it reads with one 64-bit load) are
+// assigned to MMA k-slots in the order that falls out of `(word >> 4j) & 0x000F000F`, which puts
+// codes j and j+4 of a word into the two halves of a register. ORing in 0x4300 makes each half the
+// bf16 number 128 + q exactly; one bf16x2 FMA removes the 128, one more applies s*q + b (one rounding,
+// as MLX's own dequantise). The activation fragment is permuted the same way with two byte-permutes
+// per register from a 16-byte shared-memory load. 8-bit codes take the fp32 route (q up to 255 is not
+// a bf16 mantissa) with the same slot order.
+//
+// Block tile: BM (16/32/64/128) rows x 128 output columns x 64 k per stage, 3-stage cp.async
+// pipeline for X rows, code rows and scale words. Warps: 4 across N (32 columns each), 1 or 2 down M.
+// QG_GLU: the 128 columns are 64 gate rows then the same 64 up rows, combined in the epilogue.
+#include <cuda_bf16.h>
+
+#include "prefill.cuh"
+
+#define QG_BK 64
+#define QG_BN 128
+#define QG_STAGES 3
+
+__device__ __forceinline__ uint32_t smem_u32(const void *p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void cp16(void *dst, const void *src, bool ok) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
+                 "r"(ok ? 16 : 0));
+}
+__device__ __forceinline__ void cp4(void *dst, const void *src, bool ok) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
+                 "r"(ok ? 4 : 0));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ uint32_t bf2_fma(uint32_t a, uint32_t b, uint32_t c) {
+    uint32_t d;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+__device__ __forceinline__ uint32_t pack_bf2(float lo, float hi) {
+    uint32_t d;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
+    return d;
+}
+__device__ __forceinline__ void mma16816(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Four B registers (k-slot pairs (j, j+4), j = 0..3, of the 8 codes in `u`) for one group's s, b.
+template <int BITS>
+__device__ __forceinline__ void dequant8(uint32_t u, uint32_t u_hi, uint32_t sb, uint32_t *r) {
+    if (BITS == 4) {
+        const uint32_t s2 = (sb & 0xffffu) | (sb << 16), b2 = (sb >> 16) | (sb & 0xffff0000u);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            uint32_t v = ((u >> (4 * j)) & 0x000F000Fu) | 0x43004300u; // bf16 (128 + q_j, 128 + q_j+4)
+            v = bf2_fma(v, 0x3F803F80u, 0xC300C300u);                  // q exactly
+            r[j] = bf2_fma(v, s2, b2);                                 // s*q + b, one rounding
+        }
+    } else {
+        // 8-bit: codes 0..3 in u, 4..7 in u_hi; 0x4B0000qq is the float 2^23 + q.
+        const float s = __uint_as_float(sb << 16), b = __uint_as_float(sb & 0xffff0000u);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            float lo = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7440 + j)) - 8388608.0f;
+            float hi = __uint_as_float(__byte_perm(u_hi, 0x4B000000u, 0x7440 + j)) - 8388608.0f;
+            r[j] = pack_bf2(fmaf(s, lo, b), fmaf(s, hi, b));
+        }
+    }
+}
+
+template <int MF, int WM, int BITS>
+struct qg_cfg {
+    static constexpr int BM = 16 * MF * WM;
+    static constexpr int THREADS = 32 * 4 * WM;
+    static constexpr int A_BYTES = BM * QG_BK * 2;       // bf16, 128 bytes per row
+    static constexpr int B_ROW = QG_BK * BITS / 8;        // code bytes per row per stage
+    static constexpr int B_BYTES = QG_BN * B_ROW;
+    static constexpr int S_BYTES = QG_BN * 2 * 4;         // two scale|bias words per row
+    static constexpr int STAGE = A_BYTES + B_BYTES + S_BYTES;
+    static constexpr int SMEM = QG_STAGES * STAGE + BM * 4 + 16;
+};
+
+template <int MF, int WM, int BITS>
+__global__ void __launch_bounds__(qg_cfg<MF, WM, BITS>::THREADS) qgemm_kernel(qg_args a) {
+    using C = qg_cfg<MF, WM, BITS>;
+    constexpr int BM = C::BM, NF = 4;
+    extern __shared__ __align__(16) char smem[];
+    int *a_row = (int *)(smem + QG_STAGES * C::STAGE);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wn = warp & 3, wm = warp >> 2, g = lane >> 2, t = lane & 3;
+    const bool glu = a.epi == QG_GLU;
+    const int cols_per_tile = glu ? QG_BN / 2 : QG_BN;
+    const int n0 = blockIdx.y * cols_per_tile;
+
+    // Which rows this block owns.
+    int m0, rows, grp = 0;
+    if (a.tile_off) {
+        const int tile = blockIdx.x;
+        if (tile >= __ldg(a.tile_off + a.n_groups)) return;
+        int lo = 0, hi = a.n_groups; // last group with tile_off[g] <= tile
+        while (hi - lo > 1) {
+            int mid = (lo + hi) >> 1;
+            if (__ldg(a.tile_off + mid) <= tile) lo = mid; else hi = mid;
+        }
+        grp = lo;
+        m0 = __ldg(a.grp_off + grp) + (tile - __ldg(a.tile_off + grp)) * BM;
+        rows = min(BM, __ldg(a.grp_off + grp + 1) - m0);
+    } else {
+        m0 = blockIdx.x * BM;
+        rows = min(BM, a.M - m0);
+    }
+    for (int r = tid; r < BM; r += C::THREADS)
+        a_row[r] = r < rows ? (a.x_rows ? __ldg(a.x_rows + m0 + r) : m0 + r) : -1;
+    __syncthreads();
+
+    const long wrow0 = (long)grp * a.N; // this group's first weight row
+    const long row_bytes = (long)a.K * BITS / 8;
+    const int ng = a.K / a.w.group;
+    const int KT = a.K / QG_BK;
+
+    auto load_stage = [&](int st, int kt) {
+        char *As = smem + st * C::STAGE, *Bs = As + C::A_BYTES;
+        uint32_t *Ss = (uint32_t *)(Bs + C::B_BYTES);
+        for (int i = tid; i < BM * 8; i += C::THREADS) {
+            int r = i >> 3, c = i & 7, xr = a_row[r];
+            const uint16_t *src = a.x + (xr >= 0 ? (long)xr * a.ldx + kt * QG_BK + c * 8 : 0);
+            cp16(As + r * 128 + ((c ^ (r & 1)) << 4), src, xr >= 0);
+        }
+        constexpr int CPR = C::B_ROW / 16;
+        for (int i = tid; i < QG_BN * CPR; i += C::THREADS) {
+            int j = i / CPR, c = i % CPR;
+            const dq_mat &m = (glu && j >= 64) ? a.w2 : a.w;
+            int n = n0 + (glu ? (j & 63) : j);
+            bool ok = n < a.N;
+            const char *src = (const char *)m.codes + (ok ? (wrow0 + n) * row_bytes + kt * C::B_ROW + c * 16 : 0);
+            cp16(Bs + j * C::B_ROW + c * 16, src, ok);
+        }
+        for (int i = tid; i < QG_BN * 2; i += C::THREADS) {
+            int j = i >> 1, h = i & 1;
+            const dq_mat &m = (glu && j >= 64) ? a.w2 : a.w;
+            int n = n0 + (glu ? (j & 63) : j);
+            bool ok = n < a.N;
+            const uint32_t *src = m.sb + (ok ? (wrow0 + n) * ng + (kt * QG_BK + 32 * h) / m.group : 0);
+            cp4(Ss + i, src, ok);
+        }
+    };
+
+    float acc[MF][NF][4];
+#pragma unroll
+    for (int i = 0; i < MF; i++)
+#pragma unroll
+        for (int j = 0; j < NF; j++)
+#pragma unroll
+            for (int k = 0; k < 4; k++) acc[i][j][k] = 0.0f;
+
+#pragma unroll
+    for (int s = 0; s < QG_STAGES - 1; s++) {
+        if (s < KT) load_stage(s, s);
+        cp_commit();
+    }
+    for (int kt = 0; kt < KT; kt++) {
+        cp_wait<QG_STAGES - 2>();
+        __syncthreads();
+        {
+            int nk = kt + QG_STAGES - 1;
+            if (nk < KT) load_stage(nk % QG_STAGES, nk);
+            cp_commit();
+        }
+        const int st = kt % QG_STAGES;
+        const char *As = smem + st * C::STAGE, *Bs = As + C::A_BYTES;
+        const uint32_t *Ss = (const uint32_t *)(Bs + C::B_BYTES);
+        // B: this thread's 16 k of each of its NF columns, all 4 k16 steps (2 per half).
+        uint32_t bq[NF][2][4];
+#pragma unroll
+        for (int nf = 0; nf < NF; nf++) {
+            const int n = wn * 32 + nf * 8 + g;
+            const uint32_t sb = Ss[n * 2 + (t >> 1)];
+            if (BITS == 4) {
+                uint2 u = *(const uint2 *)(Bs + n * C::B_ROW + 8 * t);
+                dequant8<4>(u.x, 0, sb, bq[nf][0]);
+                dequant8<4>(u.y, 0, sb, bq[nf][1]);
+            } else {
+                uint4 u = *(const uint4 *)(Bs + n * C::B_ROW + 16 * t);
+                dequant8<8>(u.x, u.y, sb, bq[nf][0]);
+                dequant8<8>(u.z, u.w, sb, bq[nf][1]);
+            }
+        }
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+#pragma unroll
+            for (int mf = 0; mf < MF; mf++) {
+                uint32_t ar[2][4];
+#pragma unroll
+                for (int rr = 0; rr < 2; rr++) {
+                    const int r = wm * MF * 16 + mf * 16 + g + 8 * rr, c = 2 * t + h;
+                    uint4 v = *(const uint4 *)(As + r * 128 + ((c ^ (r & 1)) << 4));
+                    ar[rr][0] = __byte_perm(v.x, v.z, 0x5410);
+                    ar[rr][1] = __byte_perm(v.x, v.z, 0x7632);
+                    ar[rr][2] = __byte_perm(v.y, v.w, 0x5410);
+                    ar[rr][3] = __byte_perm(v.y, v.w, 0x7632);
+                }
+#pragma unroll
+                for (int s = 0; s < 2; s++) {
+                    const uint32_t af[4] = {ar[0][2 * s], ar[1][2 * s], ar[0][2 * s + 1], ar[1][2 * s + 1]};
+#pragma unroll
+                    for (int nf = 0; nf < NF; nf++)
+                        mma16816(acc[mf][nf], af, bq[nf][h][2 * s], bq[nf][h][2 * s + 1]);
+                }
+            }
+        }
+    }
+    cp_wait<0>();
+
+    // Epilogue. Thread holds (row g / g+8, columns 2t, 2t+1) of each 16x8 fragment.
+    if (glu) {
+        __syncthreads(); // pipeline buffers are free: reuse them for the up half
+        float *U = (float *)smem;
+        constexpr int LD = 64 + 4;
+        if (wn >= 2)
+#pragma unroll
+            for (int mf = 0; mf < MF; mf++)
+#pragma unroll
+                for (int nf = 0; nf < NF; nf++)
+#pragma unroll
+                    for (int k = 0; k < 4; k++) {
+                        int r = wm * MF * 16 + mf * 16 + g + 8 * (k >> 1);
+                        int c = (wn - 2) * 32 + nf * 8 + 2 * t + (k & 1);
+                        U[r * LD + c] = acc[mf][nf][k];
+                    }
+        __syncthreads();
+        if (wn >= 2) return;
+#pragma unroll
+        for (int mf = 0; mf < MF; mf++)
+#pragma unroll
+            for (int nf = 0; nf < NF; nf++)
+#pragma unroll
+                for (int hr = 0; hr < 2; hr++) {
+                    int r = wm * MF * 16 + mf * 16 + g + 8 * hr;
+                    int c = wn * 32 + nf * 8 + 2 * t, col = n0 + c;
+                    if (r >= rows || col >= a.N) continue;
+                    float o[2];
+#pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        float gv = rb(acc[mf][nf][2 * hr + e]), uv = rb(U[r * LD + c + e]);
+                        o[e] = rb(silu_f(gv)) * uv;
+                    }
+                    int p = m0 + r, orow = a.y_rows ? __ldg(a.y_rows + p) : p;
+                    *(uint32_t *)((uint16_t *)a.y + (long)orow * a.ldy + col) = pack_bf2(o[0], o[1]);
+                }
+        return;
+    }
+#pragma unroll
+    for (int mf = 0; mf < MF; mf++)
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            const int r = wm * MF * 16 + mf * 16 + g + 8 * hr;
+            if (r >= rows) continue;
+            const int p = m0 + r, orow = a.y_rows ? __ldg(a.y_rows + p) : p;
+            const float sc = a.epi == QG_SCALE_BF16 ? __ldg(a.scale + orow) : 1.0f;
+#pragma unroll
+            for (int nf = 0; nf < NF; nf++) {
+                const int col = n0 + wn * 32 + nf * 8 + 2 * t;
+                if (col >= a.N) continue;
+                float v0 = acc[mf][nf][2 * hr], v1 = acc[mf][nf][2 * hr + 1];
+                const long at = (long)orow * a.ldy + col;
+                switch (a.epi) {
+                case QG_BF16: *(uint32_t *)((uint16_t *)a.y + at) = pack_bf2(v0, v1); break;
+                case QG_F32: *(float2 *)((float *)a.y + at) = make_float2(rb(v0), rb(v1)); break;
+                case QG_F32_RAW: *(float2 *)((float *)a.y + at) = make_float2(v0, v1); break;
+                case QG_RESID: {
+                    float2 rs = *(const float2 *)(a.res + at);
+                    *(float2 *)((float *)a.y + at) = make_float2(rb(rs.x + rb(v0)), rb(rs.y + rb(v1)));
+                    break;
+                }
+                case QG_SCALE_BF16:
+                    *(uint32_t *)((uint16_t *)a.y + at) = pack_bf2(sc * rb(v0), sc * rb(v1));
+                    break;
+                }
+            }
+        }
+}
+
+template <int MF, int WM, int BITS>
+static void launch_t(const qg_args &a, int grid_x, cudaStream_t st) {
+    using C = qg_cfg<MF, WM, BITS>;
+    static bool attr = false;
+    if (!attr) {
+        cudaFuncSetAttribute(qgemm_kernel<MF, WM, BITS>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
+        attr = true;
+    }
+    int cols_per_tile = a.epi == QG_GLU ? QG_BN / 2 : QG_BN;
+    dim3 grid(grid_x, (a.N + cols_per_tile - 1) / cols_per_tile);
+    qgemm_kernel<MF, WM, BITS><<<grid, C::THREADS, C::SMEM, st>>>(a);
+}
+
+template <int BITS>
+static void launch_bits(const qg_args &a, int tile_m, int grid_x, cudaStream_t st) {
+    switch (tile_m) {
+    case 16: launch_t<1, 1, BITS>(a, grid_x, st); break;
+    case 32: launch_t<2, 1, BITS>(a, grid_x, st); break;
+    case 64: launch_t<4, 1, BITS>(a, grid_x, st); break;
+    default: launch_t<4, 2, BITS>(a, grid_x, st); break;
+    }
+}
+
+// Tile height for an expected number of rows per group (expert) or a dense M: the smallest tile that
+// wastes little of its last tile, capped at 128 (LILY_CUDA_QG_TILE forces one).
+int qgemm_pick_tile(int rows) {
+    static int forced = -1;
+    if (forced < 0) {
+        const char *e = getenv("LILY_CUDA_QG_TILE");
+        forced = e ? atoi(e) : 0;
+    }
+    if (forced == 16 || forced == 32 || forced == 64 || forced == 128) return forced;
+    if (rows <= 16) return 16;
+    if (rows <= 40) return 32;
+    if (rows <= 96) return 64;
+    return 128;
+}
+
+int qgemm_launch(const qg_args &a, int tile_m, int max_tiles, cudaStream_t st) {
+    if (a.K % QG_BK || a.N % 2 || (a.w.bits != 4 && a.w.bits != 8) || a.w.group < 32 ||
+        a.w.cols != a.K || (a.epi == QG_GLU && (a.w2.bits != a.w.bits || a.w2.group != a.w.group)))
+        return lily_err_set(LILY_EINVAL, "qgemm: unsupported shape N=%d K=%d bits=%d group=%d", a.N,
+                            a.K, a.w.bits, a.w.group);
+    if (a.tile_off && tile_m != 16 && tile_m != 32 && tile_m != 64 && tile_m != 128)
+        return lily_err_set(LILY_EINVAL, "qgemm: grouped mode needs the tile height of its map");
+    if (tile_m == 0) tile_m = qgemm_pick_tile(a.tile_off ? a.M / (a.n_groups > 0 ? a.n_groups : 1) : a.M);
+    int bm = tile_m == 16 || tile_m == 32 || tile_m == 64 ? tile_m : 128;
+    int grid_x = a.tile_off ? max_tiles : (a.M + bm - 1) / bm;
+    if (grid_x <= 0 || a.N <= 0) return 0;
+    if (a.w.bits == 4) launch_bits<4>(a, bm, grid_x, st);
+    else launch_bits<8>(a, bm, grid_x, st);
+    return 0;
+}

@@ -1,0 +1,554 @@
+// test_prefill.cu: `lily-gpu-test prefill [seed]`: the prefill kernels (src/cuda/prefill.cuh) against
+// CPU references on fresh random inputs of odd sizes, outputs poisoned with NaN, then timings against
+// the ceilings measured in the same run.
+//   qgemm   vs an fp64 loop over the bf16-rounded dequantised weights (what the kernel multiplies):
+//           fp32 output tol 1e-5; vs the exact fp32 weights (quant.c lily_mat_row) tol 1e-2.
+//   routing ids equal a CPU softmax/top-k on the same logits; weights within 1e-6; groups, tile map
+//           and scatter checked as a permutation. Skewed logits: one expert takes every token, half
+//           the experts none.
+//   moe     the whole block vs a CPU reference (exact weights, spec §2.5 rounding points): tol 1e-2.
+//   gdn     the chunk scan vs a CPU token-by-token recurrence (spec §2.4): state tol 1e-4, output
+//           5e-3 (the host sums without FMA, so a few bf16 roundings of conv outputs flip); and vs
+//           the decode kernel gdn_step run T times (same fp32 arithmetic up to summation order):
+//           state 1e-5, output 2e-3, ring bitwise.
+#include <algorithm>
+
+#include "gpu_test.h"
+#include "../../src/cuda/prefill.cuh"
+
+void report(bool ok, const char *fmt, ...);
+extern "C" int lily_ceilings_cuda(void *ctx, struct lily_ceilings *out);
+
+#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); exit(1); } } while (0)
+
+static std::vector<void *> g_allocs;
+static bool g_small; // `small`: the first cases of each list only (for compute-sanitizer)
+template <class T> static T *dup(const std::vector<T> &v) {
+    T *p;
+    CK(cudaMalloc(&p, v.size() * sizeof(T) + 16));
+    g_allocs.push_back(p);
+    CK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+    return p;
+}
+template <class T> static T *poisoned(size_t n) {
+    T *p;
+    CK(cudaMalloc(&p, n * sizeof(T) + 16));
+    g_allocs.push_back(p);
+    CK(cudaMemset(p, 0xff, n * sizeof(T) + 16));
+    return p;
+}
+template <class T> static std::vector<T> back(const T *p, size_t n) {
+    std::vector<T> v(n);
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return v;
+}
+static void free_all() {
+    CK(cudaDeviceSynchronize());
+    for (void *p : g_allocs) cudaFree(p);
+    g_allocs.clear();
+}
+static std::vector<uint16_t> rand_bf16(size_t n, rng &r, float scale = 1.0f) {
+    std::vector<uint16_t> v(n);
+    for (auto &x : v) x = lily_f32_to_bf16(scale * r.normal());
+    return v;
+}
+static std::vector<float> to_f32(const std::vector<uint16_t> &v) {
+    std::vector<float> f(v.size());
+    for (size_t i = 0; i < v.size(); i++) f[i] = lily_bf16_to_f32(v[i]);
+    return f;
+}
+static dq_mat up_mat(const lily_mat &m) {
+    dq_mat d = {};
+    d.rows = m.rows, d.cols = m.cols, d.bits = m.bits, d.group = m.group;
+    size_t cb = (size_t)m.rows * m.cols * m.bits / 8, ng = (size_t)m.rows * (m.cols / m.group);
+    std::vector<uint8_t> codes((const uint8_t *)m.w, (const uint8_t *)m.w + cb);
+    std::vector<uint32_t> sb(ng);
+    for (size_t i = 0; i < ng; i++)
+        sb[i] = ((const uint16_t *)m.scales)[i] | ((uint32_t)((const uint16_t *)m.biases)[i] << 16);
+    d.codes = (const uint4 *)dup(codes);
+    d.sb = dup(sb);
+    return d;
+}
+static dq_mat up_stack(std::vector<host_mat> &ms) {
+    host_mat all;
+    for (auto &h : ms) {
+        all.codes.insert(all.codes.end(), h.codes.begin(), h.codes.end());
+        all.sc.insert(all.sc.end(), h.sc.begin(), h.sc.end());
+        all.bi.insert(all.bi.end(), h.bi.begin(), h.bi.end());
+    }
+    lily_mat m = ms[0].m;
+    m.rows *= (int)ms.size();
+    m.w = all.codes.data(), m.scales = all.sc.data(), m.biases = all.bi.data();
+    return up_mat(m);
+}
+// Dequantised rows: exact fp32 (quant.c) or rounded to bf16 the way the kernel rounds s*q + b.
+static std::vector<float> deq(const lily_mat &m, bool bf16) {
+    std::vector<float> w((size_t)m.rows * m.cols);
+    for (int r = 0; r < m.rows; r++) lily_mat_row(&m, r, &w[(size_t)r * m.cols]);
+    if (bf16)
+        for (float &v : w) v = bfr(v);
+    return w;
+}
+// y[M,N] = x[M,K] . w[N,K]^T in double.
+static std::vector<float> mm(const std::vector<float> &x, const std::vector<float> &w, int M, int N, int K) {
+    std::vector<float> y((size_t)M * N);
+    for (int i = 0; i < M; i++)
+        for (int n = 0; n < N; n++) {
+            double a = 0;
+            const float *xr = &x[(size_t)i * K], *wr = &w[(size_t)n * K];
+            for (int k = 0; k < K; k++) a += (double)xr[k] * wr[k];
+            y[(size_t)i * N + n] = (float)a;
+        }
+    return y;
+}
+static std::vector<float> mv(const lily_mat &m, const float *x) {
+    std::vector<float> y(m.rows);
+    lily_mat_vec_ref(&m, x, y.data());
+    return y;
+}
+static float silu_h(float x) { return x / (1.0f + expf(-x)); }
+
+// Median milliseconds of `reps` runs of fn (after one warm-up), CUDA events.
+template <class F> static double time_ms(F fn, int reps) {
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0), cudaEventCreate(&e1);
+    fn();
+    std::vector<float> t;
+    for (int i = 0; i < reps; i++) {
+        cudaEventRecord(e0);
+        fn();
+        cudaEventRecord(e1);
+        cudaEventSynchronize(e1);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, e0, e1);
+        t.push_back(ms);
+    }
+    cudaEventDestroy(e0), cudaEventDestroy(e1);
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+}
+
+// ---------------------------------------------------------------------------------------------
+static void test_qgemm(rng &r) {
+    struct cs { int M, N, K, bits, group, tile, epi; } cases[] = {
+        {1, 128, 64, 4, 64, 16, QG_F32_RAW},     {37, 200, 192, 4, 64, 16, QG_F32_RAW},
+        {100, 256, 2048, 4, 64, 32, QG_F32_RAW}, {333, 512, 1024, 4, 32, 64, QG_F32_RAW},
+        {1000, 1030, 512, 4, 128, 128, QG_F32_RAW}, {77, 256, 2048, 8, 64, 0, QG_F32_RAW},
+        {129, 66, 320, 8, 32, 128, QG_F32_RAW},  {150, 96, 320, 4, 64, 64, QG_GLU},
+        {17, 130, 128, 4, 64, 16, QG_GLU},       {200, 300, 256, 4, 64, 128, QG_RESID},
+        {65, 512, 512, 4, 64, 32, QG_BF16},      {513, 64, 4096, 4, 64, 0, QG_F32},
+    };
+    int idx = 0;
+    for (auto &k : cases) {
+        if (g_small && idx++ >= 4) break;
+        host_mat hw, hw2;
+        make_qmat(hw, k.N, k.K, k.bits, k.group, 1.0f / sqrtf((float)k.K), r);
+        make_qmat(hw2, k.N, k.K, k.bits, k.group, 1.0f / sqrtf((float)k.K), r);
+        std::vector<uint16_t> xb = rand_bf16((size_t)k.M * k.K, r);
+        std::vector<float> x = to_f32(xb), res(k.M * (size_t)k.N);
+        for (float &v : res) v = bfr(r.normal());
+        qg_args a;
+        memset(&a, 0, sizeof a);
+        a.x = dup(xb), a.ldx = k.K, a.w = up_mat(hw.m), a.w2 = up_mat(hw2.m), a.M = k.M, a.N = k.N, a.K = k.K;
+        a.epi = k.epi, a.ldy = k.N;
+        bool f32 = k.epi == QG_F32_RAW || k.epi == QG_F32 || k.epi == QG_RESID;
+        size_t n = (size_t)k.M * k.N;
+        void *y = f32 ? (void *)poisoned<float>(n) : (void *)poisoned<uint16_t>(n);
+        a.y = y;
+        if (k.epi == QG_RESID) a.res = dup(res);
+        int rc = qgemm_launch(a, k.tile, 0, 0);
+        CK(cudaGetLastError());
+        std::vector<float> got(n);
+        if (f32) got = back((float *)y, n);
+        else got = to_f32(back((uint16_t *)y, n));
+        std::vector<float> e1 = mm(x, deq(hw.m, true), k.M, k.N, k.K), ex = mm(x, deq(hw.m, false), k.M, k.N, k.K);
+        std::vector<float> e2, ex2;
+        if (k.epi == QG_GLU) e2 = mm(x, deq(hw2.m, true), k.M, k.N, k.K), ex2 = mm(x, deq(hw2.m, false), k.M, k.N, k.K);
+        auto fin = [&](std::vector<float> &o, const std::vector<float> &u) {
+            for (size_t i = 0; i < n; i++) {
+                switch (k.epi) {
+                case QG_F32: case QG_BF16: o[i] = bfr(o[i]); break;
+                case QG_RESID: o[i] = bfr(res[i] + bfr(o[i])); break;
+                case QG_GLU: o[i] = bfr(bfr(silu_h(bfr(o[i]))) * bfr(u[i])); break;
+                }
+            }
+        };
+        fin(e1, e2), fin(ex, ex2);
+        double d1 = rel_l2(got.data(), e1.data(), n), dx = rel_l2(got.data(), ex.data(), n);
+        double tol = k.epi == QG_F32_RAW ? 1e-5 : 5e-3;
+        bool ok = !rc && !count_nonfinite(got.data(), n) && d1 < tol && dx < 1e-2;
+        report(ok, "qgemm M=%d N=%d K=%d bits=%d group=%d tile=%d epi=%d: rel_l2 %.1e vs bf16-weight ref (tol %.0e), %.1e vs exact weights (tol 1e-2)",
+               k.M, k.N, k.K, k.bits, k.group, k.tile, k.epi, d1, tol, dx);
+        free_all();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// CPU routing (spec §2.5 with the decode router's arithmetic): ids and bf16 weights per token.
+static void ref_route(const float *lg, int E, int K, int norm, int *ids, float *wts) {
+    float mx = -INFINITY;
+    for (int e = 0; e < E; e++) mx = fmaxf(mx, lg[e]);
+    std::vector<double> p(E);
+    double sum = 0;
+    for (int e = 0; e < E; e++) sum += (p[e] = exp((double)lg[e] - mx));
+    std::vector<char> used(E, 0);
+    double tot = 0;
+    std::vector<double> pk(K);
+    for (int t = 0; t < K; t++) {
+        int bi = -1;
+        for (int e = 0; e < E; e++)
+            if (!used[e] && (bi < 0 || p[e] > p[bi])) bi = e;
+        used[bi] = 1, ids[t] = bi, pk[t] = p[bi] / sum, tot += pk[t];
+    }
+    for (int t = 0; t < K; t++) wts[t] = bfr((float)(norm ? pk[t] / tot : pk[t]));
+}
+
+struct moe_case { int T, H, I, E, K, Is, skew, tile; };
+
+static void test_moe_pf(rng &r) {
+    moe_case cases[] = {{37, 256, 128, 16, 4, 128, 1, 0}, {1, 256, 64, 16, 4, 0, 0, 16},
+                        {300, 512, 192, 64, 8, 256, 1, 32}, {64, 2048, 512, 64, 8, 512, 0, 64},
+                        {257, 320, 128, 32, 8, 192, 1, 128}};
+    int idx = 0;
+    for (auto &k : cases) {
+        if (g_small && idx++ >= 2) break;
+        std::vector<host_mat> g(k.E), u(k.E), dn(k.E);
+        for (int e = 0; e < k.E; e++) {
+            make_qmat(g[e], k.I, k.H, 4, 64, 1.0f / sqrtf((float)k.H), r);
+            make_qmat(u[e], k.I, k.H, 4, 64, 1.0f / sqrtf((float)k.H), r);
+            make_qmat(dn[e], k.H, k.I, 4, 64, 1.0f / sqrtf((float)k.I), r);
+        }
+        host_mat rt, sg, su, sd, ss;
+        make_qmat(rt, k.E, k.H, 8, 64, 2.0f / sqrtf((float)k.H), r);
+        moe_pf_w w = {};
+        w.router = up_mat(rt.m), w.gate = up_stack(g), w.up = up_stack(u), w.down = up_stack(dn);
+        if (k.Is) {
+            make_qmat(sg, k.Is, k.H, 4, 64, 1.0f / sqrtf((float)k.H), r);
+            make_qmat(su, k.Is, k.H, 4, 64, 1.0f / sqrtf((float)k.H), r);
+            make_qmat(sd, k.H, k.Is, 4, 64, 1.0f / sqrtf((float)k.Is), r);
+            make_qmat(ss, 1, k.H, 8, 64, 1.0f / sqrtf((float)k.H), r);
+            w.sh_gate = up_mat(sg.m), w.sh_up = up_mat(su.m), w.sh_down = up_mat(sd.m), w.sh_score = up_mat(ss.m);
+        }
+        w.E = k.E, w.topk = k.K, w.I = k.I, w.H = k.H, w.Is = k.Is, w.norm_topk = 1;
+        const int T = k.T, tile = k.tile ? k.tile : moe_pf_tile(w, T);
+        std::vector<uint16_t> xb = rand_bf16((size_t)T * k.H, r);
+        std::vector<float> x = to_f32(xb), res((size_t)T * k.H);
+        for (float &v : res) v = bfr(r.normal());
+        void *base;
+        CK(cudaMalloc(&base, moe_pf_scratch_bytes(w, T + 5)));
+        CK(cudaMemset(base, 0xff, moe_pf_scratch_bytes(w, T + 5)));
+        g_allocs.push_back(base);
+        moe_pf_scratch s;
+        moe_pf_scratch_init(&s, base, w, T + 5);
+        uint16_t *dx = dup(xb);
+        float *dres = dup(res), *out = poisoned<float>((size_t)T * k.H);
+        int rc;
+        if (k.skew) {
+            // Logits given: expert 1 wins for every token, experts >= E/2 never chosen.
+            std::vector<float> lg((size_t)T * k.E);
+            for (int t = 0; t < T; t++)
+                for (int e = 0; e < k.E; e++)
+                    lg[(size_t)t * k.E + e] = bfr(e == 1 ? 9.0f : e >= k.E / 2 ? -40.0f : 2.0f * r.normal());
+            CK(cudaMemcpy(s.logits, lg.data(), lg.size() * 4, cudaMemcpyHostToDevice));
+            moe_pf_route(w, T, tile, &s, 0);
+            rc = moe_pf_experts(w, dx, T, dres, out, &s, tile, 0);
+        } else {
+            rc = moe_pf_forward(w, dx, T, dres, out, &s, tile, 0);
+        }
+        CK(cudaGetLastError());
+        std::vector<float> lg = back(s.logits, (size_t)T * k.E), gw = back(s.wts, (size_t)T * k.K);
+        std::vector<int> gid = back(s.ids, (size_t)T * k.K), go = back(s.grp_off, k.E + 1),
+                         gt = back(s.tile_off, k.E + 1), stok = back(s.sorted_tok, (size_t)T * k.K),
+                         spair = back(s.sorted_pair, (size_t)T * k.K);
+        // Router logits (full path only) vs CPU.
+        double elg = 0;
+        if (!k.skew) {
+            std::vector<float> lr((size_t)T * k.E);
+            for (int t = 0; t < T; t++) {
+                std::vector<float> l = mv(rt.m, &x[(size_t)t * k.H]);
+                for (int e = 0; e < k.E; e++) lr[(size_t)t * k.E + e] = bfr(l[e]);
+            }
+            elg = rel_l2(lg.data(), lr.data(), lg.size());
+        }
+        // Routing on the GPU's logits.
+        bool ids_ok = true;
+        double ew = 0;
+        std::vector<int> cnt(k.E, 0);
+        for (int t = 0; t < T; t++) {
+            int ids[16];
+            float wt[16];
+            ref_route(&lg[(size_t)t * k.E], k.E, k.K, 1, ids, wt);
+            for (int j = 0; j < k.K; j++) {
+                ids_ok = ids_ok && ids[j] == gid[(size_t)t * k.K + j];
+                // float (GPU) vs double (here) may land on either side of a bf16 rounding edge:
+                // allow one bf16 step (relative 2^-8), count anything larger.
+                ew = fmax(ew, fabs(wt[j] - gw[(size_t)t * k.K + j]) / fmax(fabs(wt[j]), 1e-30));
+                cnt[ids[j]]++;
+            }
+        }
+        bool map_ok = go[0] == 0 && gt[0] == 0;
+        int empty = 0, biggest = 0;
+        for (int e = 0; e < k.E; e++) {
+            map_ok = map_ok && go[e + 1] - go[e] == cnt[e] && gt[e + 1] - gt[e] == (cnt[e] + tile - 1) / tile;
+            empty += cnt[e] == 0, biggest = std::max(biggest, cnt[e]);
+            for (int p = go[e]; p < go[e + 1] && map_ok; p++)
+                map_ok = spair[p] >= 0 && spair[p] < T * k.K && gid[spair[p]] == e && stok[p] == spair[p] / k.K;
+        }
+        std::vector<int> perm(spair);
+        std::sort(perm.begin(), perm.end());
+        for (int i = 0; i < T * k.K && map_ok; i++) map_ok = perm[i] == i;
+        // Expert math on the GPU's routing, exact weights.
+        std::vector<float> ref((size_t)T * k.H);
+        for (int t = 0; t < T; t++) {
+            const float *xt = &x[(size_t)t * k.H];
+            std::vector<double> acc(k.H, 0.0);
+            for (int j = 0; j < k.K; j++) {
+                int e = gid[(size_t)t * k.K + j];
+                float wt = gw[(size_t)t * k.K + j];
+                std::vector<float> gg = mv(g[e].m, xt), uu = mv(u[e].m, xt), hh(k.I);
+                for (int i = 0; i < k.I; i++) hh[i] = bfr(bfr(silu_h(bfr(gg[i]))) * bfr(uu[i]));
+                std::vector<float> d = mv(dn[e].m, hh.data());
+                for (int i = 0; i < k.H; i++) acc[i] += bfr(wt * bfr(d[i]));
+            }
+            if (k.Is) {
+                std::vector<float> a1 = mv(sg.m, xt), a2 = mv(su.m, xt), hh(k.Is);
+                for (int i = 0; i < k.Is; i++) hh[i] = bfr(bfr(silu_h(bfr(a1[i]))) * bfr(a2[i]));
+                std::vector<float> d = mv(sd.m, hh.data());
+                float sc = bfr(mv(ss.m, xt)[0]), coef = bfr(1.0f / (1.0f + expf(-sc)));
+                for (int i = 0; i < k.H; i++) acc[i] += (double)coef * d[i];
+            }
+            for (int i = 0; i < k.H; i++) ref[(size_t)t * k.H + i] = bfr(res[(size_t)t * k.H + i] + bfr((float)acc[i]));
+        }
+        std::vector<float> gout = back(out, (size_t)T * k.H);
+        // Compare the block's contribution (out - res), not out itself, so the residual cannot hide errors.
+        std::vector<float> dg(gout.size()), dr(gout.size());
+        for (size_t i = 0; i < gout.size(); i++) dg[i] = gout[i] - res[i], dr[i] = ref[i] - res[i];
+        double eo = rel_l2(dg.data(), dr.data(), dg.size());
+        bool ok = !rc && ids_ok && ew <= 1.0 / 256 && map_ok && !count_nonfinite(gout.data(), gout.size()) && eo < 1e-2 && elg < 1e-2;
+        report(ok, "moe prefill T=%d H=%d I=%d E=%d top%d Is=%d %s tile=%d: groups empty %d, largest %d rows; ids %s, wts max rel err %.1e (tol 2^-8), map %s, logits rel_l2 %.1e, out-res rel_l2 %.2e (tol 1e-2)",
+               T, k.H, k.I, k.E, k.K, k.Is, k.skew ? "skewed" : "router", tile, empty, biggest, ids_ok ? "equal" : "DIFFER", ew,
+               map_ok ? "ok" : "BAD", elg, eo);
+        free_all();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+struct gdn_case { int hk, hv, dk, dv, K, T, pos, nsplit; };
+
+static void test_gdn_pf(rng &r) {
+    gdn_case cases[] = {{2, 4, 64, 64, 4, 37, 0, 0}, {16, 32, 128, 128, 4, 100, 5, 4}, {1, 2, 32, 64, 3, 2, 3, 0},
+                        {2, 4, 128, 128, 4, 1, 7, 8}, {4, 8, 128, 96, 4, 70, 0, 3}};
+    int idx = 0;
+    for (auto &k : cases) {
+        if (g_small && idx++ >= 3) break;
+        gdn_dims d = {k.hk, k.hv, k.dk, k.dv, k.K};
+        const int C = 2 * k.hk * k.dk + k.hv * k.dv, T = k.T;
+        std::vector<float> convw(C * k.K), dtb(k.hv), A(k.hv);
+        for (float &v : convw) v = 0.5f * r.normal();
+        for (float &v : dtb) v = r.normal();
+        for (float &v : A) v = -expf(r.sym());
+        std::vector<uint16_t> qkv = rand_bf16((size_t)T * C, r), bq = rand_bf16((size_t)T * k.hv, r), aq = rand_bf16((size_t)T * k.hv, r);
+        std::vector<float> ring0((size_t)k.K * C, 0.0f), S0((size_t)k.hv * k.dv * k.dk, 0.0f);
+        if (k.pos > 0) {
+            for (float &v : ring0) v = bfr(r.normal());
+            for (float &v : S0) v = 0.1f * r.normal();
+        }
+        float *dconv = dup(convw), *ddt = dup(dtb), *dA = dup(A), *ring = dup(ring0), *S = dup(S0);
+        uint16_t *o = poisoned<uint16_t>((size_t)T * k.hv * k.dv);
+        gdn_pf_scan(d, T, k.pos, dup(qkv), dup(bq), dup(aq), dconv, ddt, dA, ring, S, o, k.nsplit, 0);
+        CK(cudaGetLastError());
+        // CPU recurrence (spec §2.4); state (Hv, Dv, Dk) as the GPU keeps it.
+        std::vector<float> hist = ring0, Sr = S0, orf((size_t)T * k.hv * k.dv);
+        for (int t = 0; t < T; t++) {
+            const int p = k.pos + t;
+            std::vector<float> uq(C);
+            for (int c = 0; c < C; c++) {
+                float acc = convw[(size_t)c * k.K + k.K - 1] * lily_bf16_to_f32(qkv[(size_t)t * C + c]);
+                for (int dd = 1; dd < k.K; dd++) acc += convw[(size_t)c * k.K + k.K - 1 - dd] * hist[(size_t)(((p - dd) % k.K + k.K) % k.K) * C + c];
+                uq[c] = bfr(silu_h(bfr(acc)));
+            }
+            for (int c = 0; c < C; c++) hist[(size_t)(p % k.K) * C + c] = lily_bf16_to_f32(qkv[(size_t)t * C + c]);
+            for (int h = 0; h < k.hv; h++) {
+                int kh = h / (k.hv / k.hk);
+                std::vector<float> q(&uq[kh * k.dk], &uq[kh * k.dk] + k.dk), kk(&uq[k.hk * k.dk + kh * k.dk], &uq[k.hk * k.dk + kh * k.dk] + k.dk);
+                double sq = 0, sk = 0;
+                for (int i = 0; i < k.dk; i++) sq += q[i] * q[i], sk += kk[i] * kk[i];
+                for (int i = 0; i < k.dk; i++) q[i] = q[i] / sqrtf((float)sq + 1e-6f) / sqrtf((float)k.dk), kk[i] /= sqrtf((float)sk + 1e-6f);
+                float beta = bfr(1 / (1 + expf(-lily_bf16_to_f32(bq[(size_t)t * k.hv + h]))));
+                float xa = lily_bf16_to_f32(aq[(size_t)t * k.hv + h]) + dtb[h];
+                float gamma = expf(A[h] * (xa > 20 ? xa : log1pf(expf(xa))));
+                float *Sh = &Sr[(size_t)h * k.dv * k.dk];
+                for (int j = 0; j < k.dv; j++) {
+                    float *col = Sh + (size_t)j * k.dk;
+                    double uu = 0;
+                    for (int i = 0; i < k.dk; i++) uu += (double)gamma * col[i] * kk[i];
+                    float delta = beta * (uq[2 * k.hk * k.dk + h * k.dv + j] - (float)uu);
+                    double oo = 0;
+                    for (int i = 0; i < k.dk; i++) col[i] = gamma * col[i] + kk[i] * delta, oo += (double)col[i] * q[i];
+                    orf[((size_t)t * k.hv + h) * k.dv + j] = bfr((float)oo);
+                }
+            }
+        }
+        std::vector<float> go = to_f32(back(o, orf.size())), gs = back(S, Sr.size()), gr = back(ring, hist.size());
+        double eo = rel_l2(go.data(), orf.data(), go.size()), es = rel_l2(gs.data(), Sr.data(), gs.size());
+        bool ring_ok = !memcmp(gr.data(), hist.data(), gr.size() * 4);
+        // The decode kernel T times from the same start.
+        float *ring2 = dup(ring0), *S2 = dup(S0), *o1 = poisoned<float>(k.hv * k.dv);
+        float *dq = poisoned<float>(C), *db = poisoned<float>(k.hv), *da = poisoned<float>(k.hv);
+        int *dpos = dup(std::vector<int>{0});
+        std::vector<float> od((size_t)T * k.hv * k.dv);
+        std::vector<float> qf = to_f32(qkv), bf = to_f32(bq), af = to_f32(aq);
+        for (int t = 0; t < T; t++) {
+            int p = k.pos + t;
+            CK(cudaMemcpy(dpos, &p, 4, cudaMemcpyHostToDevice));
+            CK(cudaMemcpy(dq, &qf[(size_t)t * C], C * 4, cudaMemcpyHostToDevice));
+            CK(cudaMemcpy(db, &bf[(size_t)t * k.hv], k.hv * 4, cudaMemcpyHostToDevice));
+            CK(cudaMemcpy(da, &af[(size_t)t * k.hv], k.hv * 4, cudaMemcpyHostToDevice));
+            gdn_step(d, dq, db, da, dconv, ddt, dA, ring2, S2, o1, dpos, 1, 0);
+            std::vector<float> ot = back(o1, k.hv * k.dv);
+            memcpy(&od[(size_t)t * k.hv * k.dv], ot.data(), ot.size() * 4);
+        }
+        std::vector<float> gs2 = back(S2, Sr.size()), gr2 = back(ring2, hist.size());
+        double es2 = rel_l2(gs.data(), gs2.data(), gs.size()), eo2 = rel_l2(go.data(), od.data(), go.size());
+        bool ring2_ok = !memcmp(gr.data(), gr2.data(), gr.size() * 4);
+        bool ok = !count_nonfinite(go.data(), go.size()) && eo < 5e-3 && es < 1e-4 && ring_ok && es2 < 1e-5 && eo2 < 2e-3 && ring2_ok;
+        report(ok, "gdn prefill scan hk=%d hv=%d dk=%d dv=%d K=%d T=%d pos=%d nsplit=%d: vs CPU o %.1e state %.1e ring %s; vs decode steps o %.1e state %.1e ring %s",
+               k.hk, k.hv, k.dk, k.dv, k.K, T, k.pos, k.nsplit, eo, es, ring_ok ? "equal" : "DIFFER", eo2, es2, ring2_ok ? "equal" : "DIFFER");
+        free_all();
+    }
+    // Gated RMSNorm.
+    {
+        const int T = 9, hv = 6, dv = 128;
+        std::vector<uint16_t> ob = rand_bf16((size_t)T * hv * dv, r), zb = rand_bf16((size_t)T * hv * dv, r);
+        std::vector<float> gw(dv);
+        for (float &v : gw) v = 1.0f + 0.2f * r.normal();
+        uint16_t *out = poisoned<uint16_t>((size_t)T * hv * dv);
+        gdn_pf_gated_norm(T, hv, dv, dup(ob), dup(zb), dup(gw), 1e-6f, out, 0);
+        std::vector<float> got = to_f32(back(out, ob.size())), ref(ob.size());
+        for (int t = 0; t < T * hv; t++) {
+            double ss = 0;
+            for (int i = 0; i < dv; i++) ss += (double)lily_bf16_to_f32(ob[t * dv + i]) * lily_bf16_to_f32(ob[t * dv + i]);
+            float rr = 1.0f / sqrtf((float)(ss / dv) + 1e-6f);
+            for (int i = 0; i < dv; i++) {
+                float tt = bfr(gw[i] * bfr(lily_bf16_to_f32(ob[t * dv + i]) * rr)), z = lily_bf16_to_f32(zb[t * dv + i]);
+                ref[t * dv + i] = bfr(tt * silu_h(z));
+            }
+        }
+        double e = rel_l2(got.data(), ref.data(), ref.size());
+        report(e < 5e-3 && !count_nonfinite(got.data(), got.size()), "gdn gated rmsnorm T=%d hv=%d dv=%d: rel_l2 %.1e (tol 5e-3)", T, hv, dv, e);
+        free_all();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Speed at the Qwen3.6-35B-A3B shapes with random weights, against the ceilings measured now.
+static void bench_prefill(rng &r, bool quick) {
+    lily_ceilings ce;
+    memset(&ce, 0, sizeof ce);
+    lily_ceilings_cuda(NULL, &ce);
+    printf("\nceilings: %s; copy %.0f GB/s, bf16 GEMM (cuBLAS) %.0f TFLOP/s\n", ce.device, ce.copy_gbps, ce.gemm_tflops);
+    const double peak = ce.gemm_tflops > 0 ? ce.gemm_tflops : 790.0;
+    // Dense projections.
+    struct dcase { const char *name; int N, K; } dense[] = {
+        {"GDN in_proj_qkv 8192x2048", 8192, 2048}, {"GDN/attn out_proj 2048x4096", 2048, 4096}, {"shared expert down 2048x512", 2048, 512}};
+    int Ms[] = {256, 4096};
+    printf("\n| dense qgemm | M | tile | ms | TFLOP/s | %% of GEMM ceiling |\n|---|---|---|---|---|---|\n");
+    for (auto &dc : dense) {
+        host_mat hw;
+        make_qmat(hw, dc.N, dc.K, 4, 64, 1.0f / sqrtf((float)dc.K), r);
+        dq_mat w = up_mat(hw.m);
+        for (int M : Ms) {
+            std::vector<uint16_t> xb = rand_bf16((size_t)M * dc.K, r);
+            qg_args a;
+            memset(&a, 0, sizeof a);
+            a.x = dup(xb), a.ldx = dc.K, a.w = w, a.M = M, a.N = dc.N, a.K = dc.K, a.epi = QG_BF16;
+            a.y = poisoned<uint16_t>((size_t)M * dc.N), a.ldy = dc.N;
+            int tiles[] = {16, 32, 64, 128};
+            for (int tm : tiles) {
+                if (quick && tm != 64 && tm != 128) continue;
+                double ms = time_ms([&] { qgemm_launch(a, tm, 0, 0); }, 10);
+                double tf = 2.0 * M * dc.N * dc.K / (ms * 1e-3) / 1e12;
+                printf("| %s | %d | %d | %.3f | %.1f | %.1f %% |\n", dc.name, M, tm, ms, tf, 100 * tf / peak);
+            }
+        }
+        free_all();
+    }
+    CK(cudaGetLastError());
+    // The MoE block at full size.
+    const int H = 2048, I = 512, E = 256, K = 8, Is = 512;
+    std::vector<host_mat> g(E), u(E), dn(E);
+    for (int e = 0; e < E; e++) {
+        make_qmat(g[e], I, H, 4, 64, 1.0f / sqrtf((float)H), r);
+        make_qmat(u[e], I, H, 4, 64, 1.0f / sqrtf((float)H), r);
+        make_qmat(dn[e], H, I, 4, 64, 1.0f / sqrtf((float)I), r);
+    }
+    host_mat rt, sg, su, sd, ss;
+    make_qmat(rt, E, H, 8, 64, 2.0f / sqrtf((float)H), r);
+    make_qmat(sg, Is, H, 4, 64, 1.0f / sqrtf((float)H), r);
+    make_qmat(su, Is, H, 4, 64, 1.0f / sqrtf((float)H), r);
+    make_qmat(sd, H, Is, 4, 64, 1.0f / sqrtf((float)Is), r);
+    make_qmat(ss, 1, H, 8, 64, 1.0f / sqrtf((float)H), r);
+    moe_pf_w w = {};
+    w.router = up_mat(rt.m), w.gate = up_stack(g), w.up = up_stack(u), w.down = up_stack(dn);
+    w.sh_gate = up_mat(sg.m), w.sh_up = up_mat(su.m), w.sh_down = up_mat(sd.m), w.sh_score = up_mat(ss.m);
+    w.E = E, w.topk = K, w.I = I, w.H = H, w.Is = Is, w.norm_topk = 1;
+    const int Tmax = 4096;
+    void *base;
+    CK(cudaMalloc(&base, moe_pf_scratch_bytes(w, Tmax)));
+    moe_pf_scratch s;
+    moe_pf_scratch_init(&s, base, w, Tmax);
+    std::vector<uint16_t> xb = rand_bf16((size_t)Tmax * H, r);
+    uint16_t *dx = dup(xb);
+    float *res = poisoned<float>((size_t)Tmax * H);
+    CK(cudaMemset(res, 0, (size_t)Tmax * H * 4));
+    float *out = poisoned<float>((size_t)Tmax * H);
+    printf("\n| MoE block (router+routing+experts+shared+combine) | T | tile | ms | tok/s | TFLOP/s | %% of GEMM ceiling |\n|---|---|---|---|---|---|---|\n");
+    int Ts[] = {256, 1024, 4096};
+    for (int T : Ts) {
+        double flop = 2.0 * T * ((double)K * 3 * I * H + 3.0 * Is * H + (double)E * H);
+        int tiles[] = {0, 16, 32, 64, 128};
+        for (int tm : tiles) {
+            if (quick && tm != 0) continue;
+            int used = tm ? tm : moe_pf_tile(w, T);
+            double ms = time_ms([&] { moe_pf_forward(w, dx, T, res, out, &s, tm, 0); }, 5);
+            double tf = flop / (ms * 1e-3) / 1e12;
+            printf("| MoE | %d | %d%s | %.3f | %.0f | %.1f | %.1f %% |\n", T, used, tm ? "" : " (auto)", ms, T / (ms * 1e-3), tf, 100 * tf / peak);
+        }
+    }
+    CK(cudaGetLastError());
+    std::vector<float> o = back(out, (size_t)Tmax * H);
+    report(!count_nonfinite(o.data(), o.size()), "MoE block at full size, T=%d: finite outputs", Tmax);
+    cudaFree(base);
+    free_all();
+    // GDN scan at full size.
+    gdn_dims d = {16, 32, 128, 128, 4};
+    const int C = 2 * 16 * 128 + 32 * 128;
+    printf("\n| GDN chunk scan (Hv 32, Dk=Dv 128) | T | nsplit | ms | tok/s per layer |\n|---|---|---|---|---|\n");
+    for (int T : {256, 4096}) {
+        std::vector<uint16_t> qkv = rand_bf16((size_t)T * C, r), bq = rand_bf16((size_t)T * 32, r), aq = rand_bf16((size_t)T * 32, r);
+        std::vector<float> convw(C * 4), dtb(32), A(32);
+        for (float &v : convw) v = 0.5f * r.normal();
+        for (float &v : dtb) v = r.normal();
+        for (float &v : A) v = -expf(r.sym());
+        float *ring = dup(std::vector<float>((size_t)4 * C, 0.0f)), *S = dup(std::vector<float>((size_t)32 * 128 * 128, 0.0f));
+        uint16_t *o2 = poisoned<uint16_t>((size_t)T * 32 * 128), *dqkv = dup(qkv), *db = dup(bq), *da = dup(aq);
+        float *dconv = dup(convw), *ddt = dup(dtb), *dA = dup(A);
+        for (int ns : {4, 8, 16}) {
+            double ms = time_ms([&] { gdn_pf_scan(d, T, 0, dqkv, db, da, dconv, ddt, dA, ring, S, o2, ns, 0); }, 5);
+            printf("| GDN scan | %d | %d | %.3f | %.0f |\n", T, ns, ms, T / (ms * 1e-3));
+        }
+        free_all();
+    }
+    CK(cudaGetLastError());
+}
+
+void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
+    rng r(seed);
+    g_small = small;
+    printf("prefill kernel tests, seed %llu\n", (unsigned long long)seed);
+    test_qgemm(r);
+    test_moe_pf(r);
+    test_gdn_pf(r);
+    if (bench) bench_prefill(r, quick);
+}
