@@ -57,6 +57,21 @@ static const char *base_name(const char *dir) {
 // ---------------------------------------------------------------------------------------------
 // serve
 
+// The CPU backend reads the weights straight from the mmapped shards, so a model file truncated
+// (or rewritten in place) while serving turns the next read of a dropped page into SIGBUS. There
+// is no way to go on without the weights: say why and exit 3 rather than die of the raw signal.
+// Replacing a model file by renaming a new one into place is safe (the old inode stays mapped).
+static void on_sigbus(int sig) {
+    (void)sig;
+    static const char msg[] =
+        "lily serve: fatal: bus error reading the memory-mapped weights: a model file was "
+        "truncated or rewritten in place while serving (update models by renaming new files "
+        "into place); exiting\n";
+    ssize_t k = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)k;
+    _exit(3);
+}
+
 int cli_serve(int argc, char **argv) {
     struct cli_opt opts[] = {ENGINE_OPTS,          {"--host", 1, NULL},      {"--port", 1, NULL},
                              {"--api-key", 1, NULL}, {"--cors", 1, NULL},      {"--model-id", 1, NULL},
@@ -92,6 +107,7 @@ int cli_serve(int argc, char **argv) {
     struct engine *e;
     int rc = engine_from_opts(opts, n, &e);
     if (rc) return rc;
+    signal(SIGBUS, on_sigbus);
     rc = server_run(e, &so);
     if (rc) fprintf(stderr, "lily serve: %s\n", lily_err_msg());
     engine_free(e);
