@@ -2,6 +2,7 @@
 // `lily run` (one chat turn, streamed to the terminal) and `lily chat` (interactive). run and chat
 // talk to the engine directly, through the same task queue the server uses.
 #include <jansson.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -104,6 +105,15 @@ int cli_serve(int argc, char **argv) {
     so.model_id = cli_get(opts, n, "--model-id");
     if (!so.model_id) so.model_id = base_name(model ? model : cli_default_model());
     if (so.keepalive_s >= so.timeout_s) so.keepalive_s = so.timeout_s > 1 ? so.timeout_s / 2 : 1;
+    // server_run takes SIGINT/SIGTERM with sigwait, which only works if every thread blocks them:
+    // a thread that does not (the engine and the CPU pool start in engine_from_opts) would take
+    // the signal's default action and kill the process mid-stream. Block them here, before any
+    // thread exists; a signal during the model load stays pending and stops the server at once.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
     struct engine *e;
     int rc = engine_from_opts(opts, n, &e);
     if (rc) return rc;

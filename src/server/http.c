@@ -706,7 +706,8 @@ int server_run(struct engine *e, const struct server_opts *o) {
     }
     (void)sl;
 
-    // Signals: SIGINT/SIGTERM are taken by sigwait below, so block them before any thread starts;
+    // Signals: SIGINT/SIGTERM are taken by sigwait below, so block them before any thread starts
+    // (the caller must have blocked them before starting the engine's threads, as cli_serve does);
     // SIGPIPE from a client that left must not kill the server.
     sigset_t set;
     sigemptyset(&set);
