@@ -109,9 +109,13 @@ class Server:
 
     def stop(self):
         """SIGTERM, and check that the server exits 0 (a sanitizer report, a leak at exit included,
-        makes it non-zero under `make test SAN=1`). A server that already exited is left as is."""
+        makes it non-zero under `make test SAN=1`). A server that already died fails too, unless the
+        test set `expect_exit`."""
         problem = None
-        if self.proc.poll() is None:
+        rc = self.proc.poll()
+        if rc is not None and rc != 0 and not getattr(self, "expect_exit", False):
+            problem = "lily serve had died (exit %d): %s" % (rc, self.logs())
+        if rc is None:
             self.proc.terminate()
             try:
                 rc = self.proc.wait(timeout=30)

@@ -254,6 +254,7 @@ def test_model_file_truncated_while_serving():
     s = Server(d, "--cache-mb", "0")
     try:
         ref_text(s)
+        s.expect_exit = True
         with open(os.path.join(d, "model.safetensors"), "r+b") as f:
             f.truncate(0)
         try:
@@ -270,6 +271,28 @@ def test_model_file_truncated_while_serving():
 
 # ---------------------------------------------------------------------------------------------
 # Signals
+
+def test_signal_right_after_start():
+    """Regression: SIGINT/SIGTERM were blocked only in the thread that waits for them, after the
+    engine's threads had started, so a signal that reached one of those threads (e.g. before the
+    main thread got to sigwait) killed the server with the default action instead of a clean
+    exit 0."""
+    for i in range(8):
+        tmp = tempfile.mkdtemp(prefix="lily-sig-")
+        pf = os.path.join(tmp, "port")
+        env = dict(os.environ, LILY_PORT_FILE=pf)
+        p = subprocess.Popen([LILY, "serve", "--model", DEMO, "--port", "0"], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            wait_for(lambda: os.path.exists(pf) or p.poll() is not None, what="start")
+            p.send_signal(signal.SIGTERM if i % 2 else signal.SIGINT)
+            assert p.wait(timeout=30) == 0, p.stderr.read()[-2000:]
+        finally:
+            if p.poll() is None:
+                p.kill()
+            p.stderr.close()
+            shutil.rmtree(tmp, ignore_errors=True)
+
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_while_idle(sig):
