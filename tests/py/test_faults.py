@@ -153,14 +153,14 @@ def test_many_clients_leave_at_once(srv):
     before = srv.metrics()
     socks = [send_raw(srv.port, {"model": "m", "messages": [{"role": "user", "content": "x %d" % i}],
                                  "max_tokens": 30000, "stream": i % 2 == 0, "logit_bias": NO_END})
-             for i in range(5)]  # 1 running, 4 queued (--queue 4)
-    wait_for(lambda: srv.metrics()["lily_requests_total"] - before["lily_requests_total"] == 5,
-             what="all five accepted")
+             for i in range(4)]  # all fit in the queue (--queue 4), whether or not one runs yet
+    wait_for(lambda: srv.metrics()["lily_requests_total"] - before["lily_requests_total"] == 4,
+             what="all four accepted")
     for s in socks:
         s.close()
     wait_for(lambda: idle(srv), timeout=30, what="idle")
     m = srv.metrics()
-    assert m["lily_requests_cancelled_total"] - before["lily_requests_cancelled_total"] == 5
+    assert m["lily_requests_cancelled_total"] - before["lily_requests_cancelled_total"] == 4
     assert ref_text(srv) == srv.ref
 
 
@@ -309,12 +309,17 @@ def test_signal_while_idle(sig):
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_during_stream_and_with_queued_requests(sig):
     """A stream in progress is cut cleanly (an error event, then the end of the stream), a queued
-    request is answered 503 'shutting down', and the server exits 0 within seconds."""
+    request is answered 503 'shutting down' (or finished whole), and the server exits 0 within
+    seconds."""
     s = Server(DEMO)
     try:
         st = send_raw(s.port, dict(REF, max_tokens=30000, stream=True))
-        head = st.recv(65536)
-        assert head.startswith(b"HTTP/1.1 200") and b"data: " in head
+        head = b""
+        while b"data: " not in head:
+            k = st.recv(65536)
+            assert k, head
+            head += k
+        assert head.startswith(b"HTTP/1.1 200")
         q = send_raw(s.port, dict(REF, max_tokens=5))
         wait_for(lambda: s.metrics()["lily_queue_depth"] == 1, what="the queued request")
         t0 = time.time()
@@ -335,8 +340,14 @@ def test_signal_during_stream_and_with_queued_requests(sig):
             if not k:
                 break
             ans += k
-        assert ans.startswith(b"HTTP/1.1 503"), ans[:200]
-        assert b"shutting down" in ans
+        # The queued request is either refused (cancelled before it ran) or, if the engine picked
+        # it up before its handler saw the shutdown, finished whole.
+        if ans.startswith(b"HTTP/1.1 503"):
+            assert b"shutting down" in ans
+        else:
+            assert ans.startswith(b"HTTP/1.1 200"), ans[:200]
+            r = json.loads(ans.split(b"\r\n\r\n", 1)[1])
+            assert r["usage"]["completion_tokens"] == 5
         assert s.proc.wait(timeout=30) == 0
         assert time.time() - t0 < 10
     finally:

@@ -22,7 +22,7 @@ def test_soak_short():
     out = os.path.join(tempfile.mkdtemp(prefix="lily-soak-"), "soak.json")
     cmd = [sys.executable, os.path.join(ROOT, "tools", "soak.py"), "--lily", lily,
            "--seconds", os.environ.get("LILY_SOAK_SECONDS", "20"), "--clients", "4",
-           "--cache-mb", "2", "--seed", "7", "--json", out]
+           "--cache-mb", "2", "--warmup", "0.5", "--seed", "7", "--json", out]
     if san:
         cmd.append("--no-rss-check")
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -36,4 +36,3 @@ def test_soak_short():
     plain = s["servers"]["plain"]
     assert plain["exit"] == 0 and s["servers"]["scripted"]["exit"] == 0
     assert plain["metrics"]["http_client_errors_total"] == plain["seen"]["bad"] > 0
-    assert plain["metrics"]["requests_cancelled_total"] >= 1
