@@ -164,6 +164,29 @@ def test_many_clients_leave_at_once(srv):
     assert ref_text(srv) == srv.ref
 
 
+def test_first_tokens_release_no_text():
+    """Regression (found by the soak under UBSan): when the first generated tokens are pieces of
+    one UTF-8 character they release no text yet, and the engine copied from a NULL buffer
+    (memcpy(dst, NULL, 0): undefined behaviour that UBSan stops on, killing the server)."""
+    d = copy_demo()
+    s = Server(d, env={"LILY_TEST_OUTPUT": "\U0001F642 ok"})  # 4 byte tokens, then text
+    try:
+        for stream in (False, True):
+            st, _, b = s.post("/v1/completions", {"prompt": "hi", "max_tokens": 8, "stream": stream})
+            assert st == 200, b[:300]
+            if stream:
+                text = "".join(json.loads(line[6:])["choices"][0]["text"]
+                               for line in b.decode().splitlines()
+                               if line.startswith("data: {") and json.loads(line[6:])["choices"])
+            else:
+                text = json.loads(b)["choices"][0]["text"]
+            assert text == "\U0001F642 ok", text
+        assert s.alive()
+    finally:
+        s.stop()
+        shutil.rmtree(d, ignore_errors=True)
+
+
 # ---------------------------------------------------------------------------------------------
 # Limits
 
