@@ -282,12 +282,10 @@ class Client:
             raise Check("bad id/object %s %s" % (r.id, r.object))
         if ch.finish_reason not in (("stop", "length") if stop else ("length",)):
             raise Check("finish_reason %s" % ch.finish_reason)
-        text = (ch.message.content or "") + (getattr(ch.message, "reasoning_content", None) or "")
         if stop and ch.finish_reason == "stop" and any(s in (ch.message.content or "") for s in stop):
             raise Check("stop string returned")
         if lp and (ch.logprobs is None or len(ch.logprobs.content) != r.usage.completion_tokens):
             raise Check("logprobs count")
-        del text
         self.usage_ok(self.plain, r.usage, mt, exact=not stop)
 
     def a_chat_stream(self):
