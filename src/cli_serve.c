@@ -2,6 +2,7 @@
 // `lily run` (one chat turn, streamed to the terminal) and `lily chat` (interactive). run and chat
 // talk to the engine directly, through the same task queue the server uses.
 #include <jansson.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -57,6 +58,21 @@ static const char *base_name(const char *dir) {
 // ---------------------------------------------------------------------------------------------
 // serve
 
+// The CPU backend reads the weights straight from the mmapped shards, so a model file truncated
+// (or rewritten in place) while serving turns the next read of a dropped page into SIGBUS. There
+// is no way to go on without the weights: say why and exit 3 rather than die of the raw signal.
+// Replacing a model file by renaming a new one into place is safe (the old inode stays mapped).
+static void on_sigbus(int sig) {
+    (void)sig;
+    static const char msg[] =
+        "lily serve: fatal: bus error reading the memory-mapped weights: a model file was "
+        "truncated or rewritten in place while serving (update models by renaming new files "
+        "into place); exiting\n";
+    ssize_t k = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)k;
+    _exit(3);
+}
+
 int cli_serve(int argc, char **argv) {
     struct cli_opt opts[] = {ENGINE_OPTS,          {"--host", 1, NULL},      {"--port", 1, NULL},
                              {"--api-key", 1, NULL}, {"--cors", 1, NULL},      {"--model-id", 1, NULL},
@@ -89,17 +105,19 @@ int cli_serve(int argc, char **argv) {
     so.model_id = cli_get(opts, n, "--model-id");
     if (!so.model_id) so.model_id = base_name(model ? model : cli_default_model());
     if (so.keepalive_s >= so.timeout_s) so.keepalive_s = so.timeout_s > 1 ? so.timeout_s / 2 : 1;
-    // Block SIGINT/SIGTERM before any thread exists (the engine loop, the CPU pool, libmicrohttpd's
-    // threads inherit the mask): only server_run's sigwait may take them, so a shutdown signal
-    // can never land on a worker thread and kill the process mid-stream.
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    // server_run takes SIGINT/SIGTERM with sigwait, which only works if every thread blocks them:
+    // a thread that does not (the engine and the CPU pool start in engine_from_opts) would take
+    // the signal's default action and kill the process mid-stream. Block them here, before any
+    // thread exists; a signal during the model load stays pending and stops the server at once.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
     struct engine *e;
     int rc = engine_from_opts(opts, n, &e);
     if (rc) return rc;
+    signal(SIGBUS, on_sigbus);
     rc = server_run(e, &so);
     if (rc) fprintf(stderr, "lily serve: %s\n", lily_err_msg());
     engine_free(e);

@@ -369,7 +369,7 @@ static void gen_append(struct gen *g, const char *s, size_t n) {
 static char *take_text(struct gen *g, size_t upto, size_t *len) {
     *len = upto - g->emitted;
     char *s = xmalloc(*len + 1);
-    memcpy(s, g->txt + g->emitted, *len);
+    if (*len) memcpy(s, g->txt + g->emitted, *len); // txt is NULL until the first released byte
     s[*len] = 0;
     g->emitted = upto;
     return s;

@@ -307,6 +307,53 @@ static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+// Parse the text of a model.safetensors.index.json (loader.h).
+int lily_index_parse(const char *json, size_t len, const char *path, char ***names, int *n,
+                     json_t **root_out) {
+    *names = NULL;
+    *n = 0;
+    if (root_out) *root_out = NULL;
+    json_error_t jerr;
+    json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *wm = root ? json_object_get(root, "weight_map") : NULL;
+    if (!json_is_object(wm)) {
+        int rc = root ? lily_err_set(LILY_EFORMAT, "%s: no weight_map object", path)
+                      : lily_err_set(LILY_EFORMAT, "%s: not valid JSON: %s (line %d)", path, jerr.text,
+                                     jerr.line);
+        json_decref(root);
+        return rc;
+    }
+    int rc = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach(wm, k, v) {
+        const char *f = json_string_value(v);
+        if (!f || bad_shard_name(f)) {
+            rc = lily_err_set(LILY_EFORMAT, "%s: weight_map entry '%.100s' names a bad shard path", path, k);
+            break;
+        }
+        int seen = 0;
+        for (int i = 0; i < *n && !seen; i++) seen = !strcmp((*names)[i], f);
+        if (seen) continue;
+        *names = xrealloc(*names, (size_t)(*n + 1) * sizeof **names);
+        (*names)[(*n)++] = xstrdup(f);
+    }
+    if (!rc && *n == 0) rc = lily_err_set(LILY_EFORMAT, "%s: weight_map is empty", path);
+    if (rc) {
+        for (int i = 0; i < *n; i++) free((*names)[i]);
+        free(*names);
+        *names = NULL;
+        *n = 0;
+        json_decref(root);
+        return rc;
+    }
+    if (root_out)
+        *root_out = root;
+    else
+        json_decref(root);
+    return 0;
+}
+
 // The shard file names: from the index's weight_map, else model.safetensors, else every
 // *.safetensors in the directory (sorted). `index` receives the parsed index (or NULL).
 static int list_shards(const char *dir, char ***names, int *n, json_t **index) {
@@ -319,45 +366,12 @@ static int list_shards(const char *dir, char ***names, int *n, json_t **index) {
         char *txt;
         size_t len;
         int rc = lily_read_file(ipath, 64u << 20, &txt, &len);
-        if (rc) {
-            free(ipath);
-            return rc;
+        if (!rc) {
+            rc = lily_index_parse(txt, len, ipath, names, n, index);
+            free(txt);
         }
-        json_error_t jerr;
-        json_t *root = json_loadb(txt, len, JSON_REJECT_DUPLICATES, &jerr);
-        free(txt);
-        json_t *wm = root ? json_object_get(root, "weight_map") : NULL;
-        if (!json_is_object(wm)) {
-            rc = root ? lily_err_set(LILY_EFORMAT, "%s: no weight_map object", ipath)
-                      : lily_err_set(LILY_EFORMAT, "%s: not valid JSON: %s (line %d)", ipath, jerr.text,
-                                     jerr.line);
-            json_decref(root);
-            free(ipath);
-            return rc;
-        }
-        const char *k;
-        json_t *v;
-        json_object_foreach(wm, k, v) {
-            const char *f = json_string_value(v);
-            if (!f || bad_shard_name(f)) {
-                rc = lily_err_set(LILY_EFORMAT, "%s: weight_map entry '%.100s' names a bad shard path",
-                                  ipath, k);
-                break;
-            }
-            int seen = 0;
-            for (int i = 0; i < *n && !seen; i++) seen = !strcmp((*names)[i], f);
-            if (seen) continue;
-            *names = xrealloc(*names, (size_t)(*n + 1) * sizeof **names);
-            (*names)[(*n)++] = xstrdup(f);
-        }
-        if (!rc && *n == 0) rc = lily_err_set(LILY_EFORMAT, "%s: weight_map is empty", ipath);
         free(ipath);
-        if (rc) {
-            json_decref(root);
-            return rc;
-        }
-        *index = root;
-        return 0;
+        return rc;
     }
     free(ipath);
     char *single = lily_path_join(dir, "model.safetensors");

@@ -8,6 +8,7 @@
 #ifndef LILY_LOADER_H
 #define LILY_LOADER_H
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -20,6 +21,13 @@ void lily_model_free(struct lily_model *m);
 // Parse the text of a config.json into `c` (defaults for absent keys as in the HF config class).
 // `path` is used in error messages only.
 int lily_config_parse(const char *json, size_t len, const char *path, struct lily_config *c);
+
+// Parse the text of a model.safetensors.index.json: the distinct shard file names its weight_map
+// names, in first-seen order (*names and each name malloc'd), rejecting absolute paths, "..", and
+// backslashes. If root is not NULL it receives the parsed JSON (json_decref it). `path` is for error
+// messages only. On failure nothing is left allocated.
+int lily_index_parse(const char *json, size_t len, const char *path, char ***names, int *n,
+                     json_t **root);
 
 // Print a summary of a loaded model (lily info).
 void lily_model_print_info(const struct lily_model *m, FILE *f);

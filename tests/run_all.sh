@@ -9,6 +9,11 @@ BUILD=${BUILD:-build}
 export LILY_BIN="$PWD/$BUILD/lily"
 export LILY_BUILD="$BUILD"
 PY=${LILY_PY:-python3}
+# Sanitizer builds (make test SAN=1): stop at the first report and check for leaks, in the test
+# binaries and in every lily process a test starts (the server included: it must free everything
+# on SIGTERM). A report makes the process exit non-zero, which the tests check.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:abort_on_error=0:exitcode=23:strict_string_checks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 pass=0; fail=0; failed=()
 logdir="$BUILD/test-logs"; mkdir -p "$logdir"
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# setup.sh: install what Lily needs on a fresh Debian 12 machine: the C libraries (Debian packages)
-# and a Python virtual environment (.venv) with the light packages the tests use (HF tokenizers and
-# jinja2 as references, the official openai client, pytest). Safe to run again.
+# setup.sh: install what Lily needs on a fresh Debian 12 machine: the C libraries and clang with
+# its libFuzzer runtime for the fuzz targets (Debian packages) and a Python virtual environment
+# (.venv) with the light packages the tests use (HF tokenizers and jinja2 as references, the
+# official openai client, pytest). Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pkgs="build-essential pkg-config libjansson-dev libmicrohttpd-dev libonig-dev libutf8proc-dev \
-libcmocka-dev libcurl4-openssl-dev curl bc python3-venv gnuplot-nox"
+libcmocka-dev libcurl4-openssl-dev curl bc python3-venv gnuplot-nox clang libclang-rt-14-dev"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

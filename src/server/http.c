@@ -706,7 +706,8 @@ int server_run(struct engine *e, const struct server_opts *o) {
     }
     (void)sl;
 
-    // Signals: SIGINT/SIGTERM are taken by sigwait below, so block them before any thread starts;
+    // Signals: SIGINT/SIGTERM are taken by sigwait below, so block them before any thread starts
+    // (the caller must have blocked them before starting the engine's threads, as cli_serve does);
     // SIGPIPE from a client that left must not kill the server.
     sigset_t set;
     sigemptyset(&set);
@@ -715,13 +716,16 @@ int server_run(struct engine *e, const struct server_opts *o) {
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    // No MHD_OPTION_LISTENING_ADDRESS_REUSE: it sets SO_REUSEPORT, which let a second server bind
+    // the same port and silently take half the connections. MHD's default SO_REUSEADDR still
+    // allows a restart while old connections linger in TIME_WAIT.
     struct MHD_Daemon *d = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, &s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)o->timeout_s, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned int)o->max_conns, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)65536,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_EXTERNAL_LOGGER, log_mhd,
-        NULL, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
-    if (!d) return lily_err_set(LILY_EIO, "cannot listen on %s:%d", o->host, o->port);
+        NULL, MHD_OPTION_END);
+    if (!d) return lily_err_set(LILY_EIO, "cannot listen on %s:%d (is the port in use?)", o->host, o->port);
     int port = o->port;
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_LISTEN_FD);
     struct sockaddr_storage bound;
