@@ -531,17 +531,23 @@ static enum MHD_Result do_generate(struct server *s, struct conn *c) {
         atomic_fetch_add(&s->n_http, 1);
         return q;
     }
+    // The client is checked every 0.1 s, also while events keep coming: a fast generation never
+    // lets engine_next time out, and a client that left must not hold the engine to the end.
+    double next_check = lily_time() + 0.1;
     for (;;) {
         struct engine_event ev;
         if (atomic_load(&s->stopping)) engine_cancel(c->task);
-        if (!engine_next(c->task, &ev, 0.1)) {
+        int got = engine_next(c->task, &ev, 0.1);
+        if (!got || lily_time() >= next_check) {
+            next_check = lily_time() + 0.1;
             if (client_gone(c->mc)) {
+                if (got) engine_event_free(&ev);
                 atomic_fetch_add(&s->n_disconnects, 1);
                 engine_cancel(c->task);
                 return MHD_NO; // closes the connection
             }
-            continue;
         }
+        if (!got) continue;
         int done = ev.type == ENGINE_EV_DONE;
         if (done && (ev.finish == ENGINE_FINISH_ERROR || ev.finish == ENGINE_FINISH_CANCELLED)) {
             engine_error(&e, &ev);
