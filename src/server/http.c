@@ -731,7 +731,9 @@ int server_run(struct engine *e, const struct server_opts *o) {
         (unsigned int)o->max_conns, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)65536,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_EXTERNAL_LOGGER, log_mhd,
         NULL, MHD_OPTION_END);
-    if (!d) return lily_err_set(LILY_EIO, "cannot listen on %s:%d (is the port in use?)", o->host, o->port);
+    if (!d)
+        return lily_err_set(LILY_EIO, "cannot listen on %s:%d (is the port in use?)", o->host,
+                            o->port);
     int port = o->port;
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_LISTEN_FD);
     struct sockaddr_storage bound;
