@@ -531,17 +531,23 @@ static enum MHD_Result do_generate(struct server *s, struct conn *c) {
         atomic_fetch_add(&s->n_http, 1);
         return q;
     }
+    // The client is checked every 0.1 s, also while events keep coming: a fast generation never
+    // lets engine_next time out, and a client that left must not hold the engine to the end.
+    double next_check = lily_time() + 0.1;
     for (;;) {
         struct engine_event ev;
         if (atomic_load(&s->stopping)) engine_cancel(c->task);
-        if (!engine_next(c->task, &ev, 0.1)) {
+        int got = engine_next(c->task, &ev, 0.1);
+        if (!got || lily_time() >= next_check) {
+            next_check = lily_time() + 0.1;
             if (client_gone(c->mc)) {
+                if (got) engine_event_free(&ev);
                 atomic_fetch_add(&s->n_disconnects, 1);
                 engine_cancel(c->task);
                 return MHD_NO; // closes the connection
             }
-            continue;
         }
+        if (!got) continue;
         int done = ev.type == ENGINE_EV_DONE;
         if (done && (ev.finish == ENGINE_FINISH_ERROR || ev.finish == ENGINE_FINISH_CANCELLED)) {
             engine_error(&e, &ev);
@@ -725,7 +731,9 @@ int server_run(struct engine *e, const struct server_opts *o) {
         (unsigned int)o->max_conns, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)65536,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_EXTERNAL_LOGGER, log_mhd,
         NULL, MHD_OPTION_END);
-    if (!d) return lily_err_set(LILY_EIO, "cannot listen on %s:%d (is the port in use?)", o->host, o->port);
+    if (!d)
+        return lily_err_set(LILY_EIO, "cannot listen on %s:%d (is the port in use?)", o->host,
+                            o->port);
     int port = o->port;
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_LISTEN_FD);
     struct sockaddr_storage bound;
