@@ -10,7 +10,7 @@ Two servers run on the model (default models/demo, random weights): one samples 
 LILY_TEST_OUTPUT set (docs/SERVER.md) so that its every generation is a scripted reasoning + tool
 call, which drives the tool-call path. Each client thread loops over a weighted mix of actions:
 
-  chat, chat_stream     openai client; end tokens forbidden by logit_bias (ids 4087/4089 of the
+  chat, chat_stream     openai client; end tokens forbidden by logit_bias (<|endoftext|>/<|im_end|> of the
                         small tokenizer) unless stop strings are tested, so the reply must end by
                         length with exactly max_tokens tokens; random sampling knobs and logprobs
   completion            /v1/completions, streaming or not
@@ -57,7 +57,14 @@ import time
 import traceback
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-NO_END = {"4087": -100, "4089": -100}
+NO_END = {}  # logit_bias forbidding the model's end tokens; set in main() from its tokenizer
+
+
+def end_token_bias(lily, model):
+    """logit_bias that forbids <|endoftext|> and <|im_end|> of the model's own tokenizer."""
+    out = subprocess.run([lily, "tokenize", "--model", model, "--text", "<|endoftext|><|im_end|>"],
+                         capture_output=True, text=True, check=True, timeout=60).stdout
+    return {str(i): -100 for i in json.loads(out)}
 TOOLS = [{"type": "function", "function": {
     "name": "get_weather", "description": "Weather in a city",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"},
@@ -613,6 +620,8 @@ def main():
     ap.add_argument("--no-rss-check", action="store_true",
                     help="report RSS but do not judge it (ASan builds: the quarantine keeps freed memory)")
     a = ap.parse_args()
+    global NO_END
+    NO_END = end_token_bias(a.lily, a.model)
     dur = a.minutes * 60 + a.seconds or 60
     stats = Stats()
     plain = Server(a.lily, a.model, "plain", a.cache_mb)

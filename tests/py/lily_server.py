@@ -53,6 +53,14 @@ def _widen_fixture(out):
     json.dump(cfg, open(os.path.join(out, "config.json"), "w"))
 
 
+def end_token_bias(model):
+    """logit_bias forbidding <|endoftext|> and <|im_end|> of the model's own tokenizer (random
+    weights may sample them at any step; tests that count tokens forbid them)."""
+    out = subprocess.run([LILY, "tokenize", "--model", model, "--text", "<|endoftext|><|im_end|>"],
+                         capture_output=True, text=True, check=True, timeout=60).stdout
+    return {str(i): -100 for i in json.loads(out)}
+
+
 def make_model(out):
     os.makedirs(out, exist_ok=True)
     r = subprocess.run([LILY, "synth", "--preset", "tiny", "--vocab", str(VOCAB), "--out", out],

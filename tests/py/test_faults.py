@@ -23,10 +23,10 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from lily_server import LILY, ROOT, Server  # noqa: E402
+from lily_server import LILY, ROOT, Server, end_token_bias  # noqa: E402
 
 DEMO = os.path.join(ROOT, "models", "demo")
-NO_END = {"4087": -100, "4089": -100}  # <|endoftext|>, <|im_end|> of the small tokenizer
+NO_END = end_token_bias(DEMO)  # <|endoftext|>, <|im_end|> of the demo tokenizer
 REF = {"model": "m", "messages": [{"role": "user", "content": "The reference question."}],
        "max_tokens": 12, "seed": 5, "temperature": 0.9, "logit_bias": NO_END}
 
