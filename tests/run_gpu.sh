@@ -34,7 +34,7 @@ if python3 -c 'import numpy' 2>/dev/null; then
     run cli-prefill env LILY_BIN="$LILY" python3 tests/gpu/cli_prefill.py
 fi
 if command -v compute-sanitizer >/dev/null; then
-    run memcheck-prefill-cli env LILY_CUDA_CHUNK=16 compute-sanitizer --tool memcheck --error-exitcode 9 \
+    run memcheck-prefill-cli env LILY_CUDA_PREFILL=1 LILY_CUDA_CHUNK=16 compute-sanitizer --tool memcheck --error-exitcode 9 \
         "$LILY" logits --model tests/fixtures/models/mlx-4bit --backend cuda \
         --ids "$(cat tests/fixtures/models/mlx-4bit/ids.txt)" --out /tmp/lily_memcheck_logits.f32
     run memcheck-kernels compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN" kernels "$SEED"

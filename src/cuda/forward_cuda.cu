@@ -350,7 +350,8 @@ static int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_GDN_SPLIT] = env_int("LILY_CUDA_GDN_SPLIT", 8);
     cx->opt[LILY_CUDA_OPT_F32ACT] = env_int("LILY_CUDA_F32ACT", 0) != 0;
     cx->opt[LILY_CUDA_OPT_PDL] = env_int("LILY_CUDA_PDL", 1) != 0;
-    cx->opt[LILY_CUDA_OPT_PREFILL] = env_int("LILY_CUDA_PREFILL", 1) != 0;
+    // Off by default until the mlx-4bit fixture passes in bf16 mode (docs/PERF.md, CUDA prefill).
+    cx->opt[LILY_CUDA_OPT_PREFILL] = env_int("LILY_CUDA_PREFILL", 0) != 0;
     cx->opt[LILY_CUDA_OPT_CHUNK] = env_int("LILY_CUDA_CHUNK", 1024);
     cx->dump = env_int("LILY_CUDA_DUMP", 0);
     *out = cx;
@@ -500,12 +501,12 @@ static void prof_mark(cuda_ctx *cx, const char *name) {
 // LILY_CUDA_DUMP=1 (debug, plain launches only): the residual stream's RMS and a checksum after each
 // layer, and the routed experts, on stderr; `lily-gpu-test compare` and docs/PERF.md use it to see
 // where two runs part and how the stream grows with depth.
-static void dump_layer(cuda_ctx *cx, int l) {
+static void dump_rows(cuda_ctx *cx, const float *dx, const int *dids, int l) {
     const int H = cx->c.hidden, k = cx->c.n_experts_tok;
     std::vector<float> x(H);
     std::vector<int> ids(k);
-    cudaMemcpyAsync(x.data(), cx->x, (size_t)H * 4, cudaMemcpyDeviceToHost, cx->st);
-    cudaMemcpyAsync(ids.data(), cx->ids, (size_t)k * 4, cudaMemcpyDeviceToHost, cx->st);
+    cudaMemcpyAsync(x.data(), dx, (size_t)H * 4, cudaMemcpyDeviceToHost, cx->st);
+    cudaMemcpyAsync(ids.data(), dids, (size_t)k * 4, cudaMemcpyDeviceToHost, cx->st);
     cudaStreamSynchronize(cx->st);
     double ss = 0, sum = 0;
     for (float v : x) ss += (double)v * v, sum += v;
@@ -513,6 +514,9 @@ static void dump_layer(cuda_ctx *cx, int l) {
     for (int i = 0; i < k; i++) fprintf(stderr, " %d", ids[i]);
     fprintf(stderr, "\n");
 }
+
+// The decode step's stream (the prefill path dumps the last row of each chunk the same way).
+static void dump_layer(cuda_ctx *cx, int l) { dump_rows(cx, cx->x, cx->ids, l); }
 
 static int attn_splits(cuda_ctx *cx, cuda_state *s) {
     int v = cx->opt[LILY_CUDA_OPT_ATTN_SPLIT];
@@ -753,6 +757,7 @@ static int enqueue_chunk(cuda_ctx *cx, cuda_state *s, int T) {
         }
         pf_rmsnorm_rows(T, H, b->x, d->post_norm, eps, b->xn, st);
         rc = moe_pf_forward(layer_moe(cx, d), b->xn, T, b->x, b->x, &b->moe, 0, st);
+        if (cx->dump && !rc) dump_rows(cx, b->x + (size_t)(T - 1) * H, b->moe.ids + (size_t)(T - 1) * c->n_experts_tok, l);
     }
     if (rc) return rc;
     CU_TRY(cudaGetLastError());

@@ -17,9 +17,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 FIX = os.path.join(ROOT, "tests", "fixtures", "models")
 H16 = os.environ.get("LILY_GPU_HF_BF16", os.path.join(ROOT, "tests", "gpu", "hf_bf16"))
 LILY = os.environ.get("LILY_BIN", os.path.join(ROOT, "build", "lily"))
-MODES = {"all": ([], {}), "step1": (["--step", "1"], {}), "step3": (["--step", "3"], {}),
-         "step7": (["--step", "7"], {}), "step40-chunk16": (["--step", "40"], {"LILY_CUDA_CHUNK": "16"}),
-         "all-chunk5": ([], {"LILY_CUDA_CHUNK": "5"}), "tokenwise": ([], {"LILY_CUDA_PREFILL": "0"})}
+P = {"LILY_CUDA_PREFILL": "1"}
+MODES = {"all": ([], P), "step1": (["--step", "1"], P), "step3": (["--step", "3"], P),
+         "step7": (["--step", "7"], P), "step40-chunk16": (["--step", "40"], dict(P, LILY_CUDA_CHUNK="16")),
+         "all-chunk5": ([], dict(P, LILY_CUDA_CHUNK="5")), "tokenwise": ([], {"LILY_CUDA_PREFILL": "0"})}
 
 
 def logits(d, ids, extra, env_extra):

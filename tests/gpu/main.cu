@@ -207,6 +207,7 @@ static int run_e2e(uint64_t seed) {
     // with chunks of 7, and calls of 3 tokens: the same tolerance against the CPU backend as token by
     // token, and close to token by token.
     {
+        lily_cuda_set_opt(ctx, LILY_CUDA_OPT_PREFILL, 1);
         struct { const char *name; int chunk, step; } pm[3] = {{"one call", 1024, 0}, {"one call, chunks of 7", 7, 0}, {"calls of 3", 1024, 3}};
         for (auto &q : pm) {
             lily_cuda_set_opt(ctx, LILY_CUDA_OPT_CHUNK, q.chunk);
