@@ -5,7 +5,8 @@
 // leaves the next token there, so it is captured once per state as a CUDA graph and replayed.
 // Prefill (n > 1 tokens) runs in chunks of up to LILY_CUDA_CHUNK tokens through the prefill kernels
 // (prefill.cuh: fused-dequant GEMMs, GDN scan, grouped MoE, causal attention), bf16 activations
-// only; under LILY_CUDA_F32ACT, or with the "prefill" switch off, it is the decode step token by token.
+// only, when the "prefill" switch is on (LILY_CUDA_PREFILL=1; off by default for now, docs/PERF.md);
+// otherwise, and under LILY_CUDA_F32ACT, it is the decode step token by token.
 #include <math.h>
 #include <vector>
 
