@@ -2,7 +2,8 @@
 # run_gpu.sh: the GPU suite (make test-gpu), on a machine with an NVIDIA GPU: every kernel against its
 # CPU reference; the end-to-end checks on a tiny random model against the CPU backend; every HF
 # fixture against its reference logits (lily-gpu-test fixtures, and `lily logits --backend cuda`
-# through tests/py/test_model_fixtures.py in fp32-activation mode when python3 has numpy + pytest);
+# through tests/py/test_model_fixtures.py in fp32-activation mode when python3 has numpy + pytest, and
+# in the default bf16 mode, where prompts take the chunked prefill path, through tests/gpu/cli_prefill.py);
 # memcheck/racecheck under compute-sanitizer when it is installed. LILY_GPU_MODEL=DIR adds the
 # CPU-vs-GPU comparison and the speed tables on that checkpoint (e.g. `lily synth --preset
 # qwen3.6-35b-a3b --out DIR`; docs/PERF.md).
@@ -29,7 +30,13 @@ if python3 -c 'import numpy, pytest' 2>/dev/null; then
 else
     echo "note: python3 without numpy/pytest; lily logits --backend cuda fixture test skipped"
 fi
+if python3 -c 'import numpy' 2>/dev/null; then
+    run cli-prefill env LILY_BIN="$LILY" python3 tests/gpu/cli_prefill.py
+fi
 if command -v compute-sanitizer >/dev/null; then
+    run memcheck-prefill-cli env LILY_CUDA_PREFILL=1 LILY_CUDA_CHUNK=16 compute-sanitizer --tool memcheck --error-exitcode 9 \
+        "$LILY" logits --model tests/fixtures/models/mlx-4bit --backend cuda \
+        --ids "$(cat tests/fixtures/models/mlx-4bit/ids.txt)" --out /tmp/lily_memcheck_logits.f32
     run memcheck-kernels compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN" kernels "$SEED"
     run memcheck-e2e compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN" e2e "$SEED"
     run racecheck-e2e compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN" e2e "$SEED"

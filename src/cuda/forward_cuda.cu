@@ -3,11 +3,14 @@
 // into one word per group, streamed through pinned buffers with a progress line. A decode step is a
 // fixed chain of kernels (kernels.cuh) that reads the token and position from device memory and
 // leaves the next token there, so it is captured once per state as a CUDA graph and replayed.
-// Prefill is that step applied token by token.
+// Prefill (n > 1 tokens) runs in chunks of up to LILY_CUDA_CHUNK tokens through the prefill kernels
+// (prefill.cuh: fused-dequant GEMMs, GDN scan, grouped MoE, causal attention), bf16 activations
+// only, when the "prefill" switch is on (LILY_CUDA_PREFILL=1; off by default for now, docs/PERF.md);
+// otherwise, and under LILY_CUDA_F32ACT, it is the decode step token by token.
 #include <math.h>
 #include <vector>
 
-#include "cuda_common.cuh"
+#include "prefill.cuh"
 
 extern "C" {
 #include "backend.h"
@@ -27,6 +30,20 @@ struct dev_layer {
 };
 
 struct cuda_state;
+
+// Prefill scratch for chunks of up to C tokens, one allocation per context (made at the first prefill,
+// remade when the chunk option changes); its size does not depend on the prompt length.
+struct pf_bufs {
+    int C;
+    void *mem;
+    int *toks;
+    float *x;                              // (C, H) residual stream (fp32 holding bf16 values)
+    uint16_t *xn;                          // (C, H) normed input of the projections / the MoE
+    uint16_t *qkv, *z, *b, *a, *o, *g;     // GDN projections, scan output, gated-norm output; o is
+                                           // also the attention output
+    float *qg, *k, *v, *qr;                // attention projections and the normed, rotated queries
+    moe_pf_scratch moe;
+};
 
 struct cuda_ctx {
     const lily_model *m;
@@ -60,6 +77,7 @@ struct cuda_ctx {
     int prof;
     std::vector<cudaEvent_t> prof_ev;
     std::vector<const char *> prof_name;
+    pf_bufs pf;
 };
 
 struct cuda_state {
@@ -333,6 +351,9 @@ static int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_GDN_SPLIT] = env_int("LILY_CUDA_GDN_SPLIT", 8);
     cx->opt[LILY_CUDA_OPT_F32ACT] = env_int("LILY_CUDA_F32ACT", 0) != 0;
     cx->opt[LILY_CUDA_OPT_PDL] = env_int("LILY_CUDA_PDL", 1) != 0;
+    // Off by default until the mlx-4bit fixture passes in bf16 mode (docs/PERF.md, CUDA prefill).
+    cx->opt[LILY_CUDA_OPT_PREFILL] = env_int("LILY_CUDA_PREFILL", 0) != 0;
+    cx->opt[LILY_CUDA_OPT_CHUNK] = env_int("LILY_CUDA_CHUNK", 1024);
     cx->dump = env_int("LILY_CUDA_DUMP", 0);
     *out = cx;
 #define FAIL(x) do { rc = (x); if (rc) { free_ctx(cx); *out = NULL; return rc; } } while (0)
@@ -373,6 +394,7 @@ static void free_ctx(void *p) {
                      cx->qr, cx->rl, cx->sg, cx->su, cx->ss, cx->wts, cx->part, cx->h, cx->logits};
     for (float *b : bufs) cudaFree(b);
     cudaFree(cx->ids), cudaFree(cx->nan_flag), cudaFree(cx->amax), cudaFree(cx->arena);
+    cudaFree(cx->pf.mem);
     for (int i = 0; i < 2; i++) {
         if (cx->pin[i]) cudaFreeHost(cx->pin[i]);
         if (cx->pin_ev[i]) cudaEventDestroy(cx->pin_ev[i]);
@@ -480,12 +502,12 @@ static void prof_mark(cuda_ctx *cx, const char *name) {
 // LILY_CUDA_DUMP=1 (debug, plain launches only): the residual stream's RMS and a checksum after each
 // layer, and the routed experts, on stderr; `lily-gpu-test compare` and docs/PERF.md use it to see
 // where two runs part and how the stream grows with depth.
-static void dump_layer(cuda_ctx *cx, int l) {
+static void dump_rows(cuda_ctx *cx, const float *dx, const int *dids, int l) {
     const int H = cx->c.hidden, k = cx->c.n_experts_tok;
     std::vector<float> x(H);
     std::vector<int> ids(k);
-    cudaMemcpyAsync(x.data(), cx->x, (size_t)H * 4, cudaMemcpyDeviceToHost, cx->st);
-    cudaMemcpyAsync(ids.data(), cx->ids, (size_t)k * 4, cudaMemcpyDeviceToHost, cx->st);
+    cudaMemcpyAsync(x.data(), dx, (size_t)H * 4, cudaMemcpyDeviceToHost, cx->st);
+    cudaMemcpyAsync(ids.data(), dids, (size_t)k * 4, cudaMemcpyDeviceToHost, cx->st);
     cudaStreamSynchronize(cx->st);
     double ss = 0, sum = 0;
     for (float v : x) ss += (double)v * v, sum += v;
@@ -493,6 +515,9 @@ static void dump_layer(cuda_ctx *cx, int l) {
     for (int i = 0; i < k; i++) fprintf(stderr, " %d", ids[i]);
     fprintf(stderr, "\n");
 }
+
+// The decode step's stream (the prefill path dumps the last row of each chunk the same way).
+static void dump_layer(cuda_ctx *cx, int l) { dump_rows(cx, cx->x, cx->ids, l); }
 
 static int attn_splits(cuda_ctx *cx, cuda_state *s) {
     int v = cx->opt[LILY_CUDA_OPT_ATTN_SPLIT];
@@ -623,6 +648,170 @@ static int apply_precision(cuda_ctx *cx, cuda_state *s) {
     return 0;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Chunked prefill.
+static bool prefill_usable(cuda_ctx *cx, cuda_state *s) {
+    const lily_config *c = &cx->c;
+    // bf16 activations only (the prefill kernels' inputs are bf16 rows); the GDN scan holds Dk / 4
+    // state values per thread in float4 slices.
+    return cx->opt[LILY_CUDA_OPT_PREFILL] && !s->kv_f32 && c->lin_k_dim % 4 == 0 && c->n_experts <= 512;
+}
+
+static moe_pf_w layer_moe(const cuda_ctx *cx, const dev_layer *d) {
+    const lily_config *c = &cx->c;
+    moe_pf_w w;
+    memset(&w, 0, sizeof w);
+    w.router = d->router, w.gate = d->moe.gate, w.up = d->moe.up, w.down = d->moe.down;
+    w.sh_gate = d->sh_gate, w.sh_up = d->sh_up, w.sh_down = d->sh_down, w.sh_score = d->sh_score;
+    w.E = c->n_experts, w.topk = c->n_experts_tok, w.I = c->moe_inter, w.H = c->hidden;
+    w.Is = d->sh_gate.rows, w.norm_topk = c->norm_topk;
+    return w;
+}
+
+static int pf_alloc(cuda_ctx *cx) {
+    const lily_config *c = &cx->c;
+    int C = cx->opt[LILY_CUDA_OPT_CHUNK];
+    if (C < 1) C = 1;
+    if (C > 16384) C = 16384;
+    if (cx->pf.mem && cx->pf.C == C) return 0;
+    CU_TRY(cudaStreamSynchronize(cx->st));
+    cudaFree(cx->pf.mem);
+    memset(&cx->pf, 0, sizeof cx->pf);
+    const size_t T = C, H = c->hidden, conv = lily_conv_dim(c), vd = (size_t)c->lin_v_heads * c->lin_v_dim;
+    const size_t ad = (size_t)c->n_heads * c->head_dim, kd = (size_t)c->n_kv_heads * c->head_dim;
+    size_t moe = 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        size_t b = moe_pf_scratch_bytes(layer_moe(cx, &cx->L[l]), C);
+        moe = b > moe ? b : moe;
+    }
+    auto al = [](size_t n) { return (n + 255) & ~(size_t)255; };
+    size_t sizes[] = {T * 4, T * H * 4, T * H * 2, T * conv * 2, T * vd * 2, T * c->lin_v_heads * 2,
+                      T * c->lin_v_heads * 2, T * (vd > ad ? vd : ad) * 2, T * vd * 2, T * 2 * ad * 4,
+                      T * kd * 4, T * kd * 4, T * ad * 4, moe};
+    size_t total = 0;
+    for (size_t n : sizes) total += al(n);
+    if (cudaMalloc(&cx->pf.mem, total) != cudaSuccess) {
+        cudaGetLastError();
+        cx->pf.mem = NULL;
+        return lily_err_set(LILY_ENOMEM, "cuda backend: out of GPU memory for the prefill scratch "
+                            "(%.2f GB for chunks of %d tokens)", total / 1e9, C);
+    }
+    char *p = (char *)cx->pf.mem;
+    void *ptr[14];
+    for (int i = 0; i < 14; i++) ptr[i] = p, p += al(sizes[i]);
+    pf_bufs *b = &cx->pf;
+    b->toks = (int *)ptr[0], b->x = (float *)ptr[1], b->xn = (uint16_t *)ptr[2], b->qkv = (uint16_t *)ptr[3];
+    b->z = (uint16_t *)ptr[4], b->b = (uint16_t *)ptr[5], b->a = (uint16_t *)ptr[6], b->o = (uint16_t *)ptr[7];
+    b->g = (uint16_t *)ptr[8], b->qg = (float *)ptr[9], b->k = (float *)ptr[10], b->v = (float *)ptr[11];
+    b->qr = (float *)ptr[12];
+    moe_pf_scratch_init(&b->moe, ptr[13], layer_moe(cx, &cx->L[0]), C);
+    b->C = C;
+    note_mem(cx);
+    return 0;
+}
+
+// Y (T, w.rows) = X (T, K) W^T with epilogue epi (prefill.cuh); res for QG_RESID (may alias y).
+static int pf_gemm(cudaStream_t st, const uint16_t *x, int K, const dq_mat &w, int T, int epi, void *y,
+                   const float *res) {
+    qg_args g;
+    memset(&g, 0, sizeof g);
+    g.x = x, g.ldx = K, g.w = w, g.M = T, g.N = w.rows, g.K = K, g.epi = epi, g.y = y, g.ldy = w.rows;
+    g.res = res;
+    return qgemm_launch(g, 0, 0, st);
+}
+
+// One chunk of T tokens (already in pf.toks) at position s->pos: every layer, leaving the final
+// residual stream in pf.x. Enqueued on cx->st, no host synchronisation.
+static int enqueue_chunk(cuda_ctx *cx, cuda_state *s, int T) {
+    const lily_config *c = &cx->c;
+    cudaStream_t st = cx->st;
+    pf_bufs *b = &cx->pf;
+    const float eps = c->norm_eps;
+    const int H = c->hidden, pos0 = s->pos, vd = c->lin_v_heads * c->lin_v_dim;
+    const int ad = c->n_heads * c->head_dim;
+    attn_dims adm = {c->n_heads, c->n_kv_heads, c->head_dim, c->rope_dim, s->max_ctx, c->rope_theta, eps, s->kv_f32};
+    gdn_dims gd = {c->lin_k_heads, c->lin_v_heads, c->lin_k_dim, c->lin_v_dim, c->conv_kernel};
+    int rc = 0;
+    pf_embed(cx->embed_q, cx->embed_dense, cx->embed_dt, H, b->toks, T, b->x, st);
+    for (int l = 0; l < c->n_layers && !rc; l++) {
+        const dev_layer *d = &cx->L[l];
+        pf_rmsnorm_rows(T, H, b->x, d->in_norm, eps, b->xn, st);
+        if (!d->full) {
+            if ((rc = pf_gemm(st, b->xn, H, d->qkv, T, QG_BF16, b->qkv, NULL)) ||
+                (rc = pf_gemm(st, b->xn, H, d->z, T, QG_BF16, b->z, NULL)) ||
+                (rc = pf_gemm(st, b->xn, H, d->b, T, QG_BF16, b->b, NULL)) ||
+                (rc = pf_gemm(st, b->xn, H, d->a, T, QG_BF16, b->a, NULL)))
+                break;
+            gdn_pf_scan(gd, T, pos0, b->qkv, b->b, b->a, d->conv, d->dt_bias, d->A, s->ring[l], s->S[l],
+                        b->o, 0, st);
+            gdn_pf_gated_norm(T, c->lin_v_heads, c->lin_v_dim, b->o, b->z, d->gnorm, eps, b->g, st);
+            if ((rc = pf_gemm(st, b->g, vd, d->out, T, QG_RESID, b->x, b->x))) break;
+        } else {
+            if ((rc = pf_gemm(st, b->xn, H, d->q, T, QG_F32, b->qg, NULL)) ||
+                (rc = pf_gemm(st, b->xn, H, d->k, T, QG_F32, b->k, NULL)) ||
+                (rc = pf_gemm(st, b->xn, H, d->v, T, QG_F32, b->v, NULL)))
+                break;
+            pf_qk_norm_rope_append(adm, T, pos0, b->qg, b->k, b->v, d->q_norm, d->k_norm, b->qr, s->kc[l],
+                                   s->vc[l], st);
+            pf_attention(adm, T, pos0, b->qr, s->kc[l], s->vc[l], b->qg, b->o, st);
+            if ((rc = pf_gemm(st, b->o, ad, d->o, T, QG_RESID, b->x, b->x))) break;
+        }
+        pf_rmsnorm_rows(T, H, b->x, d->post_norm, eps, b->xn, st);
+        rc = moe_pf_forward(layer_moe(cx, d), b->xn, T, b->x, b->x, &b->moe, 0, st);
+        if (cx->dump && !rc) dump_rows(cx, b->x + (size_t)(T - 1) * H, b->moe.ids + (size_t)(T - 1) * c->n_experts_tok, l);
+    }
+    if (rc) return rc;
+    CU_TRY(cudaGetLastError());
+    return 0;
+}
+
+// Logits of row t of the chunk's final stream (final norm + lm_head: the decode step's GEMV) into
+// host memory `out`.
+static int chunk_logits(cuda_ctx *cx, cuda_state *s, int t, float *out) {
+    const lily_config *c = &cx->c;
+    gv_args g;
+    memset(&g, 0, sizeof g);
+    g.nseg = 1, g.cols = c->hidden, g.x = cx->pf.x + (size_t)t * c->hidden, g.pro = PRO_RMSNORM;
+    g.norm_w = cx->final_norm, g.eps = c->norm_eps;
+    g.epi = GV_LOGITS, g.amax = cx->amax, g.temp = 0.0f, g.seed = s->seed, g.pos = s->d_pos;
+    g.nan_flag = cx->nan_flag;
+    g.seg[0].m = cx->lm_head, g.seg[0].y = cx->logits;
+    gemv_launch(g, cx->amax_n, cx->st);
+    CU_TRY(cudaGetLastError());
+    CU_TRY(cudaMemcpyAsync(s->h_log, cx->logits, (size_t)c->vocab_size * 4, cudaMemcpyDeviceToHost, cx->st));
+    CU_TRY(cudaStreamSynchronize(cx->st));
+    memcpy(out, s->h_log, (size_t)c->vocab_size * 4);
+    return 0;
+}
+
+static int forward_chunks(cuda_ctx *cx, cuda_state *s, const int *tokens, int n, float *logits,
+                          int all_logits) {
+    const size_t V = cx->c.vocab_size;
+    int rc = pf_alloc(cx);
+    if (rc) return rc;
+    lily_cuda_pdl = 0; // plain stream order for the chunk's kernels and the lm_head GEMV
+    const int C = cx->pf.C;
+    for (int i0 = 0; i0 < n; i0 += C) {
+        const int T = n - i0 < C ? n - i0 : C;
+        // Pageable source: staged by the runtime, ordered after the previous chunk's kernels.
+        CU_TRY(cudaMemcpyAsync(cx->pf.toks, tokens + i0, (size_t)T * 4, cudaMemcpyHostToDevice, cx->st));
+        if ((rc = enqueue_chunk(cx, s, T))) return rc;
+        s->pos += T;
+        if (logits && all_logits) {
+            for (int t = 0; t < T; t++)
+                if ((rc = chunk_logits(cx, s, t, logits + (size_t)(i0 + t) * V))) return rc;
+        } else if (logits && i0 + T == n) {
+            if ((rc = chunk_logits(cx, s, T - 1, logits))) return rc;
+        }
+    }
+    // The decode step reads its position from device memory.
+    CU_TRY(cudaStreamSynchronize(cx->st)); // h_tok is reused
+    *s->h_tok = s->pos;
+    CU_TRY(cudaMemcpyAsync(s->d_pos, s->h_tok, 4, cudaMemcpyHostToDevice, cx->st));
+    CU_TRY(cudaStreamSynchronize(cx->st));
+    return 0;
+}
+
 static int forward_cuda(void *ctx, void *p, const int *tokens, int n, float *logits, int all_logits) {
     cuda_ctx *cx = (cuda_ctx *)ctx;
     cuda_state *s = (cuda_state *)p;
@@ -636,6 +825,7 @@ static int forward_cuda(void *ctx, void *p, const int *tokens, int n, float *log
         if (tokens[i] < 0 || tokens[i] >= V)
             return lily_err_set(LILY_ERANGE, "cuda backend: token id %d out of range [0, %d)", tokens[i], V);
     if (s->temp != 0.0f) s->temp = 0.0f, drop_graphs(s);
+    if (n > 1 && prefill_usable(cx, s)) return forward_chunks(cx, s, tokens, n, logits, all_logits);
     for (int i = 0; i < n; i++) {
         int want = logits && (all_logits || i == n - 1);
         CU_TRY(cudaStreamSynchronize(cx->st)); // h_tok is reused
@@ -728,6 +918,7 @@ static const struct {
     {"graph", LILY_CUDA_OPT_GRAPH, 0, 1},        {"split_kv", LILY_CUDA_OPT_ATTN_SPLIT, 1, 0},
     {"gqa", LILY_CUDA_OPT_GQA, 0, 1},            {"gdn_split", LILY_CUDA_OPT_GDN_SPLIT, 1, 8},
     {"bf16act", LILY_CUDA_OPT_F32ACT, 1, 0},   {"pdl", LILY_CUDA_OPT_PDL, 0, 1},
+    {"prefill", LILY_CUDA_OPT_PREFILL, 0, 1},
 };
 
 extern "C" int lily_cuda_set_opt(void *ctx, int opt, int value);
@@ -736,7 +927,7 @@ static int set_flag_cuda(void *ctx, const char *name, int on) {
     for (auto &f : flag_names)
         if (!strcmp(f.name, name)) return lily_cuda_set_opt(ctx, f.opt, on ? f.on : f.off);
     return lily_err_set(LILY_EINVAL, "cuda backend: unknown flag '%s' (known: graph, split_kv, gqa, "
-                        "gdn_split, pdl, bf16act)", name);
+                        "gdn_split, pdl, bf16act, prefill)", name);
 }
 
 static size_t peak_mem_cuda(void *ctx) {

@@ -25,7 +25,9 @@ __global__ void __launch_bounds__(128) gdn_pf_kernel(gdn_dims d, int T, int pos,
     const int lane = tid & 31, warp = tid >> 5;
     const int C = 2 * d.hk * d.dk + d.hv * d.dv, K = d.kconv, Dk = d.dk, kper = Dk / 4;
     const int kh = h / (d.hv / d.hk);
-    const int kst = kper + 4;             // padded slice stride (bank spread)
+    // Padded slice stride (bank spread), a multiple of 4 floats for the float4 reads; the pad past
+    // kper is zeroed once below (nothing writes it), so Dk not a multiple of 16 reads zeros there.
+    const int kst = ((kper + 3) & ~3) + 4;
     const int row = 4 * kst;              // floats per token of q or k
     float *qs = sm, *ks = qs + GP_TS * row, *vs = ks + GP_TS * row;
     float *bet = vs + GP_TS * ncols, *gam = bet + GP_TS, *kqs = gam + GP_TS;
@@ -35,6 +37,8 @@ __global__ void __launch_bounds__(128) gdn_pf_kernel(gdn_dims d, int T, int pos,
     const int nin = 2 * Dk + ncols;       // conv channels this block needs
     const float a_h = A[h], dtb = dt_bias[h];
 
+    for (int i = tid; i < 2 * GP_TS * row; i += nt) qs[i] = 0.0f;
+    __syncthreads();
     float S[GP_KPT];
     float *Sg = state + ((long)h * d.dv + j0 + (live ? j : 0)) * Dk + sl * kper;
 #pragma unroll
@@ -150,7 +154,7 @@ void gdn_pf_scan(gdn_dims d, int T, int pos, const uint16_t *qkv, const uint16_t
     while (nsplit < d.dv && (d.dv % nsplit || d.dv / nsplit > 32)) nsplit++;
     const int ncols = d.dv / nsplit;
     const int threads = (ncols + 7) / 8 * 32;
-    const int row = 4 * (d.dk / 4 + 4);
+    const int row = 4 * (((d.dk / 4 + 3) & ~3) + 4);
     size_t smem = (size_t)(2 * GP_TS * row + 2 * GP_TS * ncols + 3 * GP_TS) * sizeof(float);
     gdn_pf_kernel<<<dim3(d.hv, nsplit), threads, smem, st>>>(d, T, pos, qkv, b, a, conv_w, dt_bias, A,
                                                             conv_ring, state, o, ncols);

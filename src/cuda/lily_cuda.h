@@ -8,9 +8,9 @@ extern "C" {
 #endif
 
 // Ablation switches; also read from the environment at init (LILY_CUDA_GRAPH, LILY_CUDA_ATTN_SPLIT,
-// LILY_CUDA_GQA, LILY_CUDA_GDN_SPLIT, LILY_CUDA_F32ACT). Setting one drops captured graphs. The same
+// LILY_CUDA_GQA, LILY_CUDA_GDN_SPLIT, LILY_CUDA_F32ACT, LILY_CUDA_PREFILL, LILY_CUDA_CHUNK). Setting one drops captured graphs. The same
 // switches are reachable by name through the backend's set_flag hook (`lily bench --ablate NAME`):
-// graph, split_kv, gqa, gdn_split, pdl, bf16act (off = fp32 activations).
+// graph, split_kv, gqa, gdn_split, pdl, bf16act (off = fp32 activations), prefill.
 enum lily_cuda_opt {
     LILY_CUDA_OPT_GRAPH = 0,      // 1 = the whole step as one CUDA graph (default), 0 = plain launches
     LILY_CUDA_OPT_ATTN_SPLIT = 1, // split-KV blocks per KV head (1 = no split); 0 = automatic
@@ -19,6 +19,10 @@ enum lily_cuda_opt {
     LILY_CUDA_OPT_F32ACT = 4,     // 1 = fp32 activations and fp32 KV cache (debug: the CPU backend's
                                   // function to ~1e-5); states keep the mode they were made in
     LILY_CUDA_OPT_PDL = 5,        // 1 = programmatic dependent launch + L2 weight prefetch (default)
+    LILY_CUDA_OPT_PREFILL = 6,    // 1 = prompts of n > 1 tokens go through the prefill kernels in chunks
+                                  // (bf16 activations only), 0 = the decode step token by token (default
+                                  // for now: docs/PERF.md, CUDA prefill)
+    LILY_CUDA_OPT_CHUNK = 7,      // prefill chunk (tokens per pass; default 1024, LILY_CUDA_CHUNK)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

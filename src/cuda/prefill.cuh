@@ -97,3 +97,16 @@ void gdn_pf_gated_norm(int T, int hv, int dv, const uint16_t *o, const uint16_t 
 // y (T, n) bf16 = rb(x * rsqrt(mean(x^2) + eps) * w) per row of fp32 x.
 void pf_rmsnorm_rows(int T, int n, const float *x, const float *w, float eps, uint16_t *y,
                      cudaStream_t st);
+
+// ---- attn_prefill.cu: embedding, attention prologue and causal attention for T tokens ----------
+// x (T, hidden) fp32 = embedding rows of toks[0..T) (device ints).
+void pf_embed(const dq_mat &qm, const void *dense, int dense_dt, int hidden, const int *toks, int T,
+              float *x, cudaStream_t st);
+// The decode prologue (kernels.cuh qk_norm_rope_append) for T tokens at positions pos0 + t: qg
+// (T, hq*2D), k and v (T, hkv*D) fp32; q_out (T, hq*D); K/V appended to the caches.
+void pf_qk_norm_rope_append(attn_dims d, int T, int pos0, const float *qg, const float *k,
+                            const float *v, const float *q_norm, const float *k_norm, float *q_out,
+                            void *kc, void *vc, cudaStream_t st);
+// o (T, hq*D) bf16 = sigmoid(gate) * softmax(q k^T / sqrt(D)) v, query t over cache [0, pos0 + t].
+void pf_attention(attn_dims d, int T, int pos0, const float *q, const void *kc, const void *vc,
+                  const float *qg, uint16_t *o, cudaStream_t st);

@@ -331,13 +331,66 @@ int qgemm_pick_tile(int rows) {
     return 128;
 }
 
+// The slow path for what the tensor-core kernel does not take (dense bf16/f16/f32 weights, odd
+// widths or group sizes: the tiny test fixtures): one thread per output element, fp32 weights from
+// dq_get, the same row mapping and epilogues. Grouped mode finds a row's group by binary search.
+__global__ void qgemm_generic_kernel(qg_args a, int round_w) {
+    const int p = blockIdx.y, n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n >= a.N) return;
+    long wrow = n;
+    if (a.grp_off) {
+        int lo = 0, hi = a.n_groups - 1; // last group with grp_off[g] <= p
+        while (lo < hi) {
+            int mid = (lo + hi + 1) / 2;
+            if (a.grp_off[mid] <= p) lo = mid;
+            else hi = mid - 1;
+        }
+        wrow += (long)lo * a.N;
+    }
+    const int xr = a.x_rows ? a.x_rows[p] : p;
+    const uint16_t *x = a.x + (long)xr * a.ldx;
+    float acc = 0.0f, acc2 = 0.0f;
+    for (int k = 0; k < a.K; k++) {
+        float xv = __uint_as_float((uint32_t)x[k] << 16);
+        float w = dq_get(a.w, wrow, k), w2 = a.epi == QG_GLU ? dq_get(a.w2, wrow, k) : 0.0f;
+        if (round_w) // debug (LILY_CUDA_QG_GENERIC bit 8): bf16 weights, as the tensor-core kernel uses
+            w = __uint_as_float((uint32_t)lily_f32_to_bf16(w) << 16), w2 = __uint_as_float((uint32_t)lily_f32_to_bf16(w2) << 16);
+        acc += xv * w;
+        acc2 += xv * w2;
+    }
+    const int orow = a.y_rows ? a.y_rows[p] : p;
+    const long at = (long)orow * a.ldy + n;
+    switch (a.epi) {
+    case QG_BF16: ((uint16_t *)a.y)[at] = lily_f32_to_bf16(acc); break;
+    case QG_F32: ((float *)a.y)[at] = rb(acc); break;
+    case QG_F32_RAW: ((float *)a.y)[at] = acc; break;
+    case QG_RESID: ((float *)a.y)[at] = rb(a.res[at] + rb(acc)); break;
+    case QG_GLU: ((uint16_t *)a.y)[at] = lily_f32_to_bf16(rb(silu_f(rb(acc))) * rb(acc2)); break;
+    case QG_SCALE_BF16: ((uint16_t *)a.y)[at] = lily_f32_to_bf16(a.scale[orow] * rb(acc)); break;
+    }
+}
+
 int qgemm_launch(const qg_args &a, int tile_m, int max_tiles, cudaStream_t st) {
-    if (a.K % QG_BK || a.N % 2 || (a.w.bits != 4 && a.w.bits != 8) || a.w.group < 32 ||
-        a.w.cols != a.K || (a.epi == QG_GLU && (a.w2.bits != a.w.bits || a.w2.group != a.w.group)))
-        return lily_err_set(LILY_EINVAL, "qgemm: unsupported shape N=%d K=%d bits=%d group=%d", a.N,
-                            a.K, a.w.bits, a.w.group);
     if (a.tile_off && tile_m != 16 && tile_m != 32 && tile_m != 64 && tile_m != 128)
         return lily_err_set(LILY_EINVAL, "qgemm: grouped mode needs the tile height of its map");
+    if (a.w.cols != a.K || (a.epi == QG_GLU && (a.w2.cols != a.K || a.w2.fmt != a.w.fmt)))
+        return lily_err_set(LILY_EINVAL, "qgemm: unsupported shape N=%d K=%d cols=%d", a.N, a.K, a.w.cols);
+    // LILY_CUDA_QG_GENERIC (debug bitmask): 1 = dense 4-bit, 2 = 8-bit, 4 = grouped products take the
+    // slow path too, to tell a tensor-core kernel fault from one elsewhere; 8 = the slow path rounds
+    // the dequantised weights to bf16 as the tensor-core kernel does.
+    static int force = -1;
+    if (force < 0) {
+        const char *e = getenv("LILY_CUDA_QG_GENERIC");
+        force = e ? atoi(e) : 0;
+    }
+    const bool forced = ((force & 1) && a.w.bits == 4 && !a.tile_off) || ((force & 2) && a.w.bits == 8) ||
+                        ((force & 4) && a.tile_off);
+    if (forced || a.w.fmt == DQ_DENSE || a.K % QG_BK || a.N % 2 || (a.w.bits != 4 && a.w.bits != 8) ||
+        a.w.group < 32 || (a.epi == QG_GLU && (a.w2.bits != a.w.bits || a.w2.group != a.w.group))) {
+        if (a.M > 0 && a.N > 0)
+            qgemm_generic_kernel<<<dim3((a.N + 127) / 128, a.M), 128, 0, st>>>(a, (force & 8) != 0);
+        return 0;
+    }
     if (tile_m == 0) tile_m = qgemm_pick_tile(a.tile_off ? a.M / (a.n_groups > 0 ? a.n_groups : 1) : a.M);
     int bm = tile_m == 16 || tile_m == 32 || tile_m == 64 ? tile_m : 128;
     int grid_x = a.tile_off ? max_tiles : (a.M + bm - 1) / bm;

@@ -21,7 +21,8 @@
 //   lily-gpu-test e2e [seed]          a tiny random 4-bit model: GPU (fp32 and bf16 activations) vs
 //                                     the CPU backend, graph vs plain launches, snapshots, bad input
 //   lily-gpu-test fixtures DIR...     HF fixtures (tests/fixtures/models/*): GPU vs ref_logits.f32 in
-//                                     three step modes, fp32 and bf16 activations
+//                                     five modes (all, step 1, step 3, prefill chunks of 5, token by
+//                                     token), fp32 and bf16 activations
 //   lily-gpu-test compare DIR [positions] [layers,...]
 //                                     a (full-size) checkpoint: CPU vs GPU logits, teacher-forced,
 //                                     for the model truncated to each layer count; per-layer RMS dump
@@ -121,6 +122,64 @@ static std::vector<int> random_tokens(int n, int V, uint64_t seed) {
 #define BF16_REL_WORST 1e-1
 #define BF16_GAP 2e-2 // decisive positions for the bf16 argmax check: top-2 gap > 2 % of max|ref|
 
+// A snapshot (layout: forward_cuda.cu save_cuda) as floats: position, then per layer K/V (bf16 in
+// the default mode) or conv ring and GDN state (fp32).
+static std::vector<float> snapshot_floats(const lily_model *m, const std::vector<char> &snap, int pos) {
+    const lily_config &c = m->cfg;
+    std::vector<float> out;
+    const char *p = snap.data() + sizeof(int);
+    for (int l = 0; l < c.n_layers; l++) {
+        if (m->w.layers[l].full) {
+            size_t n = 2 * (size_t)c.n_kv_heads * pos * c.head_dim;
+            for (size_t i = 0; i < n; i++, p += 2) {
+                uint16_t h;
+                memcpy(&h, p, 2);
+                out.push_back(lily_bf16_to_f32(h));
+            }
+        } else {
+            size_t n = (size_t)c.conv_kernel * lily_conv_dim(&c) + (size_t)c.lin_v_heads * c.lin_v_dim * c.lin_k_dim;
+            for (size_t i = 0; i < n; i++, p += 4) {
+                float f;
+                memcpy(&f, p, 4);
+                out.push_back(f);
+            }
+        }
+    }
+    return out;
+}
+
+// Prefill-then-decode: a chunked prefill of the prompt (chunks of 7) followed by 8 decode steps
+// gives the same next-step logits and the same saved state as a token-by-token prefill, to bf16
+// rounding (bf16 activations; the two paths sum in different orders).
+static void prefill_then_decode(const lily_backend *be, void *ctx, const lily_model *m,
+                                const std::vector<int> &toks, int V) {
+    const int np = 24, nd = 8;
+    std::vector<float> lg[2];
+    std::vector<char> snap[2];
+    for (int k = 0; k < 2; k++) {
+        lily_cuda_set_opt(ctx, LILY_CUDA_OPT_PREFILL, k == 0);
+        lily_cuda_set_opt(ctx, LILY_CUDA_OPT_CHUNK, 7);
+        void *st;
+        int rc = be->state_new(ctx, 64, &st);
+        if (rc) die("state_new", rc);
+        if ((rc = be->forward(ctx, st, toks.data(), np, NULL, 0))) die("forward", rc);
+        snap[k].resize(be->state_save_size(ctx, st));
+        if ((rc = be->state_save(ctx, st, snap[k].data()))) die("save", rc);
+        lg[k].resize((size_t)nd * V);
+        for (int i = 0; i < nd; i++)
+            if ((rc = be->forward(ctx, st, &toks[np + i], 1, lg[k].data() + (size_t)i * V, 0))) die("forward", rc);
+        be->state_free(ctx, st);
+    }
+    lily_cuda_set_opt(ctx, LILY_CUDA_OPT_PREFILL, 1);
+    lily_cuda_set_opt(ctx, LILY_CUDA_OPT_CHUNK, 1024);
+    std::vector<float> sa = snapshot_floats(m, snap[0], np), sb = snapshot_floats(m, snap[1], np);
+    cmp_stats c = compare(lg[0].data(), lg[1].data(), nd, V, BF16_GAP);
+    double es = rel_l2(sa.data(), sb.data(), sa.size());
+    report(snap[0].size() == snap[1].size() && c.rel_worst < BF16_REL_MEAN && c.dec_agree == c.dec_n && es < 1e-2,
+           "e2e chunked prefill (chunks of 7) then %d decode steps vs token-by-token prefill: next-step logits rel_l2 worst %.2e, top-1 %d/%d (decisive %d/%d); snapshot rel_l2 %.2e",
+           nd, c.rel_worst, c.agree, nd, c.dec_agree, c.dec_n, es);
+}
+
 static int run_e2e(uint64_t seed) {
     const lily_backend *be = &lily_backend_cuda, *cpu = &lily_backend_cpu;
     lily_config c = config_tiny();
@@ -144,8 +203,28 @@ static int run_e2e(uint64_t seed) {
     report(s16.rel_mean < BF16_REL_MEAN && s16.rel_worst < BF16_REL_WORST && s16.dec_agree == s16.dec_n,
            "e2e tiny model, %d positions, GPU bf16 activations vs CPU backend (fp32): rel_l2 mean %.2e worst %.2e, top-1 %d/%d (decisive %d/%d)",
            N, s16.rel_mean, s16.rel_worst, s16.agree, N, s16.dec_agree, s16.dec_n);
+    // Chunked prefill (prefill kernels, bf16): the whole prompt in one call with the default chunk and
+    // with chunks of 7, and calls of 3 tokens: the same tolerance against the CPU backend as token by
+    // token, and close to token by token.
+    {
+        lily_cuda_set_opt(ctx, LILY_CUDA_OPT_PREFILL, 1);
+        struct { const char *name; int chunk, step; } pm[3] = {{"one call", 1024, 0}, {"one call, chunks of 7", 7, 0}, {"calls of 3", 1024, 3}};
+        for (auto &q : pm) {
+            lily_cuda_set_opt(ctx, LILY_CUDA_OPT_CHUNK, q.chunk);
+            std::vector<float> g = run_logits(be, ctx, tf, V, q.step);
+            cmp_stats sp = compare(g.data(), ref.data(), N, V, BF16_GAP);
+            double e = rel_l2(g.data(), g16.data(), g.size());
+            report(sp.rel_mean < BF16_REL_MEAN && sp.rel_worst < BF16_REL_WORST && sp.dec_agree == sp.dec_n && e < BF16_REL_MEAN,
+                   "e2e chunked prefill (%s) vs CPU backend: rel_l2 mean %.2e worst %.2e, top-1 %d/%d (decisive %d/%d); vs token by token rel_l2 %.2e",
+                   q.name, sp.rel_mean, sp.rel_worst, sp.agree, N, sp.dec_agree, sp.dec_n, e);
+        }
+        lily_cuda_set_opt(ctx, LILY_CUDA_OPT_CHUNK, 1024);
+    }
+    prefill_then_decode(be, ctx, m, tf, V);
     cpu->free(cctx);
-    // Plain launches vs graph, prefill with all logits vs token by token, snapshots.
+    // Plain launches vs graph, prefill with all logits vs token by token, snapshots (token-by-token
+    // prefill: the chunked path rounds differently by design).
+    lily_cuda_set_opt(ctx, LILY_CUDA_OPT_PREFILL, 0);
     std::vector<int> toks(24);
     rng r(seed + 2);
     for (int &t : toks) t = (int)(r.next() % (uint64_t)V);
@@ -159,6 +238,7 @@ static int run_e2e(uint64_t seed) {
         if ((rc = be->forward(ctx, st, &toks[i], 1, b.data() + (size_t)i * V, 0))) die("forward", rc);
     report(!memcmp(a.data(), b.data(), a.size() * 4), "e2e graph + all-logits prefill == plain launches token by token (bitwise)");
     lily_cuda_set_opt(ctx, LILY_CUDA_OPT_GRAPH, 1);
+    lily_cuda_set_opt(ctx, LILY_CUDA_OPT_PREFILL, 1);
     // Snapshot at 10, run 5, restore, run the same 5: same logits.
     be->state_reset(ctx, st);
     be->forward(ctx, st, toks.data(), 10, NULL, 0);
@@ -169,13 +249,15 @@ static int run_e2e(uint64_t seed) {
     rc = be->state_load(ctx, st, snap.data(), snap.size());
     be->forward(ctx, st, toks.data() + 10, 5, s2.data(), 0);
     report(!rc && be->state_pos(ctx, st) == 15 && !memcmp(s1.data(), s2.data(), V * 4), "e2e snapshot save/load restores the state exactly");
-    // Split-KV and GQA switches change nothing beyond rounding.
+    // Split-KV and GQA switches change nothing beyond rounding (decode kernels: token by token).
+    lily_cuda_set_opt(ctx, LILY_CUDA_OPT_PREFILL, 0);
     lily_cuda_set_opt(ctx, LILY_CUDA_OPT_ATTN_SPLIT, 1);
     lily_cuda_set_opt(ctx, LILY_CUDA_OPT_GQA, 1);
     be->state_reset(ctx, st);
     be->forward(ctx, st, toks.data(), 24, b.data(), 1);
     double e = rel_l2(b.data(), a.data(), b.size());
     report(e < 1e-2, "e2e ablation switches (no split-KV, GQA packing on) vs defaults: rel_l2 %.2e", e);
+    lily_cuda_set_opt(ctx, LILY_CUDA_OPT_PREFILL, 1);
     // Bad input: out-of-range token and context overflow are errors, state unchanged.
     int bad = V + 5;
     int pos0 = be->state_pos(ctx, st);
@@ -261,11 +343,15 @@ static int run_fixtures(int argc, char **argv) {
         void *ctx;
         if ((rc = be->init(&m, &ctx))) die("init", rc);
         printf("%s: %d positions, vocab %d\n", dir.c_str(), n, V);
-        const int steps[3] = {0, 1, 3};
-        const char *sname[3] = {"all", "step1", "step3"};
+        // "chunk5": one call, prefill chunks of 5 tokens (bf16: the prefill kernels; fp32 activations
+        // always run token by token); "tokenwise": one call with the prefill switch off.
+        const int steps[5] = {0, 1, 3, 0, 0};
+        const char *sname[5] = {"all", "step1", "step3", "chunk5", "tokenwise"};
         for (int f32 = 1; f32 >= 0; f32--) {
             lily_cuda_set_opt(ctx, LILY_CUDA_OPT_F32ACT, f32);
-            for (int k = 0; k < 3; k++) {
+            for (int k = 0; k < 5; k++) {
+                lily_cuda_set_opt(ctx, LILY_CUDA_OPT_CHUNK, k == 3 ? 5 : 1024);
+                lily_cuda_set_opt(ctx, LILY_CUDA_OPT_PREFILL, k != 4);
                 std::vector<float> got = run_logits(be, ctx, ids, V, steps[k]);
                 // fp32: the fixture test's own tolerance (2e-4 max|ref| + 1e-4, argmax at gaps > 2 tol).
                 double tol = 2e-4 * 1.0, gap;
