@@ -325,8 +325,18 @@ static void test_moe_pf(rng &r) {
         std::vector<float> dg(gout.size()), dr(gout.size());
         for (size_t i = 0; i < gout.size(); i++) dg[i] = gout[i] - res[i], dr[i] = ref[i] - res[i];
         double eo = rel_l2(dg.data(), dr.data(), dg.size());
-        bool ok = !rc && ids_ok && ew <= 1.0 / 256 && map_ok && !count_nonfinite(gout.data(), gout.size()) && eo < 1e-2 && elg < 1e-2;
-        report(ok, "moe prefill T=%d H=%d I=%d E=%d top%d Is=%d %s tile=%d: groups empty %d, largest %d rows; ids %s, wts max rel err %.1e (tol 2^-8), map %s, logits rel_l2 %.1e, out-res rel_l2 %.2e (tol 1e-2)",
+        // out = bf16(res + moe): its own final rounding may cost up to half a bf16 step of |out|
+        // (2^-9 relative), which the difference out - res inherits however small the block's
+        // contribution is. Allow that on top of 1e-2 of the contribution (a T=1 case with a small
+        // contribution failed a plain 1e-2 relative check at 1.2e-2).
+        double num = 0, den = 0, rnd = 0;
+        for (size_t i = 0; i < dg.size(); i++) {
+            double d = (double)dg[i] - dr[i];
+            num += d * d, den += (double)dr[i] * dr[i], rnd += (double)gout[i] * gout[i];
+        }
+        bool out_ok = sqrt(num) <= 1e-2 * sqrt(den) + sqrt(rnd) / 512.0;
+        bool ok = !rc && ids_ok && ew <= 1.0 / 256 && map_ok && !count_nonfinite(gout.data(), gout.size()) && out_ok && elg < 1e-2;
+        report(ok, "moe prefill T=%d H=%d I=%d E=%d top%d Is=%d %s tile=%d: groups empty %d, largest %d rows; ids %s, wts max rel err %.1e (tol 2^-8), map %s, logits rel_l2 %.1e, out-res rel_l2 %.2e (tol 1e-2 + half a bf16 step of |out|)",
                T, k.H, k.I, k.E, k.K, k.Is, k.skew ? "skewed" : "router", tile, empty, biggest, ids_ok ? "equal" : "DIFFER", ew,
                map_ok ? "ok" : "BAD", elg, eo);
         free_all();
