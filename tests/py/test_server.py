@@ -234,11 +234,16 @@ def test_concurrent_clients_served_in_order(srv):
         except Exception as e:  # noqa: BLE001
             errors.append(e)
     threads = []
+    base = srv.metrics()["lily_requests_total"]
     for i in range(6):
         t = threading.Thread(target=worker, args=(i,))
         t.start()
         threads.append(t)
-        time.sleep(0.1)  # arrival order 0..5, each arriving while others still run
+        # Arrival order 0..5: wait until the server has counted request i before sending i+1 (a
+        # fixed sleep let a slow thread on a loaded machine arrive out of order).
+        deadline = time.time() + 30
+        while srv.metrics()["lily_requests_total"] < base + i + 1 and time.time() < deadline:
+            time.sleep(0.01)
     for t in threads:
         t.join(120)
     assert not errors and len(results) == 6
