@@ -340,6 +340,8 @@ void parse_delta_free(struct parse_delta *d) {
     d->reasoning = d->content = NULL;
 }
 
+int parse_in_reasoning(const struct lily_parser *p) { return p->state == P_REASON; }
+
 int parse_n_tool_calls(const struct lily_parser *p) { return p->n_calls; }
 
 const char *parse_tool_name(const struct lily_parser *p, int i) {

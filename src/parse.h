@@ -33,6 +33,10 @@ struct parse_delta {
 int parse_take(struct lily_parser *p, struct parse_delta *d);
 void parse_delta_free(struct parse_delta *d);
 
+// 1 while inside <think> (what is fed next would be reasoning): the server counts a token as
+// reasoning when this holds before or after feeding its text (so <think> and </think> count).
+int parse_in_reasoning(const struct lily_parser *p);
+
 // Completed tool calls, in order: name and arguments (a JSON object text).
 int parse_n_tool_calls(const struct lily_parser *p);
 const char *parse_tool_name(const struct lily_parser *p, int i);

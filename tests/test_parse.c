@@ -126,6 +126,30 @@ static void test_think_tag_in_content(void **st) {
     check("partial </thi", 1, NULL, 1, "R=partial </thi|C=|");
 }
 
+// Tokens counted as reasoning the way the server counts them: inside <think> before or after the
+// token's text is fed (so the opening and closing tags count).
+static int count_reasoning(const char *const *toks, int n, int in_reasoning) {
+    struct lily_parser *p = parse_new(in_reasoning, NULL, 1);
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        int was = parse_in_reasoning(p);
+        parse_feed(p, toks[i], strlen(toks[i]));
+        k += was || parse_in_reasoning(p);
+    }
+    parse_free(p);
+    return k;
+}
+
+static void test_in_reasoning(void **st) {
+    (void)st;
+    const char *a[] = {"Let", " me", "\n", "</think>", "\n\n", "Hi", "<tool_call>"};
+    assert_int_equal(count_reasoning(a, 7, 1), 4);
+    assert_int_equal(count_reasoning(a, 3, 1), 3); // cut off while thinking
+    assert_int_equal(count_reasoning(a, 7, 0), 0); // thinking off: </think> is content
+    const char *b[] = {"\n", "<think>", "x", "</think>", "y"};
+    assert_int_equal(count_reasoning(b, 5, 0), 3);
+}
+
 static void test_tool_calls(void **st) {
     (void)st;
     check("The user wants weather.\n</think>\n\n<tool_call>\n<function=get_weather>\n"
@@ -241,6 +265,7 @@ int main(void) {
         cmocka_unit_test(test_reasoning_then_content), cmocka_unit_test(test_think_tag_in_content),
         cmocka_unit_test(test_tool_calls),             cmocka_unit_test(test_typed_values),
         cmocka_unit_test(test_malformed),              cmocka_unit_test(test_soup_consistent),
+        cmocka_unit_test(test_in_reasoning),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
