@@ -182,7 +182,7 @@ static void test_error_body_is_json(void **st) {
 
 static void test_responses(void **st) {
     (void)st;
-    struct oai_usage u = {10, 3, 4};
+    struct oai_usage u = {10, 3, 4, 2};
     struct oai_tool_call c = {"call_1", "f", "{\"a\":1}"};
     json_t *o = oai_chat_response("chatcmpl-1", 5, "m", NULL, "why", &c, 1, "tool_calls", &u, NULL);
     json_t *ch = json_array_get(json_object_get(o, "choices"), 0);
@@ -195,6 +195,9 @@ static void test_responses(void **st) {
     assert_int_equal(json_integer_value(json_object_get(
                          json_object_get(usage, "prompt_tokens_details"), "cached_tokens")),
                      4);
+    assert_int_equal(json_integer_value(json_object_get(
+                         json_object_get(usage, "completion_tokens_details"), "reasoning_tokens")),
+                     2);
     json_decref(o);
     size_t n;
     char *sse = oai_sse(oai_usage_chunk("chat.completion.chunk", "id", 1, "m", &u), &n);

@@ -55,6 +55,7 @@ struct conn {
     char *content, *reasoning;
     size_t content_len, content_cap, reasoning_len, reasoning_cap;
     json_t *logprobs;          // array of entries
+    size_t text_off;           // streamed completions: text_offset of the next token
     int n_calls_sent;          // tool calls already emitted
     struct oai_tool_call *calls;
     char (*call_ids)[40];
@@ -65,6 +66,7 @@ struct conn {
     int stream_done;
     double last_write;
     struct oai_usage usage;
+    int n_reasoning;           // generated tokens inside <think> so far (chat)
     const char *finish;
 };
 
@@ -279,6 +281,29 @@ static json_t *take_tool_calls(struct conn *c, int stream) {
     return a;
 }
 
+// Logprob entries in the legacy completions shape (parallel arrays); `*off` is the text offset of
+// the first entry and advances past the last, so that streamed chunks continue the offsets.
+static json_t *legacy_logprobs(const json_t *entries, size_t *off) {
+    json_t *toks = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
+    size_t i;
+    json_t *en;
+    json_array_foreach(entries, i, en) {
+        json_t *t = json_object_get(en, "token");
+        json_array_append(toks, t);
+        json_array_append(lps, json_object_get(en, "logprob"));
+        json_array_append_new(offs, json_integer((json_int_t)*off));
+        *off += json_string_length(t);
+        json_t *m = json_object(), *x;
+        size_t k;
+        json_array_foreach(json_object_get(en, "top_logprobs"), k, x)
+            json_object_set(m, json_string_value(json_object_get(x, "token")),
+                            json_object_get(x, "logprob"));
+        json_array_append_new(tops, m);
+    }
+    return json_pack("{s:o, s:o, s:o, s:o}", "tokens", toks, "token_logprobs", lps,
+                     "top_logprobs", tops, "text_offset", offs);
+}
+
 // One engine event into the response: accumulate (non-streaming) or append SSE (streaming).
 static void consume(struct conn *c, struct engine_event *ev) {
     struct server *s = c->srv;
@@ -289,20 +314,29 @@ static void consume(struct conn *c, struct engine_event *ev) {
         c->usage.prompt_tokens = ev->n_prompt;
         c->usage.completion_tokens = ev->n_gen;
         c->usage.cached_tokens = ev->n_cached;
+        c->usage.reasoning_tokens = c->n_reasoning;
     }
     if (c->req.kind == OAI_COMPLETION) {
         if (!stream) {
             buf_add(&c->content, &c->content_len, &c->content_cap, ev->text, ev->len);
             if (lp) json_array_append_new(c->logprobs, lp);
         } else {
-            json_decref(lp); // completions streaming: logprobs omitted
-            if (ev->len)
-                sse_add(c, oai_completion_chunk(c->id, c->created, s->o.model_id, ev->text, NULL,
+            // A token whose text is held back (a possible stop string, partial UTF-8) still gets
+            // its chunk when logprobs are asked for, with empty text.
+            json_t *lpo = NULL;
+            if (lp) {
+                json_t *one = json_pack("[o]", lp);
+                lpo = legacy_logprobs(one, &c->text_off);
+                json_decref(one);
+            }
+            if (ev->len || lpo)
+                sse_add(c, oai_completion_chunk(c->id, c->created, s->o.model_id,
+                                                ev->text ? ev->text : "", NULL, lpo,
                                                 c->req.include_usage));
         }
         if (ev->type == ENGINE_EV_DONE) c->finish = finish_name(c, ev->finish);
         if (ev->type == ENGINE_EV_DONE && stream) {
-            sse_add(c, oai_completion_chunk(c->id, c->created, s->o.model_id, "", c->finish,
+            sse_add(c, oai_completion_chunk(c->id, c->created, s->o.model_id, "", c->finish, NULL,
                                             c->req.include_usage));
             if (c->req.include_usage)
                 sse_add(c, oai_usage_chunk("text_completion", c->id, c->created, s->o.model_id,
@@ -310,7 +344,11 @@ static void consume(struct conn *c, struct engine_event *ev) {
         }
         return;
     }
+    // The parser decides what is reasoning: a token counts if it is fed inside <think> or opens it.
+    int was_reasoning = parse_in_reasoning(c->parser);
     parse_feed(c->parser, ev->text, ev->len);
+    if (ev->type == ENGINE_EV_TOKEN && (was_reasoning || parse_in_reasoning(c->parser)))
+        c->n_reasoning++;
     if (ev->type == ENGINE_EV_DONE) parse_finish(c->parser);
     struct parse_delta d = {0};
     parse_take(c->parser, &d);
@@ -352,25 +390,8 @@ static enum MHD_Result send_result(struct conn *c) {
     if (c->req.logprobs && c->req.kind == OAI_CHAT) {
         lp = json_pack("{s:O, s:n}", "content", c->logprobs, "refusal");
     } else if (c->req.logprobs) {
-        // The legacy completions shape: parallel arrays.
-        json_t *toks = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
-        size_t i, off = 0;
-        json_t *en;
-        json_array_foreach(c->logprobs, i, en) {
-            json_t *t = json_object_get(en, "token");
-            json_array_append(toks, t);
-            json_array_append(lps, json_object_get(en, "logprob"));
-            json_array_append_new(offs, json_integer((json_int_t)off));
-            off += json_string_length(t);
-            json_t *m = json_object(), *x;
-            size_t k;
-            json_array_foreach(json_object_get(en, "top_logprobs"), k, x)
-                json_object_set(m, json_string_value(json_object_get(x, "token")),
-                                json_object_get(x, "logprob"));
-            json_array_append_new(tops, m);
-        }
-        lp = json_pack("{s:o, s:o, s:o, s:o}", "tokens", toks, "token_logprobs", lps,
-                       "top_logprobs", tops, "text_offset", offs);
+        size_t off = 0;
+        lp = legacy_logprobs(c->logprobs, &off);
     }
     json_t *o;
     if (c->req.kind == OAI_COMPLETION)

@@ -636,10 +636,11 @@ char *oai_error_body(const struct oai_error *e) {
 }
 
 json_t *oai_usage_json(const struct oai_usage *u) {
-    return json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", u->prompt_tokens,
+    return json_pack("{s:i, s:i, s:i, s:{s:i}, s:{s:i}}", "prompt_tokens", u->prompt_tokens,
                      "completion_tokens", u->completion_tokens, "total_tokens",
                      u->prompt_tokens + u->completion_tokens, "prompt_tokens_details",
-                     "cached_tokens", u->cached_tokens);
+                     "cached_tokens", u->cached_tokens, "completion_tokens_details",
+                     "reasoning_tokens", u->reasoning_tokens);
 }
 
 static json_t *tool_calls_json(const struct oai_tool_call *calls, int n, int with_index) {
@@ -695,9 +696,10 @@ json_t *oai_completion_response(const char *id, long created, const char *model,
 }
 
 json_t *oai_completion_chunk(const char *id, long created, const char *model, const char *text,
-                             const char *finish, int include_usage) {
-    json_t *choice = json_pack("{s:s, s:i, s:n, s:o}", "text", text, "index", 0, "logprobs",
-                               "finish_reason", finish ? json_string(finish) : json_null());
+                             const char *finish, json_t *logprobs, int include_usage) {
+    json_t *choice = json_pack("{s:s, s:i, s:o, s:o}", "text", text, "index", 0, "logprobs",
+                               logprobs ? logprobs : json_null(), "finish_reason",
+                               finish ? json_string(finish) : json_null());
     json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", id, "object", "text_completion",
                           "created", (json_int_t)created, "model", model, "choices", choice);
     if (include_usage) json_object_set_new(o, "usage", json_null());

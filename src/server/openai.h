@@ -81,6 +81,7 @@ struct oai_usage {
     int prompt_tokens;
     int completion_tokens;
     int cached_tokens;
+    int reasoning_tokens; // generated tokens inside <think> (chat; 0 for completions)
 };
 
 struct oai_tool_call {
@@ -110,7 +111,7 @@ json_t *oai_usage_chunk(const char *object, const char *id, long created, const 
 json_t *oai_completion_response(const char *id, long created, const char *model, const char *text,
                                 const char *finish, const struct oai_usage *u, json_t *logprobs);
 json_t *oai_completion_chunk(const char *id, long created, const char *model, const char *text,
-                             const char *finish, int include_usage);
+                             const char *finish, json_t *logprobs, int include_usage);
 
 // One logprobs "content" entry for a token of text `tok` (bytes = its UTF-8 bytes).
 json_t *oai_logprob_entry(const char *tok, size_t len, float lp);

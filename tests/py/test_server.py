@@ -174,6 +174,32 @@ def test_completions(srv):
     assert len(r2.choices[0].logprobs.tokens) == 6
 
 
+def test_completions_streaming_logprobs(srv):
+    """Streamed legacy logprobs: per-chunk parallel arrays that join into the non-streaming ones
+    (text_offset continuing across chunks)."""
+    args = dict(model="x", prompt="Once upon a time", max_tokens=6, temperature=0, logprobs=3,
+                logit_bias=NO_END)
+    c = srv.client()
+    r = c.completions.create(**args).choices[0]
+    s = [x.choices[0] for x in c.completions.create(stream=True, **args) if x.choices]
+    assert s[-1].finish_reason == "length" and "".join(x.text for x in s) == r.text
+    lps = [x.logprobs for x in s if x.logprobs]
+    assert len(lps) == 6 and all(len(x.tokens) == 1 for x in lps)
+    assert [t for x in lps for t in x.tokens] == r.logprobs.tokens
+    assert [o for x in lps for o in x.text_offset] == r.logprobs.text_offset
+    assert r.logprobs.text_offset[0] == 0
+    got = [v for x in lps for v in x.token_logprobs]
+    assert got == pytest.approx(r.logprobs.token_logprobs, abs=1e-4)
+    for a, b in zip([t for x in lps for t in x.top_logprobs], r.logprobs.top_logprobs):
+        assert len(a) == len(b) == 3 and a.keys() == b.keys()
+    # Without logprobs the chunks carry "logprobs": null; out of range is a 400.
+    s = list(c.completions.create(model="x", prompt="Once", max_tokens=3, stream=True))
+    assert all(x.choices[0].logprobs is None for x in s if x.choices)
+    for bad in (-1, 21):
+        st, _, b = srv.post("/v1/completions", {"prompt": "a", "logprobs": bad, "stream": True})
+        assert st == 400 and json.loads(b)["error"]["param"] == "logprobs"
+
+
 def test_curl_streaming(srv):
     body = json.dumps({"model": "m", "messages": MSGS, "max_tokens": 5, "stream": True})
     out = subprocess.run(["curl", "-sN", "--max-time", "60", srv.url + "/v1/chat/completions",
@@ -370,6 +396,34 @@ def test_reasoning_split_and_input_aliases(scripted):
              {"role": "tool", "content": "x"}]
         return c.chat.completions.create(model="m", messages=h, max_tokens=1).usage.prompt_tokens
     assert turn("reasoning_content") == turn("reasoning")
+
+
+def test_reasoning_tokens(scripted, model):
+    """usage.completion_tokens_details.reasoning_tokens counts the generated tokens up to and
+    including </think>, as `lily tokenize` splits the reasoning part of the script."""
+    from lily_server import LILY
+    reasoning = SCRIPT[:SCRIPT.index("</think>") + len("</think>")]
+    out = subprocess.run([LILY, "tokenize", "--model", model, "--text", reasoning],
+                         capture_output=True, text=True, check=True, timeout=60).stdout
+    want = len(json.loads(out))
+    assert want > 2
+    c = scripted.client()
+    msgs = [{"role": "user", "content": "hi"}]
+    r = c.chat.completions.create(model="m", messages=msgs)
+    assert r.usage.completion_tokens_details.reasoning_tokens == want
+    assert r.usage.completion_tokens > want
+    chunks = list(c.chat.completions.create(model="m", messages=msgs, stream=True,
+                                            stream_options={"include_usage": True}))
+    assert chunks[-1].usage.completion_tokens_details.reasoning_tokens == want
+    # Cut inside the reasoning: every generated token is reasoning.
+    r = c.chat.completions.create(model="m", messages=msgs, max_tokens=3)
+    assert r.usage.completion_tokens_details.reasoning_tokens == 3
+    # Thinking off: the prompt closes <think> itself, so nothing generated is reasoning.
+    r = c.chat.completions.create(model="m", messages=msgs, reasoning_effort="none")
+    assert r.usage.completion_tokens_details.reasoning_tokens == 0
+    assert "</think>" in r.choices[0].message.content
+    r = c.completions.create(model="m", prompt="hi", max_tokens=4)
+    assert r.usage.completion_tokens_details.reasoning_tokens == 0
 
 
 def test_run_and_chat_cli(model):
