@@ -20,35 +20,15 @@
 
 #define MAX_IDS 1000000
 
-// Parse "1,2,3" into a malloc'd array. Returns the count, or -1 after printing an error.
+// Parse "1,2,3" (the contract's strict form) into a malloc'd array. Returns the count, or -1
+// after printing an error.
 static int parse_ids(const char *s, int **out) {
-    int n = 0, cap = 16;
-    int *ids = xmalloc((size_t)cap * sizeof(int));
-    const char *p = s;
-    for (;;) {
-        if (*p < '0' || *p > '9') goto bad;
-        errno = 0;
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (errno || v > INT32_MAX) goto bad;
-        if (n == MAX_IDS) {
-            fprintf(stderr, "lily: more than %d ids\n", MAX_IDS);
-            free(ids);
-            return -1;
-        }
-        if (n == cap) ids = xrealloc(ids, (size_t)(cap *= 2) * sizeof(int));
-        ids[n++] = (int)v;
-        p = end;
-        if (!*p) break;
-        if (*p != ',') goto bad;
-        p++;
+    int n;
+    if (lily_parse_ids(s, 1, out, &n)) {
+        fprintf(stderr, "lily: --ids '%.40s': %s\n", s, lily_err_msg());
+        return -1;
     }
-    *out = ids;
     return n;
-bad:
-    fprintf(stderr, "lily: --ids must be comma-separated non-negative integers, got '%s'\n", s);
-    free(ids);
-    return -1;
 }
 
 // The model, backend, context and a state of max_ctx positions, or an error printed.

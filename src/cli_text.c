@@ -68,34 +68,6 @@ int cli_tokenize(int argc, char **argv) {
     return fflush(stdout) ? 1 : 0;
 }
 
-// Parse "1,2,3" (also "[1, 2, 3]", as tokenize prints it) into ids.
-static int parse_ids(const char *s, int **ids, int *n) {
-    size_t cap = 16;
-    *ids = xmalloc(cap * sizeof(int));
-    *n = 0;
-    const char *p = s;
-    while (*p == ' ' || *p == '[') p++;
-    while (*p && *p != ']') {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < -2147483647L || v > 2147483647L) {
-            free(*ids);
-            return lily_err_set(LILY_EINVAL, "--ids: '%.20s' is not a comma-separated list of integers", p);
-        }
-        if ((size_t)*n == cap) *ids = xrealloc(*ids, (cap *= 2) * sizeof(int));
-        (*ids)[(*n)++] = (int)v;
-        p = end;
-        while (*p == ' ') p++;
-        if (*p == ',') p++;
-        else if (*p && *p != ']') {
-            free(*ids);
-            return lily_err_set(LILY_EINVAL, "--ids: unexpected '%c'", *p);
-        }
-        while (*p == ' ') p++;
-    }
-    return 0;
-}
-
 int cli_detokenize(int argc, char **argv) {
     struct cli_opt o[] = {{"--model", 1, NULL}, {"--ids", 1, NULL}, {"--skip-special", 0, NULL}};
     int no = 3;
@@ -107,7 +79,10 @@ int cli_detokenize(int argc, char **argv) {
         return 2;
     }
     int *ids, n;
-    if (parse_ids(list, &ids, &n)) return fail();
+    if (lily_parse_ids(list, 0, &ids, &n)) {
+        fprintf(stderr, "lily: --ids: %s\n", lily_err_msg());
+        return 1;
+    }
     struct lily_tokenizer *t;
     if (tok_load(dir, &t)) {
         free(ids);

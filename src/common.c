@@ -28,10 +28,14 @@ const char *lily_strerror(int code) {
 }
 
 int lily_err_set(int code, const char *fmt, ...) {
+    // Format into a scratch buffer first: callers may pass lily_err_msg() itself as an argument
+    // to add context to the last message ("%s: %s", path, lily_err_msg()).
+    char tmp[sizeof err_buf];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err_buf, sizeof err_buf, fmt, ap);
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
+    memcpy(err_buf, tmp, sizeof err_buf);
     // Keep the message on one line whatever the input held.
     for (char *p = err_buf; *p; p++)
         if (*p == '\n' || *p == '\r') *p = ' ';
@@ -134,6 +138,53 @@ int lily_read_file(const char *path, size_t max_bytes, char **out, size_t *out_l
     *out = buf;
     if (out_len) *out_len = n;
     return 0;
+}
+
+int lily_parse_ids(const char *s, int strict, int **ids, int *n) {
+    int cap = 16, cnt = 0;
+    int *v = xmalloc((size_t)cap * sizeof *v);
+    const char *p = s, *sep = strict ? "," : ", \t\r\n";
+    if (!strict)
+        while (*p && (strchr(sep, *p) || *p == '[')) p++;
+    while (*p && (strict || *p != ']')) {
+        if (!((*p >= '0' && *p <= '9') || (!strict && *p == '-'))) goto bad;
+        char *end;
+        errno = 0;
+        long x = strtol(p, &end, 10);
+        if (end == p) goto bad;
+        if (errno || x > INT32_MAX || x < -INT32_MAX) {
+            free(v);
+            return lily_err_set(LILY_ERANGE, "byte %ld: token id %.24s is out of range", (long)(p - s), p);
+        }
+        if (cnt == (1 << 24)) {
+            free(v);
+            return lily_err_set(LILY_ERANGE, "more than %d token ids", 1 << 24);
+        }
+        if (cnt == cap) v = xrealloc(v, (size_t)(cap *= 2) * sizeof *v);
+        v[cnt++] = (int)x;
+        p = end;
+        if (strict) {
+            if (*p == ',' && p[1]) p++;
+            else if (*p) goto bad;
+        } else {
+            if (*p && !strchr(sep, *p) && *p != ']') goto bad;
+            while (*p && strchr(sep, *p)) p++;
+        }
+    }
+    if (!strict && *p == ']') {
+        p++;
+        while (*p && strchr(", \t\r\n", *p)) p++;
+        if (*p) goto bad;
+    }
+    if (cnt == 0) goto bad;
+    *ids = v;
+    *n = cnt;
+    return 0;
+bad:
+    free(v);
+    return lily_err_set(LILY_EINVAL, "byte %ld: expected a token id (%s)", (long)(p - s),
+                        strict ? "comma-separated non-negative integers"
+                               : "integers separated by commas or white space");
 }
 
 char *lily_path_join(const char *dir, const char *name) {

@@ -73,6 +73,13 @@ double lily_time(void);
 // `max_bytes` bounds the size (0 = no bound beyond memory).
 int lily_read_file(const char *path, size_t max_bytes, char **out, size_t *out_len);
 
+// Parse a list of token ids into a malloc'd array (*n >= 1). strict = 1 accepts exactly
+// "1,2,3" (the `--ids` contract of lily logits); strict = 0 also accepts white space as a
+// separator, repeated separators, "[1, 2, 3]" as `lily tokenize` prints it, and a minus sign (so
+// that the caller's range check names a negative id). Ranges against a vocabulary are the
+// caller's. Returns 0, or LILY_EINVAL with a message giving the byte offset of the problem.
+int lily_parse_ids(const char *s, int strict, int **ids, int *n);
+
 // Join a directory and a file name into a malloc'd path.
 char *lily_path_join(const char *dir, const char *name);
 

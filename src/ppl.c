@@ -29,42 +29,18 @@ int ppl_read_ids(const char *path, int vocab, int **ids, int *n) {
     size_t len;
     int rc = lily_read_file(path, (size_t)1 << 30, &text, &len);
     if (rc < 0) return rc;
-    int cap = 1024, cnt = 0;
-    int *v = xmalloc((size_t)cap * sizeof *v);
-    const char *p = text;
-    for (;;) {
-        while (*p == ',' || *p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
-        if (!*p) break;
-        if (*p == '-' || (*p >= '0' && *p <= '9')) {
-            char *end;
-            errno = 0;
-            long x = strtol(p, &end, 10);
-            if (end == p || (*end && !strchr(", \t\r\n", *end))) goto bad;
-            if (errno || x < 0 || x >= vocab) {
-                rc = lily_err_set(LILY_ERANGE, "%s: token id %.*s at index %d is outside the "
-                                  "vocabulary [0, %d)", path, (int)(end - p < 24 ? end - p : 24),
-                                  p, cnt, vocab);
-                free(text);
-                free(v);
-                return rc;
-            }
-            if (cnt == cap) v = xrealloc(v, (size_t)(cap *= 2) * sizeof *v);
-            v[cnt++] = (int)x;
-            p = end;
-            continue;
-        }
-    bad:
-        rc = lily_err_set(LILY_EFORMAT, "%s: byte %ld: expected a token id (digits separated by "
-                          "commas or white space)", path, (long)(p - text));
-        free(text);
-        free(v);
-        return rc;
-    }
+    int *v, cnt;
+    rc = lily_parse_ids(text, 0, &v, &cnt);
     free(text);
-    if (cnt == 0) {
-        free(v);
-        return lily_err_set(LILY_EFORMAT, "%s: no token ids", path);
-    }
+    if (rc) return lily_err_set(rc == LILY_ERANGE ? LILY_ERANGE : LILY_EFORMAT, "%s: %s", path,
+                                lily_err_msg());
+    for (int i = 0; i < cnt; i++)
+        if (v[i] < 0 || v[i] >= vocab) {
+            rc = lily_err_set(LILY_ERANGE, "%s: token id %d at index %d is outside the vocabulary "
+                              "[0, %d)", path, v[i], i, vocab);
+            free(v);
+            return rc;
+        }
     *ids = v;
     *n = cnt;
     return 0;
