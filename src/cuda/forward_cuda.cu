@@ -5,8 +5,8 @@
 // leaves the next token there, so it is captured once per state as a CUDA graph and replayed.
 // Prefill (n > 1 tokens) runs in chunks of up to LILY_CUDA_CHUNK tokens through the prefill kernels
 // (prefill.cuh: fused-dequant GEMMs, GDN scan, grouped MoE, causal attention), bf16 activations
-// only, when the "prefill" switch is on (LILY_CUDA_PREFILL=1; off by default for now, docs/PERF.md);
-// otherwise, and under LILY_CUDA_F32ACT, it is the decode step token by token.
+// only, unless the "prefill" switch is off (LILY_CUDA_PREFILL=0) or LILY_CUDA_F32ACT is set: then it
+// is the decode step token by token.
 #include <math.h>
 #include <vector>
 
@@ -351,8 +351,7 @@ static int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_GDN_SPLIT] = env_int("LILY_CUDA_GDN_SPLIT", 8);
     cx->opt[LILY_CUDA_OPT_F32ACT] = env_int("LILY_CUDA_F32ACT", 0) != 0;
     cx->opt[LILY_CUDA_OPT_PDL] = env_int("LILY_CUDA_PDL", 1) != 0;
-    // Off by default until the mlx-4bit fixture passes in bf16 mode (docs/PERF.md, CUDA prefill).
-    cx->opt[LILY_CUDA_OPT_PREFILL] = env_int("LILY_CUDA_PREFILL", 0) != 0;
+    cx->opt[LILY_CUDA_OPT_PREFILL] = env_int("LILY_CUDA_PREFILL", 1) != 0;
     cx->opt[LILY_CUDA_OPT_CHUNK] = env_int("LILY_CUDA_CHUNK", 1024);
     cx->dump = env_int("LILY_CUDA_DUMP", 0);
     *out = cx;

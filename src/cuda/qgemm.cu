@@ -4,15 +4,19 @@
 // belongs to one expert, found from a tile map built on the GPU; rows gathered from X and scattered
 // to Y through index arrays).
 //
-// Dequantisation happens in registers right before the MMA; no bf16 weight ever reaches device
-// memory. The trick that makes it cheap: a dot product does not care in which order k is summed, so
-// each thread's 16 consecutive k (the 8 bytes of 4-bit codes it reads with one 64-bit load) are
+// Dequantisation happens in registers, and exactly: the MMA multiplies the activations by the codes
+// q themselves (integers 0..255 are exact bf16 numbers), into a per-group partial accumulator, and a
+// ones column gives the group's activation sum on the same tensor cores; then acc += s*part + b*sum,
+// which is x . (s*q + b) with the weights never rounded (rounding s*q + b to bf16 before the MMA, as
+// a bf16 weight copy would, put the 4-bit fixture's prefill logits past twice the error of HF's own
+// bf16 run). No weight
+// in any form is written to device memory. A dot product does not care in which order k is summed,
+// so each thread's 16 consecutive k (the 8 bytes of 4-bit codes it reads with one 64-bit load) are
 // assigned to MMA k-slots in the order that falls out of `(word >> 4j) & 0x000F000F`, which puts
-// codes j and j+4 of a word into the two halves of a register. ORing in 0x4300 makes each half the
-// bf16 number 128 + q exactly; one bf16x2 FMA removes the 128, one more applies s*q + b (one rounding,
-// as MLX's own dequantise). The activation fragment is permuted the same way with two byte-permutes
-// per register from a 16-byte shared-memory load. 8-bit codes take the fp32 route (q up to 255 is not
-// a bf16 mantissa) with the same slot order.
+// codes j and j+4 of a word into the two halves of a register; ORing in 0x4300 makes each half the
+// bf16 number 128 + q exactly and one bf16x2 FMA removes the 128. The activation fragment is
+// permuted the same way with two byte-permutes per register from a 16-byte shared-memory load.
+// 8-bit codes go through fp32 (q up to 255 is not a 0x43xx mantissa) with the same slot order.
 //
 // Block tile: BM (16/32/64/128) rows x 128 output columns x 64 k per stage, 3-stage cp.async
 // pipeline for X rows, code rows and scale words. Warps: 4 across N (32 columns each), 1 or 2 down M.
@@ -58,25 +62,23 @@ __device__ __forceinline__ void mma16816(float *c, const uint32_t *a, uint32_t b
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Four B registers (k-slot pairs (j, j+4), j = 0..3, of the 8 codes in `u`) for one group's s, b.
+// Four B registers (k-slot pairs (j, j+4), j = 0..3, of the 8 codes in `u`): the codes q themselves
+// as exact bf16 numbers (0..255 all are). Scale and bias are applied per group to the accumulators.
 template <int BITS>
-__device__ __forceinline__ void dequant8(uint32_t u, uint32_t u_hi, uint32_t sb, uint32_t *r) {
+__device__ __forceinline__ void codes8(uint32_t u, uint32_t u_hi, uint32_t *r) {
     if (BITS == 4) {
-        const uint32_t s2 = (sb & 0xffffu) | (sb << 16), b2 = (sb >> 16) | (sb & 0xffff0000u);
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             uint32_t v = ((u >> (4 * j)) & 0x000F000Fu) | 0x43004300u; // bf16 (128 + q_j, 128 + q_j+4)
-            v = bf2_fma(v, 0x3F803F80u, 0xC300C300u);                  // q exactly
-            r[j] = bf2_fma(v, s2, b2);                                 // s*q + b, one rounding
+            r[j] = bf2_fma(v, 0x3F803F80u, 0xC300C300u);               // q exactly
         }
     } else {
         // 8-bit: codes 0..3 in u, 4..7 in u_hi; 0x4B0000qq is the float 2^23 + q.
-        const float s = __uint_as_float(sb << 16), b = __uint_as_float(sb & 0xffff0000u);
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             float lo = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7440 + j)) - 8388608.0f;
             float hi = __uint_as_float(__byte_perm(u_hi, 0x4B000000u, 0x7440 + j)) - 8388608.0f;
-            r[j] = pack_bf2(fmaf(s, lo, b), fmaf(s, hi, b));
+            r[j] = pack_bf2(lo, hi);
         }
     }
 }
@@ -93,7 +95,7 @@ struct qg_cfg {
     static constexpr int SMEM = QG_STAGES * STAGE + BM * 4 + 16;
 };
 
-template <int MF, int WM, int BITS>
+template <int MF, int WM, int BITS, int GPS>
 __global__ void __launch_bounds__(qg_cfg<MF, WM, BITS>::THREADS) qgemm_kernel(qg_args a) {
     using C = qg_cfg<MF, WM, BITS>;
     constexpr int BM = C::BM, NF = 4;
@@ -182,44 +184,77 @@ __global__ void __launch_bounds__(qg_cfg<MF, WM, BITS>::THREADS) qgemm_kernel(qg
         const int st = kt % QG_STAGES;
         const char *As = smem + st * C::STAGE, *Bs = As + C::A_BYTES;
         const uint32_t *Ss = (const uint32_t *)(Bs + C::B_BYTES);
-        // B: this thread's 16 k of each of its NF columns, all 4 k16 steps (2 per half).
+        // B: this thread's 16 codes of each of its NF columns, all 4 k16 steps (2 per half).
         uint32_t bq[NF][2][4];
 #pragma unroll
         for (int nf = 0; nf < NF; nf++) {
             const int n = wn * 32 + nf * 8 + g;
-            const uint32_t sb = Ss[n * 2 + (t >> 1)];
             if (BITS == 4) {
                 uint2 u = *(const uint2 *)(Bs + n * C::B_ROW + 8 * t);
-                dequant8<4>(u.x, 0, sb, bq[nf][0]);
-                dequant8<4>(u.y, 0, sb, bq[nf][1]);
+                codes8<4>(u.x, 0, bq[nf][0]);
+                codes8<4>(u.y, 0, bq[nf][1]);
             } else {
                 uint4 u = *(const uint4 *)(Bs + n * C::B_ROW + 16 * t);
-                dequant8<8>(u.x, u.y, sb, bq[nf][0]);
-                dequant8<8>(u.z, u.w, sb, bq[nf][1]);
+                codes8<8>(u.x, u.y, bq[nf][0]);
+                codes8<8>(u.z, u.w, bq[nf][1]);
             }
         }
+        // Per quantisation group in this stage (one; two for group 32, where threads t < 2 hold the
+        // first group's codes and t >= 2 the second's, so each pass zeroes the other group's codes):
+        // part = x . q and xs = sum(x) on the tensor cores (B = ones), then acc += s*part + b*xs.
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
+        for (int gi = 0; gi < GPS; gi++) {
+            const bool mine = GPS == 1 || (t >> 1) == gi;
+            const uint32_t one = mine ? 0x3F803F80u : 0u;
+            float part[MF][NF][4], xs[MF][4];
 #pragma unroll
-            for (int mf = 0; mf < MF; mf++) {
-                uint32_t ar[2][4];
+            for (int mf = 0; mf < MF; mf++)
 #pragma unroll
-                for (int rr = 0; rr < 2; rr++) {
-                    const int r = wm * MF * 16 + mf * 16 + g + 8 * rr, c = 2 * t + h;
-                    uint4 v = *(const uint4 *)(As + r * 128 + ((c ^ (r & 1)) << 4));
-                    ar[rr][0] = __byte_perm(v.x, v.z, 0x5410);
-                    ar[rr][1] = __byte_perm(v.x, v.z, 0x7632);
-                    ar[rr][2] = __byte_perm(v.y, v.w, 0x5410);
-                    ar[rr][3] = __byte_perm(v.y, v.w, 0x7632);
+                for (int k = 0; k < 4; k++) {
+                    xs[mf][k] = 0.0f;
+#pragma unroll
+                    for (int nf = 0; nf < NF; nf++) part[mf][nf][k] = 0.0f;
                 }
 #pragma unroll
-                for (int s = 0; s < 2; s++) {
-                    const uint32_t af[4] = {ar[0][2 * s], ar[1][2 * s], ar[0][2 * s + 1], ar[1][2 * s + 1]};
+            for (int h = 0; h < 2; h++) {
 #pragma unroll
-                    for (int nf = 0; nf < NF; nf++)
-                        mma16816(acc[mf][nf], af, bq[nf][h][2 * s], bq[nf][h][2 * s + 1]);
+                for (int mf = 0; mf < MF; mf++) {
+                    uint32_t ar[2][4];
+#pragma unroll
+                    for (int rr = 0; rr < 2; rr++) {
+                        const int r = wm * MF * 16 + mf * 16 + g + 8 * rr, c = 2 * t + h;
+                        uint4 v = *(const uint4 *)(As + r * 128 + ((c ^ (r & 1)) << 4));
+                        ar[rr][0] = __byte_perm(v.x, v.z, 0x5410);
+                        ar[rr][1] = __byte_perm(v.x, v.z, 0x7632);
+                        ar[rr][2] = __byte_perm(v.y, v.w, 0x5410);
+                        ar[rr][3] = __byte_perm(v.y, v.w, 0x7632);
+                    }
+#pragma unroll
+                    for (int s = 0; s < 2; s++) {
+                        const uint32_t af[4] = {ar[0][2 * s], ar[1][2 * s], ar[0][2 * s + 1], ar[1][2 * s + 1]};
+                        mma16816(xs[mf], af, one, one);
+#pragma unroll
+                        for (int nf = 0; nf < NF; nf++)
+                            mma16816(part[mf][nf], af, mine ? bq[nf][h][2 * s] : 0u,
+                                     mine ? bq[nf][h][2 * s + 1] : 0u);
+                    }
                 }
             }
+            // Fold: this thread's accumulator columns are 2t, 2t+1 of each 8-column fragment.
+#pragma unroll
+            for (int nf = 0; nf < NF; nf++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const uint32_t sb = Ss[(wn * 32 + nf * 8 + 2 * t + e) * 2 + gi];
+                    const float sc = __uint_as_float(sb << 16), bi = __uint_as_float(sb & 0xffff0000u);
+#pragma unroll
+                    for (int mf = 0; mf < MF; mf++)
+#pragma unroll
+                        for (int hr = 0; hr < 2; hr++) {
+                            float &o = acc[mf][nf][2 * hr + e];
+                            o = fmaf(sc, part[mf][nf][2 * hr + e], fmaf(bi, xs[mf][2 * hr], o));
+                        }
+                }
         }
     }
     cp_wait<0>();
@@ -293,26 +328,26 @@ __global__ void __launch_bounds__(qg_cfg<MF, WM, BITS>::THREADS) qgemm_kernel(qg
         }
 }
 
-template <int MF, int WM, int BITS>
+template <int MF, int WM, int BITS, int GPS>
 static void launch_t(const qg_args &a, int grid_x, cudaStream_t st) {
     using C = qg_cfg<MF, WM, BITS>;
     static bool attr = false;
     if (!attr) {
-        cudaFuncSetAttribute(qgemm_kernel<MF, WM, BITS>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
+        cudaFuncSetAttribute(qgemm_kernel<MF, WM, BITS, GPS>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
         attr = true;
     }
     int cols_per_tile = a.epi == QG_GLU ? QG_BN / 2 : QG_BN;
     dim3 grid(grid_x, (a.N + cols_per_tile - 1) / cols_per_tile);
-    qgemm_kernel<MF, WM, BITS><<<grid, C::THREADS, C::SMEM, st>>>(a);
+    qgemm_kernel<MF, WM, BITS, GPS><<<grid, C::THREADS, C::SMEM, st>>>(a);
 }
 
-template <int BITS>
-static void launch_bits(const qg_args &a, int tile_m, int grid_x, cudaStream_t st) {
+template <int BITS, int GPS>
+static void launch_tile(const qg_args &a, int tile_m, int grid_x, cudaStream_t st) {
     switch (tile_m) {
-    case 16: launch_t<1, 1, BITS>(a, grid_x, st); break;
-    case 32: launch_t<2, 1, BITS>(a, grid_x, st); break;
-    case 64: launch_t<4, 1, BITS>(a, grid_x, st); break;
-    default: launch_t<4, 2, BITS>(a, grid_x, st); break;
+    case 16: launch_t<1, 1, BITS, GPS>(a, grid_x, st); break;
+    case 32: launch_t<2, 1, BITS, GPS>(a, grid_x, st); break;
+    case 64: launch_t<4, 1, BITS, GPS>(a, grid_x, st); break;
+    default: launch_t<4, 2, BITS, GPS>(a, grid_x, st); break;
     }
 }
 
@@ -334,7 +369,7 @@ int qgemm_pick_tile(int rows) {
 // The slow path for what the tensor-core kernel does not take (dense bf16/f16/f32 weights, odd
 // widths or group sizes: the tiny test fixtures): one thread per output element, fp32 weights from
 // dq_get, the same row mapping and epilogues. Grouped mode finds a row's group by binary search.
-__global__ void qgemm_generic_kernel(qg_args a, int round_w) {
+__global__ void qgemm_generic_kernel(qg_args a) {
     const int p = blockIdx.y, n = blockIdx.x * blockDim.x + threadIdx.x;
     if (n >= a.N) return;
     long wrow = n;
@@ -353,8 +388,6 @@ __global__ void qgemm_generic_kernel(qg_args a, int round_w) {
     for (int k = 0; k < a.K; k++) {
         float xv = __uint_as_float((uint32_t)x[k] << 16);
         float w = dq_get(a.w, wrow, k), w2 = a.epi == QG_GLU ? dq_get(a.w2, wrow, k) : 0.0f;
-        if (round_w) // debug (LILY_CUDA_QG_GENERIC bit 8): bf16 weights, as the tensor-core kernel uses
-            w = __uint_as_float((uint32_t)lily_f32_to_bf16(w) << 16), w2 = __uint_as_float((uint32_t)lily_f32_to_bf16(w2) << 16);
         acc += xv * w;
         acc2 += xv * w2;
     }
@@ -376,8 +409,7 @@ int qgemm_launch(const qg_args &a, int tile_m, int max_tiles, cudaStream_t st) {
     if (a.w.cols != a.K || (a.epi == QG_GLU && (a.w2.cols != a.K || a.w2.fmt != a.w.fmt)))
         return lily_err_set(LILY_EINVAL, "qgemm: unsupported shape N=%d K=%d cols=%d", a.N, a.K, a.w.cols);
     // LILY_CUDA_QG_GENERIC (debug bitmask): 1 = dense 4-bit, 2 = 8-bit, 4 = grouped products take the
-    // slow path too, to tell a tensor-core kernel fault from one elsewhere; 8 = the slow path rounds
-    // the dequantised weights to bf16 as the tensor-core kernel does.
+    // slow path too, to tell a tensor-core kernel fault from one elsewhere.
     static int force = -1;
     if (force < 0) {
         const char *e = getenv("LILY_CUDA_QG_GENERIC");
@@ -386,16 +418,17 @@ int qgemm_launch(const qg_args &a, int tile_m, int max_tiles, cudaStream_t st) {
     const bool forced = ((force & 1) && a.w.bits == 4 && !a.tile_off) || ((force & 2) && a.w.bits == 8) ||
                         ((force & 4) && a.tile_off);
     if (forced || a.w.fmt == DQ_DENSE || a.K % QG_BK || a.N % 2 || (a.w.bits != 4 && a.w.bits != 8) ||
-        a.w.group < 32 || (a.epi == QG_GLU && (a.w2.bits != a.w.bits || a.w2.group != a.w.group))) {
+        (a.w.group != 32 && a.w.group % QG_BK) || (a.epi == QG_GLU && (a.w2.bits != a.w.bits || a.w2.group != a.w.group))) {
         if (a.M > 0 && a.N > 0)
-            qgemm_generic_kernel<<<dim3((a.N + 127) / 128, a.M), 128, 0, st>>>(a, (force & 8) != 0);
+            qgemm_generic_kernel<<<dim3((a.N + 127) / 128, a.M), 128, 0, st>>>(a);
         return 0;
     }
     if (tile_m == 0) tile_m = qgemm_pick_tile(a.tile_off ? a.M / (a.n_groups > 0 ? a.n_groups : 1) : a.M);
     int bm = tile_m == 16 || tile_m == 32 || tile_m == 64 ? tile_m : 128;
     int grid_x = a.tile_off ? max_tiles : (a.M + bm - 1) / bm;
     if (grid_x <= 0 || a.N <= 0) return 0;
-    if (a.w.bits == 4) launch_bits<4>(a, bm, grid_x, st);
-    else launch_bits<8>(a, bm, grid_x, st);
+    const bool g32 = a.w.group == 32;
+    if (a.w.bits == 4) g32 ? launch_tile<4, 2>(a, bm, grid_x, st) : launch_tile<4, 1>(a, bm, grid_x, st);
+    else g32 ? launch_tile<8, 2>(a, bm, grid_x, st) : launch_tile<8, 1>(a, bm, grid_x, st);
     return 0;
 }

@@ -299,6 +299,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (0: torch default)")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (GPU)")
+    ap.add_argument("--keep-best", action="store_true",
+                    help="save the weights of this run's best validation loss, not the last ones")
     args = ap.parse_args()
 
     t_start = time.time()
@@ -363,6 +365,7 @@ def main():
     tok_run = 0
     last_eval = None
     loss_acc, aux_acc, n_acc = 0.0, 0.0, 0
+    best = None  # (valid loss, step, tokens, CPU copy of the weights) for --keep-best
     while True:
         elapsed = time.time() - t_start
         # Leave room for the final evaluation and save (measured as one eval + margin).
@@ -406,6 +409,9 @@ def main():
             hist.append({"step": state["step"], "tokens": state["tokens"], "train_loss": ce.item(),
                          "valid_loss": vl, "lr": lr, "elapsed_s": time.time() - t_start})
             log(f"step {state['step']:6d}  valid loss {vl:.4f}  (eval {last_eval:.1f}s)")
+            if args.keep_best and (best is None or vl < best[0]):
+                best = (vl, state["step"], state["tokens"],
+                        {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()})
     dt = time.time() - t_run
     if hist and hist[-1]["step"] == state["step"]:
         vl = hist[-1]["valid_loss"]
@@ -414,6 +420,11 @@ def main():
         hist.append({"step": state["step"], "tokens": state["tokens"],
                      "train_loss": ce.item() if run_step else float("nan"),
                      "valid_loss": vl, "lr": lr if run_step else 0.0, "elapsed_s": time.time() - t_start})
+    if best is not None and best[0] < vl:
+        model.load_state_dict(best[3])
+        log(f"keep-best: restoring step {best[1]} (valid loss {best[0]:.4f}) over the last ({vl:.4f})")
+        state["best"] = {"step": best[1], "tokens": best[2], "valid_loss": best[0]}
+        vl = best[0]
     state["data"] = train.position()
     state["history"] = hist
     state["runs"].append({"steps": [step0, state["step"]], "seconds": round(dt, 1),
