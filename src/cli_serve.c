@@ -19,7 +19,7 @@
 // Options every engine verb takes; `extra` are the verb's own.
 #define ENGINE_OPTS                                                                            \
     {"--model", 1, NULL}, {"--backend", 1, NULL}, {"--ctx", 1, NULL}, {"--cache-mb", 1, NULL},  \
-        {"--snapshot-every", 1, NULL}, {"--queue", 1, NULL}
+        {"--snapshot-every", 1, NULL}, {"--queue", 1, NULL}, {"--chat-template-kwargs", 1, NULL}
 
 static int engine_from_opts(const struct cli_opt *opts, int n, struct engine **e) {
     struct engine_opts eo = {0};
@@ -37,6 +37,7 @@ static int engine_from_opts(const struct cli_opt *opts, int n, struct engine **e
     eo.snapshot_every = (int)snap;
     eo.queue_max = (int)queue;
     eo.test_output = getenv("LILY_TEST_OUTPUT");
+    eo.chat_template_kwargs = cli_get(opts, n, "--chat-template-kwargs");
     int rc = engine_new(&eo, e);
     if (rc) {
         fprintf(stderr, "lily: %s\n", lily_err_msg());
@@ -136,7 +137,7 @@ static void on_sigint(int sig) {
 struct turn_opts {
     struct sampler_params sp;
     int max_tokens;
-    int think; // 1 thinking on (the template default), 0 off
+    int think; // 1 thinking on, 0 off, -1 the model's default (engine_chat_defaults; else on)
 };
 
 static void put_text(const char *s, int reasoning, int tty, int *in_dim) {
@@ -153,8 +154,9 @@ static void put_text(const char *s, int reasoning, int tty, int *in_dim) {
 // One assistant turn for `messages`: stream it to the terminal, append the assistant message to
 // `messages`. Returns 0, or 1 on error (printed).
 static int run_turn(struct engine *e, json_t *messages, const struct turn_opts *to) {
-    json_t *req = json_pack("{s:O, s:{s:b}}", "messages", messages, "chat_template_kwargs",
-                            "enable_thinking", to->think);
+    json_t *req = json_pack("{s:O}", "messages", messages);
+    if (to->think >= 0)
+        json_object_set_new(req, "chat_template_kwargs", json_pack("{s:b}", "enable_thinking", to->think));
     int *ids = NULL, n = 0;
     if (engine_encode_chat(e, req, &ids, &n)) {
         fprintf(stderr, "lily: %s\n", lily_err_msg());
@@ -240,7 +242,7 @@ static int run_turn(struct engine *e, json_t *messages, const struct turn_opts *
 #define TURN_OPTS                                                                              \
     {"--max-tokens", 1, NULL}, {"--temperature", 1, NULL}, {"--top-p", 1, NULL},               \
         {"--top-k", 1, NULL}, {"--min-p", 1, NULL}, {"--seed", 1, NULL}, {"--no-think", 0, NULL}, \
-        {"--system", 1, NULL}
+        {"--think", 0, NULL}, {"--system", 1, NULL}
 
 static int turn_from_opts(const struct cli_opt *opts, int n, struct turn_opts *to) {
     sampler_params_default(&to->sp);
@@ -273,7 +275,7 @@ static int turn_from_opts(const struct cli_opt *opts, int n, struct turn_opts *t
         *dst[i] = x;
     }
     if (to->sp.top_p <= 0) to->sp.top_p = 1.0f;
-    to->think = !cli_get(opts, n, "--no-think");
+    to->think = cli_get(opts, n, "--no-think") ? 0 : cli_get(opts, n, "--think") ? 1 : -1;
     return 0;
 }
 

@@ -44,6 +44,7 @@ struct engine {
     void *ctx, *state;
     struct lily_tokenizer *tok;
     struct lily_template *tmpl;
+    json_t *chat_kw;          // default chat_template_kwargs (an object; may be empty)
     int max_ctx, n_vocab;
     int eos[8], n_eos;
     int im_start;
@@ -137,6 +138,58 @@ static void add_eos(struct engine *e, int id) {
     e->eos[e->n_eos++] = id;
 }
 
+// Check one set of default chat_template_kwargs (`what` names where they came from) and merge
+// it into `into`, its keys winning. The template reads enable_thinking / preserve_thinking as
+// booleans; other keys are passed on (and ignored by the renderer), as a request's would be.
+static int chat_kw_merge(json_t *into, json_t *kw, const char *what) {
+    if (!json_is_object(kw))
+        return lily_err_set(LILY_EFORMAT, "%s: chat_template_kwargs must be a JSON object", what);
+    const char *bools[] = {"enable_thinking", "preserve_thinking"};
+    for (int i = 0; i < 2; i++) {
+        json_t *v = json_object_get(kw, bools[i]);
+        if (v && !json_is_boolean(v))
+            return lily_err_set(LILY_EFORMAT, "%s: chat_template_kwargs.%s must be true or false",
+                                what, bools[i]);
+    }
+    json_object_update(into, kw);
+    return 0;
+}
+
+// The model directory's defaults (tokenizer_config.json "chat_template_kwargs", optional), then
+// the caller's (engine_opts.chat_template_kwargs).
+static int chat_kw_load(const char *dir, const char *opt, json_t **out) {
+    *out = json_object();
+    char *p = lily_path_join(dir, "tokenizer_config.json"), *buf;
+    size_t n;
+    int rc = 0;
+    if (lily_read_file(p, 64u << 20, &buf, &n) == 0) {
+        json_t *cfg = json_loadb(buf, n, 0, NULL); // its syntax errors are the tokenizer's to report
+        free(buf);
+        json_t *kw = json_object_get(cfg, "chat_template_kwargs");
+        if (kw) rc = chat_kw_merge(*out, kw, p);
+        json_decref(cfg);
+    }
+    free(p);
+    if (!rc && opt) {
+        json_error_t je;
+        json_t *kw = json_loads(opt, 0, &je);
+        if (!kw) rc = lily_err_set(LILY_EINVAL, "--chat-template-kwargs: %s", je.text);
+        else rc = chat_kw_merge(*out, kw, "--chat-template-kwargs");
+        json_decref(kw);
+    }
+    return rc;
+}
+
+void engine_chat_defaults(const struct engine *e, json_t *request) {
+    if (!e->chat_kw || !json_object_size(e->chat_kw) || !json_is_object(request)) return;
+    json_t *kw = json_object_get(request, "chat_template_kwargs");
+    if (!json_is_object(kw)) {
+        kw = json_object();
+        json_object_set_new(request, "chat_template_kwargs", kw);
+    }
+    json_object_update_missing(kw, e->chat_kw);
+}
+
 int engine_new(const struct engine_opts *o, struct engine **out) {
     *out = NULL;
     struct engine *e = xcalloc(1, sizeof *e);
@@ -154,6 +207,7 @@ int engine_new(const struct engine_opts *o, struct engine **out) {
                  lily_err_msg());
         e->tmpl = NULL;
     }
+    if ((rc = chat_kw_load(o->model_dir, o->chat_template_kwargs, &e->chat_kw))) goto fail;
     const struct lily_config *c = &e->model.cfg;
     e->n_vocab = c->vocab_size;
     e->max_ctx = o->max_ctx > 0 ? o->max_ctx : 32768;
@@ -201,6 +255,7 @@ void engine_free(struct engine *e) {
     if (e->state) e->be->state_free(e->ctx, e->state);
     if (e->ctx) e->be->free(e->ctx);
     if (e->tmpl) tmpl_free(e->tmpl);
+    json_decref(e->chat_kw);
     if (e->tok) tok_free(e->tok);
     lily_model_free(&e->model);
     free(e->logits);
@@ -209,8 +264,9 @@ void engine_free(struct engine *e) {
     free(e);
 }
 
-int engine_encode_chat(const struct engine *e, const json_t *request, int **ids, int *n) {
+int engine_encode_chat(const struct engine *e, json_t *request, int **ids, int *n) {
     if (!e->tmpl) return lily_err_set(LILY_EUNSUPPORTED, "the model has no chat template");
+    engine_chat_defaults(e, request);
     char *text = NULL;
     size_t len = 0;
     struct tok_span *plain = NULL;

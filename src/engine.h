@@ -36,6 +36,10 @@ struct engine_opts {
     // this text's tokens (added tokens matched, then an end token) instead of sampling, while the
     // model still runs, so tests can drive tool calls and reasoning through a random-weight model.
     const char *test_output;
+    // Default chat_template_kwargs (a JSON object as text, e.g. {"enable_thinking": false}) for
+    // chat requests that do not set them; they override the model directory's own defaults
+    // (tokenizer_config.json "chat_template_kwargs"). NULL: the model's defaults only.
+    const char *chat_template_kwargs;
 };
 
 struct engine;
@@ -52,7 +56,10 @@ int engine_n_vocab(const struct engine *e);
 
 // Render a chat request (jansson object as oai_parse normalises it) with the generation prompt and
 // tokenize it so that request content can never become control tokens. *ids is malloc'd.
-int engine_encode_chat(const struct engine *e, const json_t *request, int **ids, int *n);
+int engine_encode_chat(const struct engine *e, json_t *request, int **ids, int *n);
+// Fill in the default chat_template_kwargs (engine_opts) that `request` does not set itself;
+// engine_encode_chat does this first, so the request then says how it was rendered.
+void engine_chat_defaults(const struct engine *e, json_t *request);
 
 struct engine_req {
     const int *prompt;        // copied

@@ -6,7 +6,7 @@ counts consistent with what the clients saw.
     .venv/bin/python tools/soak.py --minutes 30 --clients 6            (docs/RELIABILITY.md)
     .venv/bin/python tools/soak.py --seconds 25 --clients 4            (tests/py/test_soak_short.py)
 
-Two servers run on the model (default models/demo, random weights): one samples freely, one has
+Two servers run on the model (default models/demo): one samples freely, one has
 LILY_TEST_OUTPUT set (docs/SERVER.md) so that its every generation is a scripted reasoning + tool
 call, which drives the tool-call path. Each client thread loops over a weighted mix of actions:
 
@@ -626,7 +626,10 @@ def main():
     stats = Stats()
     plain = Server(a.lily, a.model, "plain", a.cache_mb)
     try:
-        scripted = Server(a.lily, a.model, "scripted", a.cache_mb, env={"LILY_TEST_OUTPUT": SCRIPT})
+        # The script opens with reasoning, so thinking must be on whatever the model's default
+        # (models/demo turns it off: it was trained on answers with an empty think block).
+        scripted = Server(a.lily, a.model, "scripted", a.cache_mb, env={"LILY_TEST_OUTPUT": SCRIPT},
+                          extra=("--chat-template-kwargs", '{"enable_thinking": true}'))
     except Exception:
         plain.stop()
         raise

@@ -105,8 +105,9 @@ def test_disconnect_while_queued(srv):
 
 def test_disconnect_during_prefill(srv):
     before = srv.metrics()
-    # ~30k prompt tokens: seconds of prefill on the demo model, cancelled within one chunk.
-    s = send_raw(srv.port, {"model": "m", "prompt": "word " * 30000, "max_tokens": 50},
+    # ~3.5k prompt tokens (the demo model holds 4096): seconds of prefill on the CPU, cancelled
+    # within one chunk.
+    s = send_raw(srv.port, {"model": "m", "prompt": "word " * 3500, "max_tokens": 50},
                  path="/v1/completions")
     wait_for(lambda: srv.metrics()["lily_busy"] == 1, what="prefill to start")
     time.sleep(0.3)

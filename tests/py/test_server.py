@@ -426,6 +426,52 @@ def test_reasoning_tokens(scripted, model):
     assert r.usage.completion_tokens_details.reasoning_tokens == 0
 
 
+def test_chat_template_kwargs_defaults(model, tmp_path):
+    """Default chat_template_kwargs: the model directory's (tokenizer_config.json, as models/demo
+    ships {"enable_thinking": false}) under `--chat-template-kwargs`, both under the request's own.
+    Seen through usage: with thinking off the prompt already holds an empty think block (longer
+    prompt) and nothing generated is reasoning; the scripted output starts inside <think>."""
+    import shutil
+    from lily_server import LILY
+    d = tmp_path / "m"
+    shutil.copytree(model, d)
+    cfg_path = d / "tokenizer_config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg["chat_template_kwargs"] = {"enable_thinking": False}
+    cfg_path.write_text(json.dumps(cfg))
+    msgs = [{"role": "user", "content": "hi"}]
+
+    def usage(srv, **kw):
+        r = srv.client().chat.completions.create(model="m", messages=msgs, max_tokens=3, **kw)
+        return r.usage.prompt_tokens, r.usage.completion_tokens_details.reasoning_tokens
+
+    s = Server(str(d), env={"LILY_TEST_OUTPUT": SCRIPT})
+    try:
+        off = usage(s)
+        on = usage(s, extra_body={"chat_template_kwargs": {"enable_thinking": True}})
+    finally:
+        s.stop()
+    assert off[1] == 0 and on[1] == 3 and off[0] > on[0]
+    s = Server(str(d), "--chat-template-kwargs", '{"enable_thinking": true}',
+               env={"LILY_TEST_OUTPUT": SCRIPT})
+    try:
+        assert usage(s) == on
+    finally:
+        s.stop()
+    # A bad default is a one-line error at start-up, naming its source.
+    for args, where in ((["--chat-template-kwargs", "[1]"], "--chat-template-kwargs"),
+                        (["--chat-template-kwargs", "{"], "--chat-template-kwargs"),
+                        (["--chat-template-kwargs", '{"enable_thinking": 1}'], "enable_thinking")):
+        r = subprocess.run([LILY, "run", "--model", str(d), "-p", "x", "--max-tokens", "1"] + args,
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0 and where in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    cfg["chat_template_kwargs"] = "no"
+    cfg_path.write_text(json.dumps(cfg))
+    r = subprocess.run([LILY, "run", "--model", str(d), "-p", "x", "--max-tokens", "1"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "tokenizer_config.json" in r.stderr, r.stderr
+
+
 def test_run_and_chat_cli(model):
     from lily_server import LILY
     r = subprocess.run([LILY, "run", "--model", model, "-p", "hi", "--max-tokens", "5",
