@@ -222,6 +222,7 @@ struct sweep {
     const int *tokens;
     float *logits;
     const struct bench_opts *o;
+    const char *json; // rewritten after every point, so a run stopped early keeps what it measured
 };
 
 static int cmp_double(const void *a, const void *b) {
@@ -331,6 +332,7 @@ static int run_sweeps(struct sweep *s, struct bench_result *r) {
         }
         point_finish(p, r, 0, p->len, s);
         point_print("prefill", p, 0);
+        bench_write_json(r, s->json);
     }
     s->be->state_reset(s->ctx, s->st);
     for (int i = 0; i < o->n_decode; i++) {
@@ -345,6 +347,7 @@ static int run_sweeps(struct sweep *s, struct bench_result *r) {
         }
         point_finish(p, r, 1, o->steps, s);
         point_print("decode", p, 1);
+        bench_write_json(r, s->json);
     }
     return 0;
 }
@@ -475,12 +478,16 @@ int bench_run(const struct bench_opts *o) {
         tokens[i] = (int)((x >> 33) % (uint64_t)m.cfg.vocab_size);
     }
     logits = xmalloc((size_t)m.cfg.vocab_size * sizeof *logits);
-    struct sweep s = {.be = be, .ctx = ctx, .st = st, .tokens = tokens, .logits = logits, .o = o};
-    if ((rc = run_sweeps(&s, r)) < 0) goto fail;
-
     char *json = xmalloc(strlen(o->out) + 8), *png = xmalloc(strlen(o->out) + 8);
     sprintf(json, "%s.json", o->out);
     sprintf(png, "%s.png", o->out);
+    struct sweep s = {.be = be, .ctx = ctx, .st = st, .tokens = tokens, .logits = logits, .o = o,
+                      .json = json};
+    if ((rc = run_sweeps(&s, r)) < 0) {
+        free(json);
+        free(png);
+        goto fail;
+    }
     rc = bench_write_json(r, json);
     if (rc == 0) {
         printf("wrote %s\n", json);

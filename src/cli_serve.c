@@ -210,6 +210,7 @@ static int run_turn(struct engine *e, json_t *messages, const struct turn_opts *
             printf("\n");
             for (int i = 0; i < parse_n_tool_calls(p); i++)
                 printf("[tool call] %s %s\n", parse_tool_name(p, i), parse_tool_args(p, i));
+            fflush(stdout); // the answer's line ends before the stats on stderr, also in a pipe
             int fresh = ev.n_prompt - ev.n_cached;
             fprintf(stderr,
                     "[%d prompt tokens (%d cached), prefill %.1f tok/s, %d generated, decode %.1f "
