@@ -148,6 +148,27 @@ def check(args):
     log(f"round trips ok on {n} texts")
 
 
+# The official template's generation prompt with thinking on ends "<think>\n"; the answer then
+# starts "\n</think>\n\n". Encoded as one text, "<think>\n\n</think>\n\n" makes "\n\n" one token,
+# so a model trained only on whole texts has never seen <think> followed by a lone "\n" and does
+# not know how to go on from the thinking-mode prompt. Every second chat exchange of the training
+# split is therefore encoded as prompt and answer separately (the ids a server sees: the prompt it
+# renders, then what the model generates); the others stay whole, which is the thinking-off prompt.
+GEN_PROMPT = "<|im_start|>assistant\n<think>\n"
+
+
+def split_chat_ids(tok, text, k):
+    """Ids of `text` encoded as prompt + answer at its last generation prompt, for every second
+    chat exchange (k counts the chat exchanges seen so far); None to keep the whole-text ids."""
+    at = text.rfind(GEN_PROMPT)
+    if at < 0 or not text.startswith("\n</think>\n\n", at + len(GEN_PROMPT)):
+        return None
+    if k % 2 == 1:
+        return tok.encode(text).ids  # counted, kept whole
+    cut = at + len(GEN_PROMPT)
+    return tok.encode(text[:cut]).ids + tok.encode(text[cut:]).ids
+
+
 def encode(args):
     tok = Tokenizer.from_file(os.path.join(args.model_dir, "tokenizer.json"))
     eot = tok.token_to_id("<|endoftext|>")
@@ -155,15 +176,23 @@ def encode(args):
     for name in ("train", "valid"):
         texts = list(read_texts(os.path.join(args.data, name + ".jsonl")))
         chunks, n_bytes = [], 0
+        n_chat = 0
         for i in range(0, len(texts), 512):
-            for e in tok.encode_batch(texts[i:i + 512]):
-                chunks.append(np.asarray(e.ids + [eot], dtype=np.uint16))
+            for j, e in enumerate(tok.encode_batch(texts[i:i + 512])):
+                ids = e.ids
+                if name == "train":
+                    alt = split_chat_ids(tok, texts[i + j], n_chat)
+                    if alt is not None:
+                        ids, n_chat = alt, n_chat + 1
+                chunks.append(np.asarray(ids + [eot], dtype=np.uint16))
         for t in texts:
             n_bytes += len(t.encode("utf-8"))
         arr = np.concatenate(chunks) if chunks else np.zeros(0, np.uint16)
         arr.tofile(os.path.join(args.data, name + ".bin"))
         meta[name] = {"docs": len(texts), "tokens": int(arr.size), "text_bytes": n_bytes,
                       "bytes_per_token": round(n_bytes / max(1, arr.size), 3)}
+        if name == "train":
+            meta[name]["chat_split_at_generation_prompt"] = (n_chat + 1) // 2
         log(name, meta[name])
     with open(os.path.join(args.data, "meta.json"), "w") as f:
         json.dump(meta, f, indent=1)
