@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# prep.sh: fill .carry/ (git-ignored) with what a device run needs from this machine: the CUDA build
+# (build/lily, build/lily-gpu-test, xz-compressed), the shared libraries the GPU machine lacks, the
+# libFuzzer binaries (stripped, compressed) and the run scripts of this folder. Then call the device
+# tool with carry [".carry"] (plus the demo data files for a training run) and `bash .carry/NAME.sh`.
+# Run from the repository root after `make -j2` and `make -f tests/fuzz/Makefile.fuzz build-fuzzers`.
+set -euo pipefail
+mkdir -p .carry/lib
+tar cJf .carry/bin.tar.xz -C build lily lily-gpu-test
+# Non-glibc libraries of the binary (the GPU machine has glibc, CUDA and the driver).
+ldd build/lily | awk '/=> \//{print $3}' | grep -vE 'libc\.so|libm\.so|libpthread|libdl|librt|ld-linux|libgcc_s|libstdc' |
+    while read -r l; do cp -L "$l" .carry/lib/; done
+if ls build/fuzz/fuzz_* >/dev/null 2>&1; then
+    d=$(mktemp -d); for f in build/fuzz/fuzz_*; do [ -x "$f" ] && strip -o "$d/$(basename "$f")" "$f"; done
+    tar cJf .carry/fuzz.tar.xz -C "$d" . && rm -rf "$d"
+fi
+cp dev/gpu-session/*.sh .carry/
+du -sh .carry
