@@ -353,6 +353,7 @@ static int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_PDL] = env_int("LILY_CUDA_PDL", 1) != 0;
     cx->opt[LILY_CUDA_OPT_PREFILL] = env_int("LILY_CUDA_PREFILL", 1) != 0;
     cx->opt[LILY_CUDA_OPT_CHUNK] = env_int("LILY_CUDA_CHUNK", 1024);
+    cx->opt[LILY_CUDA_OPT_FA] = env_int("LILY_CUDA_FA", 0) != 0;
     cx->dump = env_int("LILY_CUDA_DUMP", 0);
     *out = cx;
 #define FAIL(x) do { rc = (x); if (rc) { free_ctx(cx); *out = NULL; return rc; } } while (0)
@@ -752,7 +753,8 @@ static int enqueue_chunk(cuda_ctx *cx, cuda_state *s, int T) {
                 break;
             pf_qk_norm_rope_append(adm, T, pos0, b->qg, b->k, b->v, d->q_norm, d->k_norm, b->qr, s->kc[l],
                                    s->vc[l], st);
-            pf_attention(adm, T, pos0, b->qr, s->kc[l], s->vc[l], b->qg, b->o, st);
+            if (cx->opt[LILY_CUDA_OPT_FA]) pf_attention_flash(adm, T, pos0, b->qr, s->kc[l], s->vc[l], b->qg, b->o, st);
+            else pf_attention(adm, T, pos0, b->qr, s->kc[l], s->vc[l], b->qg, b->o, st);
             if ((rc = pf_gemm(st, b->o, ad, d->o, T, QG_RESID, b->x, b->x))) break;
         }
         pf_rmsnorm_rows(T, H, b->x, d->post_norm, eps, b->xn, st);
@@ -917,7 +919,7 @@ static const struct {
     {"graph", LILY_CUDA_OPT_GRAPH, 0, 1},        {"split_kv", LILY_CUDA_OPT_ATTN_SPLIT, 1, 0},
     {"gqa", LILY_CUDA_OPT_GQA, 0, 1},            {"gdn_split", LILY_CUDA_OPT_GDN_SPLIT, 1, 8},
     {"bf16act", LILY_CUDA_OPT_F32ACT, 1, 0},   {"pdl", LILY_CUDA_OPT_PDL, 0, 1},
-    {"prefill", LILY_CUDA_OPT_PREFILL, 0, 1},
+    {"prefill", LILY_CUDA_OPT_PREFILL, 0, 1},   {"flash", LILY_CUDA_OPT_FA, 0, 1},
 };
 
 extern "C" int lily_cuda_set_opt(void *ctx, int opt, int value);
@@ -926,7 +928,7 @@ static int set_flag_cuda(void *ctx, const char *name, int on) {
     for (auto &f : flag_names)
         if (!strcmp(f.name, name)) return lily_cuda_set_opt(ctx, f.opt, on ? f.on : f.off);
     return lily_err_set(LILY_EINVAL, "cuda backend: unknown flag '%s' (known: graph, split_kv, gqa, "
-                        "gdn_split, pdl, bf16act, prefill)", name);
+                        "gdn_split, pdl, bf16act, prefill, flash)", name);
 }
 
 static size_t peak_mem_cuda(void *ctx) {

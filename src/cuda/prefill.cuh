@@ -110,3 +110,11 @@ void pf_qk_norm_rope_append(attn_dims d, int T, int pos0, const float *qg, const
 // o (T, hq*D) bf16 = sigmoid(gate) * softmax(q k^T / sqrt(D)) v, query t over cache [0, pos0 + t].
 void pf_attention(attn_dims d, int T, int pos0, const float *q, const void *kc, const void *vc,
                   const float *qg, uint16_t *o, cudaStream_t st);
+
+// ---- attn_flash.cu: the same attention, flash-tiled on the tensor cores -----------------------
+// Same arguments, semantics and rounding points as pf_attention except P, which enters the P.V MMA in
+// bf16 (see the file's comment). Row tiles of (token, query head) of one KV group share each K/V tile.
+// Takes the bf16 KV cache with D % 16 == 0 and D <= 256; anything else goes to pf_attention.
+// Used by the prefill path when LILY_CUDA_FA=1 (LILY_CUDA_OPT_FA, bench flag "flash"; default off).
+void pf_attention_flash(attn_dims d, int T, int pos0, const float *q, const void *kc, const void *vc,
+                        const float *qg, uint16_t *o, cudaStream_t st);

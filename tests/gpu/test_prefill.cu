@@ -11,6 +11,9 @@
 //           5e-3 (the host sums without FMA, so a few bf16 roundings of conv outputs flip); and vs
 //           the decode kernel gdn_step run T times (same fp32 arithmetic up to summation order):
 //           state 1e-5, output 2e-3, ring bitwise.
+//   attn    pf_attention and pf_attention_flash vs a CPU softmax in double (spec §2.3, gated) and vs
+//           each other: rel. L2 1e-2, worst row 2e-2 (reasons at test_attn_pf); then their timings
+//           at T=1024 for context 0 and 31K (not with `small`).
 #include <algorithm>
 
 #include "gpu_test.h"
@@ -449,6 +452,100 @@ static void test_gdn_pf(rng &r) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Causal prefill attention: pf_attention (one warp per (token, head), fp32 throughout) and
+// pf_attention_flash (attn_flash.cu, tensor cores) against a CPU reference in double written from
+// the spec formula o = bf16(rb(softmax(q k^T / sqrt(D)) v) * sigmoid(gate)) over cache [0, pos0 + t],
+// and against each other. The whole cache (max_ctx rows, beyond pos0 + T too) holds random data, so
+// a mask that lets in one position too many reads a real key; q has std 2 (scores std 2), peaked
+// enough that such a key dominates some row. Tolerance: rel. L2 1e-2 over all outputs, 2e-2 for the
+// worst (token, head) row. The output is rounded to bf16 twice (2^-9 relative each, a flip at an edge
+// costs one bf16 step, 2^-8) and the flash kernel also rounds P to bf16 before P.V (2^-9 relative
+// per weight, unbiased, with l summed over the rounded weights, so it does not grow with the length):
+// a few 1e-3 expected; a wrong mask, a lost tile or a bad rescale is > 1e-1 on the rows it touches.
+static void test_attn_pf(rng &r) {
+    struct cs { int hq, hkv, D, T, pos0; } cases[] = {
+        {16, 2, 256, 37, 0},  {6, 2, 64, 1, 0},     {16, 2, 256, 1, 0},   {16, 2, 256, 300, 1000},
+        {6, 2, 64, 37, 0},    {6, 2, 64, 300, 1000}, {16, 2, 256, 37, 5},  {4, 4, 32, 37, 3},
+        {8, 1, 96, 100, 200}, {16, 1, 128, 65, 64}, {6, 2, 48, 37, 10},   {6, 3, 80, 129, 31},
+        {4, 2, 40, 37, 0}, // D % 16 != 0: pf_attention_flash falls back to pf_attention
+    };
+    int idx = 0;
+    for (auto &k : cases) {
+        if (g_small && idx++ >= 3) break;
+        const int maxc = k.pos0 + k.T + 19, D = k.D, T = k.T, group = k.hq / k.hkv;
+        attn_dims d = {k.hq, k.hkv, D, D / 4, maxc, 1e6f, 1e-6f, 0};
+        size_t nkv = (size_t)k.hkv * maxc * D, nq = (size_t)T * k.hq * D;
+        std::vector<uint16_t> kc = rand_bf16(nkv, r), vc = rand_bf16(nkv, r);
+        std::vector<float> q = to_f32(rand_bf16(nq, r, 2.0f)), qg((size_t)T * k.hq * 2 * D);
+        for (float &v : qg) v = bfr(r.normal());
+        uint16_t *dkc = dup(kc), *dvc = dup(vc), *o_old = poisoned<uint16_t>(nq), *o_fa = poisoned<uint16_t>(nq);
+        float *dq = dup(q), *dqg = dup(qg);
+        pf_attention(d, T, k.pos0, dq, dkc, dvc, dqg, o_old, 0);
+        pf_attention_flash(d, T, k.pos0, dq, dkc, dvc, dqg, o_fa, 0);
+        CK(cudaGetLastError());
+        std::vector<float> go = to_f32(back(o_old, nq)), gf = to_f32(back(o_fa, nq)), ref(nq);
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < k.hq; h++) {
+                const int kvh = h / group, len = k.pos0 + t + 1;
+                const float *qr = &q[((size_t)t * k.hq + h) * D];
+                std::vector<double> sc(len);
+                double mx = -1e300, sum = 0;
+                for (int p = 0; p < len; p++) {
+                    const uint16_t *kr = &kc[((size_t)kvh * maxc + p) * D];
+                    double s = 0;
+                    for (int i = 0; i < D; i++) s += (double)qr[i] * lily_bf16_to_f32(kr[i]);
+                    sc[p] = s / sqrt((double)D), mx = fmax(mx, sc[p]);
+                }
+                for (int p = 0; p < len; p++) sum += (sc[p] = exp(sc[p] - mx));
+                std::vector<double> acc(D, 0.0);
+                for (int p = 0; p < len; p++) {
+                    const uint16_t *vr = &vc[((size_t)kvh * maxc + p) * D];
+                    for (int i = 0; i < D; i++) acc[i] += sc[p] * lily_bf16_to_f32(vr[i]);
+                }
+                for (int i = 0; i < D; i++) {
+                    float gt = qg[((size_t)t * k.hq + h) * 2 * D + D + i];
+                    ref[((size_t)t * k.hq + h) * D + i] = bfr(bfr((float)(acc[i] / sum)) / (1.0f + expf(-gt)));
+                }
+            }
+        auto worst_row = [&](const std::vector<float> &a, const std::vector<float> &b) {
+            double w = 0;
+            for (size_t row = 0; row < (size_t)T * k.hq; row++) w = fmax(w, rel_l2(&a[row * D], &b[row * D], D));
+            return w;
+        };
+        double e_old = rel_l2(go.data(), ref.data(), nq), e_fa = rel_l2(gf.data(), ref.data(), nq);
+        double w_old = worst_row(go, ref), w_fa = worst_row(gf, ref), e_x = rel_l2(gf.data(), go.data(), nq);
+        bool fin = !count_nonfinite(go.data(), nq) && !count_nonfinite(gf.data(), nq);
+        report(fin && e_old < 1e-2 && w_old < 2e-2,
+               "attn prefill (pf_attention) hq=%d hkv=%d D=%d T=%d pos0=%d: vs CPU rel_l2 %.2e, worst row %.2e (tol 1e-2, 2e-2)",
+               k.hq, k.hkv, D, T, k.pos0, e_old, w_old);
+        report(fin && e_fa < 1e-2 && w_fa < 2e-2 && e_x < 1e-2,
+               "attn prefill (flash%s) hq=%d hkv=%d D=%d T=%d pos0=%d: vs CPU rel_l2 %.2e, worst row %.2e; vs pf_attention %.2e (tol 1e-2, 2e-2)",
+               D % 16 ? ", falls back" : "", k.hq, k.hkv, D, T, k.pos0, e_fa, w_fa, e_x);
+        free_all();
+    }
+    if (g_small) return;
+    // Speed at the 35B-A3B shapes (16 q heads, 2 KV heads, D 256), one 1024-token chunk at the start
+    // and at 31K of context. Printed only.
+    const int hq = 16, hkv = 2, D = 256, T = 1024, maxc = 32768;
+    attn_dims d = {hq, hkv, D, 64, maxc, 1e7f, 1e-6f, 0};
+    uint16_t *kc = poisoned<uint16_t>((size_t)hkv * maxc * D), *vc = poisoned<uint16_t>((size_t)hkv * maxc * D);
+    CK(cudaMemset(kc, 0x3c, (size_t)hkv * maxc * D * 2));
+    CK(cudaMemset(vc, 0x3c, (size_t)hkv * maxc * D * 2));
+    float *q = dup(to_f32(rand_bf16((size_t)T * hq * D, r))), *qg = dup(to_f32(rand_bf16((size_t)T * hq * 2 * D, r)));
+    uint16_t *o = poisoned<uint16_t>((size_t)T * hq * D);
+    printf("\n| prefill attention (hq 16, hkv 2, D 256) | T | pos0 | pf_attention ms | flash ms | speed-up |\n|---|---|---|---|---|---|\n");
+    for (int pos0 : {0, maxc - T}) {
+        double ms_old = time_ms([&] { pf_attention(d, T, pos0, q, kc, vc, qg, o, 0); }, 3);
+        double ms_fa = time_ms([&] { pf_attention_flash(d, T, pos0, q, kc, vc, qg, o, 0); }, 5);
+        double flop = 4.0 * hq * D * ((double)T * pos0 + (double)T * (T + 1) / 2);
+        printf("| attention | %d | %d | %.3f | %.3f (%.0f TFLOP/s) | %.1fx |\n", T, pos0, ms_old, ms_fa,
+               flop / (ms_fa * 1e-3) / 1e12, ms_old / ms_fa);
+    }
+    CK(cudaGetLastError());
+    free_all();
+}
+
+// ---------------------------------------------------------------------------------------------
 // Speed at the Qwen3.6-35B-A3B shapes with random weights, against the ceilings measured now.
 static void bench_prefill(rng &r, bool quick) {
     lily_ceilings ce;
@@ -557,5 +654,6 @@ void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
     test_qgemm(r);
     test_moe_pf(r);
     test_gdn_pf(r);
+    test_attn_pf(r);
     if (bench) bench_prefill(r, quick);
 }
