@@ -21,8 +21,7 @@ enum lily_cuda_opt {
                                   // function to ~1e-5); states keep the mode they were made in
     LILY_CUDA_OPT_PDL = 5,        // 1 = programmatic dependent launch + L2 weight prefetch (default)
     LILY_CUDA_OPT_PREFILL = 6,    // 1 = prompts of n > 1 tokens go through the prefill kernels in chunks
-                                  // (bf16 activations only), 0 = the decode step token by token (default
-                                  // for now: docs/PERF.md, CUDA prefill)
+                                  // (bf16 activations only; default), 0 = the decode step token by token
     LILY_CUDA_OPT_CHUNK = 7,      // prefill chunk (tokens per pass; default 1024, LILY_CUDA_CHUNK)
     LILY_CUDA_OPT_FA = 8,         // 1 = prefill attention flash-tiled on the tensor cores (attn_flash.cu);
                                   // default 0 (LILY_CUDA_FA) until validated on a GPU

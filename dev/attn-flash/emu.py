@@ -1,8 +1,8 @@
-# attn_flash_emu.py: a lane-by-lane numpy emulation of src/cuda/attn_flash.cu's fa_kernel (ldmatrix
+# dev/attn-flash/emu.py: a lane-by-lane numpy emulation of src/cuda/attn_flash.cu's fa_kernel (ldmatrix
 # .x4/.x4.trans and mma.m16n8k16 fragment layouts as the PTX ISA defines them, cp.async tiles,
 # causal mask, online softmax, bf16 P, GQA row packing, epilogue), compared with a float64 softmax
 # from the spec formula. Written to check the index arithmetic on a machine without a GPU; slow
-# (small shapes only), not part of any suite. Run: /work/venv-ref/bin/python tests/gpu/attn_flash_emu.py
+# (small shapes only), not part of any suite. Run: /work/venv-ref/bin/python dev/attn-flash/emu.py
 # (or any python with numpy). Expected: rel_l2 ~1e-3 per case (bf16 rounding); a mask shifted by one
 # position gives > 1e-1. Keep in step with the kernel when its tiling changes.
 import numpy as np, math
