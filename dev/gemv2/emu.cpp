@@ -48,7 +48,7 @@ int run(int HPG,int cols,int ks,std::mt19937&rng){
       for(int v=0;v<4;v++){
         for(int l=0;l<32;l++){int g=l>>2,p=l&3;int rA=g,rB=g+8;
           uint32_t wa=codes[(rA*nchunk+p+4*t)*4+v],wb=codes[(rB*nchunk+p+4*t)*4+v];
-          uint32_t a0=pair(wa<<3),b0=pair(wb<<3),a1=pair(wa>>1),b1=pair(wb>>1),a2=pair(wa>>5),b2=pair(wb>>5),a3=pair(wa>>9),b3=pair(wb>>9);
+          uint32_t a0=pair(wa<<3),b0=pair(wb<<3),a1=pair(wa>>1),b1=pair(wb>>1);
           for(int m=0;m<NM;m++){int n=g+8*m;bool live=n/HPG<3&&n%HPG==p*HPG/4;
             uint32_t idx=live?((t*4+v)*12+(n/HPG)*4+p):zero_idx; const uint32_t*bx=&bsm[idx*4];
             L[m][l].a[0]=a0;L[m][l].a[1]=b0;L[m][l].a[2]=a1;L[m][l].a[3]=b1;L[m][l].b[0]=bx[0];L[m][l].b[1]=bx[1];}
