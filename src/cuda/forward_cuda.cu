@@ -354,6 +354,7 @@ static int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_PREFILL] = env_int("LILY_CUDA_PREFILL", 1) != 0;
     cx->opt[LILY_CUDA_OPT_CHUNK] = env_int("LILY_CUDA_CHUNK", 1024);
     cx->opt[LILY_CUDA_OPT_FA] = env_int("LILY_CUDA_FA", 0) != 0;
+    cx->opt[LILY_CUDA_OPT_GEMV2] = env_int("LILY_CUDA_GEMV2", 0) != 0;
     cx->dump = env_int("LILY_CUDA_DUMP", 0);
     *out = cx;
 #define FAIL(x) do { rc = (x); if (rc) { free_ctx(cx); *out = NULL; return rc; } } while (0)
@@ -531,6 +532,7 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
     cudaStream_t st = cx->st;
     const float eps = c->norm_eps;
     lily_cuda_pdl = cx->opt[LILY_CUDA_OPT_PDL] && !cx->prof; // profiling times kernels one by one
+    lily_cuda_gemv2 = cx->opt[LILY_CUDA_OPT_GEMV2];
     prof_mark(cx, "start");
     embed_row(cx->embed_q, cx->embed_dense, cx->embed_dt, c->hidden, s->d_tok, cx->x, st);
     prof_mark(cx, "embed");
@@ -777,6 +779,7 @@ static int chunk_logits(cuda_ctx *cx, cuda_state *s, int t, float *out) {
     g.epi = GV_LOGITS, g.amax = cx->amax, g.temp = 0.0f, g.seed = s->seed, g.pos = s->d_pos;
     g.nan_flag = cx->nan_flag;
     g.seg[0].m = cx->lm_head, g.seg[0].y = cx->logits;
+    lily_cuda_gemv2 = cx->opt[LILY_CUDA_OPT_GEMV2];
     gemv_launch(g, cx->amax_n, cx->st);
     CU_TRY(cudaGetLastError());
     CU_TRY(cudaMemcpyAsync(s->h_log, cx->logits, (size_t)c->vocab_size * 4, cudaMemcpyDeviceToHost, cx->st));
@@ -920,6 +923,7 @@ static const struct {
     {"gqa", LILY_CUDA_OPT_GQA, 0, 1},            {"gdn_split", LILY_CUDA_OPT_GDN_SPLIT, 1, 8},
     {"bf16act", LILY_CUDA_OPT_F32ACT, 1, 0},   {"pdl", LILY_CUDA_OPT_PDL, 0, 1},
     {"prefill", LILY_CUDA_OPT_PREFILL, 0, 1},   {"flash", LILY_CUDA_OPT_FA, 0, 1},
+    {"gemv2", LILY_CUDA_OPT_GEMV2, 0, 1},
 };
 
 extern "C" int lily_cuda_set_opt(void *ctx, int opt, int value);
@@ -928,7 +932,7 @@ static int set_flag_cuda(void *ctx, const char *name, int on) {
     for (auto &f : flag_names)
         if (!strcmp(f.name, name)) return lily_cuda_set_opt(ctx, f.opt, on ? f.on : f.off);
     return lily_err_set(LILY_EINVAL, "cuda backend: unknown flag '%s' (known: graph, split_kv, gqa, "
-                        "gdn_split, pdl, bf16act, prefill, flash)", name);
+                        "gdn_split, pdl, bf16act, prefill, flash, gemv2)", name);
 }
 
 static size_t peak_mem_cuda(void *ctx) {

@@ -5,6 +5,10 @@
 // norm, so the norm costs no launch of its own), then walks row tiles grid-stride. Within a tile a
 // group of `lpr` lanes owns RPW rows: each lane issues RPW x UNR independent 16-byte code loads before
 // using any of them, accumulates in fp32, and the group reduces with shuffles.
+//
+// gemv2_kernel (LILY_CUDA_GEMV2=1, off by default until measured) moves the 4-bit inner loop onto the
+// tensor cores: see the comment above gv2_tile. Segments it does not take run the first kernel's
+// per-warp path inside the same launch.
 #include "cuda_common.cuh"
 
 LILY_CUDA_F32ACT_SETTER(gemv)
@@ -81,29 +85,10 @@ __device__ __forceinline__ void gv_rows_generic(const gv_seg &s, int tile, const
     for (int r = 0; r < RPW; r++) acc[r] = warp_sum(acc[r]);
 }
 
-__global__ void __launch_bounds__(GV_THREADS) gemv_kernel(gv_args a) {
-    extern __shared__ float smem[];
-    __shared__ float red[32];
-    __shared__ float2 wbest[GV_WARPS];
-    const int cols = a.cols;
-    float *xs = smem, *xsum = smem + xs_floats(cols);
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    int total = 0;
-    for (int s = 0; s < a.nseg; s++) total += a.seg[s].tiles;
-    // The weights of this block's first tile do not depend on the previous kernel: start them
-    // towards L2 before waiting for it (rows of a tile are contiguous, and so are their scales).
-    if (blockIdx.x < total) {
-        int si = 0, tile = blockIdx.x;
-        while (tile >= a.seg[si].tiles) tile -= a.seg[si++].tiles;
-        const gv_seg &s = a.seg[si];
-        const int rpt = GV_WARPS * (32 / s.lpr) * RPW, r0 = tile * rpt, nr = min(rpt, s.m.rows - r0);
-        const long rb_ = dq_row_bytes(s.m);
-        prefetch_block((const char *)s.m.codes + r0 * rb_, nr * rb_);
-        if (s.m.sb) prefetch_block(s.m.sb + (long)r0 * (s.m.cols / s.m.group), (long)nr * (s.m.cols / s.m.group) * 4);
-    }
-    pdl_wait();
-
-    // Prologue: x into shared memory.
+// Prologue shared by both kernels: x (plain, RMS-normed or gated-normed) into padded shared memory,
+// its 16-value sums, and the prepared x to a.x_out from block 0. Ends with a barrier.
+__device__ __forceinline__ void gv_prologue(const gv_args &a, float *xs, float *xsum, float *red) {
+    const int cols = a.cols, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     if (a.pro == PRO_RMSNORM) {
         float ss = 0.0f;
         for (int c = tid; c < cols; c += GV_THREADS) ss += a.x[c] * a.x[c];
@@ -135,59 +120,327 @@ __global__ void __launch_bounds__(GV_THREADS) gemv_kernel(gv_args a) {
     if (a.x_out && blockIdx.x == 0)
         for (int c = tid; c < cols; c += GV_THREADS) a.x_out[c] = xs[xs_index(c)];
     __syncthreads();
+}
+
+// Epilogue of one finished row (fp32 dot product acc).
+__device__ __forceinline__ void gv_out(const gv_args &a, const gv_seg &s, int row, float acc, float &best,
+                                       int &best_row) {
+    if (a.epi == GV_STORE) {
+        s.y[row] = rb(acc);
+    } else if (a.epi == GV_RESID) {
+        s.y[row] = rb(s.res[row] + rb(acc));
+    } else {
+        float v = acc;
+        if (s.y) s.y[row] = v;
+        if (a.nan_flag && !isfinite(v)) *a.nan_flag = 1;
+        if (a.temp > 0.0f) // Gumbel-max: argmax(l/T + G) samples softmax(l/T) exactly
+            v = v / a.temp - __logf(-__logf(hash_uniform(a.seed, (uint32_t)*a.pos, row)));
+        if (v > best || (v == best && row < best_row)) best = v, best_row = row;
+    }
+}
+
+// GV_LOGITS: the block's best (value, row) into a.amax[blockIdx.x]. Called by every thread.
+__device__ __forceinline__ void gv_amax_finish(const gv_args &a, float best, int best_row, float2 *wbest) {
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    for (int o = 16; o > 0; o >>= 1) {
+        float ov = __shfl_xor_sync(0xffffffffu, best, o);
+        int orow = __shfl_xor_sync(0xffffffffu, best_row, o);
+        if (ov > best || (ov == best && orow < best_row)) best = ov, best_row = orow;
+    }
+    if (lane == 0) wbest[warp] = make_float2(best, __int_as_float(best_row));
+    __syncthreads();
+    if (tid == 0) {
+        float2 b = wbest[0];
+        for (int w = 1; w < GV_WARPS; w++) {
+            float2 o = wbest[w];
+            if (o.x > b.x || (o.x == b.x && __float_as_int(o.y) < __float_as_int(b.y))) b = o;
+        }
+        a.amax[blockIdx.x] = b;
+    }
+}
+
+// Rows of one tile of segment s, and the L2 prefetch of a tile's weights (rows of a tile are
+// contiguous, and so are their scales).
+__device__ __forceinline__ int gv_tile_rows(const gv_seg &s) {
+    return s.ks ? 16 * GV_WARPS / s.ks : GV_WARPS * (32 / s.lpr) * RPW;
+}
+__device__ __forceinline__ void gv_prefetch_tile(const gv_seg &s, int tile) {
+    const int rpt = gv_tile_rows(s), r0 = tile * rpt, nr = min(rpt, s.m.rows - r0);
+    const long rb_ = dq_row_bytes(s.m);
+    prefetch_block((const char *)s.m.codes + r0 * rb_, nr * rb_);
+    if (s.m.sb) prefetch_block(s.m.sb + (long)r0 * (s.m.cols / s.m.group), (long)nr * (s.m.cols / s.m.group) * 4);
+}
+
+// One tile of the first kernel's path: each warp owns its rows, lanes split the columns.
+__device__ __forceinline__ void gv_tile_lanes(const gv_args &a, const gv_seg &s, int tile, const float *xs,
+                                              const float *xsum, int lane, int warp, float &best,
+                                              int &best_row) {
+    float acc[RPW];
+    if (s.m.fmt != DQ_FAST)
+        gv_rows_generic(s, tile, xs, lane, warp, acc);
+    else if (s.m.bits == 4)
+        gv_rows<4>(s, tile, xs, xsum, lane, warp, acc);
+    else
+        gv_rows<8>(s, tile, xs, xsum, lane, warp, acc);
+    const int lpr = s.lpr, gq = lane / lpr;
+    if (lane % lpr) return;
+    const int r0 = (tile * GV_WARPS * (32 / lpr) + warp * (32 / lpr) + gq) * RPW;
+#pragma unroll
+    for (int r = 0; r < RPW; r++) {
+        int row = r0 + r;
+        if (row >= s.m.rows) break;
+        gv_out(a, s, row, acc[r], best, best_row);
+    }
+}
+
+__global__ void __launch_bounds__(GV_THREADS) gemv_kernel(gv_args a) {
+    extern __shared__ float smem[];
+    __shared__ float red[32];
+    __shared__ float2 wbest[GV_WARPS];
+    const int cols = a.cols;
+    float *xs = smem, *xsum = smem + xs_floats(cols);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    int total = 0;
+    for (int s = 0; s < a.nseg; s++) total += a.seg[s].tiles;
+    // The weights of this block's first tile do not depend on the previous kernel: start them
+    // towards L2 before waiting for it (rows of a tile are contiguous, and so are their scales).
+    if (blockIdx.x < total) {
+        int si = 0, tile = blockIdx.x;
+        while (tile >= a.seg[si].tiles) tile -= a.seg[si++].tiles;
+        gv_prefetch_tile(a.seg[si], tile);
+    }
+    pdl_wait();
+
+    gv_prologue(a, xs, xsum, red);
 
     float best = -INFINITY;
     int best_row = 0x7fffffff;
     for (int t = blockIdx.x; t < total; t += gridDim.x) {
         int si = 0, tile = t;
         while (tile >= a.seg[si].tiles) tile -= a.seg[si++].tiles;
-        const gv_seg &s = a.seg[si];
-        float acc[RPW];
-        if (s.m.fmt != DQ_FAST)
-            gv_rows_generic(s, tile, xs, lane, warp, acc);
-        else if (s.m.bits == 4)
-            gv_rows<4>(s, tile, xs, xsum, lane, warp, acc);
-        else
-            gv_rows<8>(s, tile, xs, xsum, lane, warp, acc);
-        const int lpr = s.lpr, gq = lane / lpr;
-        if (lane % lpr) continue;
-        const int r0 = (tile * GV_WARPS * (32 / lpr) + warp * (32 / lpr) + gq) * RPW;
+        gv_tile_lanes(a, a.seg[si], tile, xs, xsum, lane, warp, best, best_row);
+    }
+    pdl_trigger();
+    if (a.epi == GV_LOGITS) gv_amax_finish(a, best, best_row, wbest);
+}
+
+// ---------------------------------------------------------------------------------------------
+// gemv2: 4-bit rows on the tensor cores (LILY_CUDA_GEMV2=1). The first kernel spends ~3 issue slots
+// per code (shift, mask|exponent, FMA) plus shared-memory loads of x: ~100 per 16-byte chunk, which
+// caps it near 1.6 TB/s. Here a warp owns 16 rows and multiplies them with x by mma.m16n8k16 (bf16
+// in, fp32 accumulate); a code costs one shift + one lop3 per pair of codes and the multiply-adds
+// are free. Exactness as before: a code q becomes the bf16 1 + q/16 (exact), x is split into three
+// bf16 parts hi + mid + lo = x (exact for fp32), so every product is exact and only the fp32
+// accumulation rounds; per group sum(x (s q + b)) = 16 s (sum(x (1 + q/16)) - sum(x)) + b sum(x),
+// with the sums of each part of x per group precomputed once per block.
+//
+// Layout of one warp step (128 columns): lane l = 4 g + p loads the 16-byte chunk p of rows g and
+// g + 8 (codes of columns 32p..32p+31). Word v of a chunk (codes 8v..8v+7) gives four bf16 pairs
+// (codes {0,4}, {1,5}, {2,6}, {3,7}), the A fragments of two MMAs (k-blocks 2v, 2v+1). The MMA sums
+// over k, i.e. over the four chunks of the quad, which may lie in different groups: so the B
+// operand's 8 columns n = split * HPG + slot hold part `split` of x only in the rows (k) of chunks
+// whose group within the step is `slot`, zero elsewhere (HPG = 128 / group groups per step; for
+// group 32 the 12 columns take two MMAs). Each accumulator column then is one (part, group) sum.
+// Shared memory holds x pre-split in exactly the B fragment order: uint4 (step t, word v, part s,
+// chunk p) = the four bf16 pairs of columns 128t + 32p + 8v + {0,4 | 1,5 | 2,6 | 3,7}.
+// The 8 warps of a block split the columns of one 16-row tile into ks parts (ks = 8 for small
+// matrices, 1 for lm_head) and add their partial sums through shared memory in a fixed order.
+__device__ __forceinline__ void gv2_mma(float *d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                        uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Codes of word w at bit offsets {0,16} + 4i (after the shift) as the bf16 pair (1 + q/16, 1 + q'/16).
+__device__ __forceinline__ uint32_t gv2_pair(uint32_t shifted) {
+    return (shifted & 0x00780078u) | 0x3F803F80u;
+}
+
+template <int HPG>
+__device__ __forceinline__ void gv2_tile(const gv_seg &s, int tile, const uint4 *bsm, const uint4 *zero4,
+                                         const float *xsg, int lane, int warp, float &acc0, float &acc1) {
+    constexpr int NM = HPG == 4 ? 2 : 1; // MMAs per k-block (B columns needed: 3 parts x HPG slots)
+    const int ks = s.ks, wr = warp / ks, kw = warp % ks;
+    const int g = lane >> 2, p = lane & 3;
+    const int rA = (tile * (GV_WARPS / ks) + wr) * 16 + g, rB = rA + 8;
+    const bool okA = rA < s.m.rows, okB = rB < s.m.rows;
+    const int steps = s.m.cols >> 7, nchunk = s.m.cols >> 5, ng = s.m.cols / (128 / HPG);
+    const int h0 = HPG == 4 ? 2 * (p & 1) : 0; // first group slot of this lane's accumulator columns
+    // 32-bit element offsets (rows * chunks < 2^31 for any real matrix): fewer registers than pointers.
+    const uint4 *codes = s.m.codes;
+    const uint32_t *sbp = s.m.sb;
+    const int cA = rA * nchunk + p, cB = cA + 8 * nchunk, sA = rA * ng + h0, sB = sA + 8 * ng;
+    // B operand: this lane supplies column n = g + 8m, i.e. part n / HPG of x where its chunk p lies
+    // in group slot n % HPG, else zeros (a fixed zero vector, stride 0).
+    const uint4 *bp[NM];
+    int bst[NM];
 #pragma unroll
-        for (int r = 0; r < RPW; r++) {
-            int row = r0 + r;
-            if (row >= s.m.rows) break;
-            if (a.epi == GV_STORE) {
-                s.y[row] = rb(acc[r]);
-            } else if (a.epi == GV_RESID) {
-                s.y[row] = rb(s.res[row] + rb(acc[r]));
+    for (int m = 0; m < NM; m++) {
+        const int n = g + 8 * m;
+        const bool live = n / HPG < 3 && n % HPG == p * HPG / 4;
+        bp[m] = live ? bsm + (n / HPG) * 4 + p : zero4;
+        bst[m] = live ? 12 : 0;
+    }
+    acc0 = acc1 = 0.0f;
+    const uint4 z4 = make_uint4(0, 0, 0, 0);
+    for (int t0 = kw; t0 < steps; t0 += 2 * ks) {
+        uint4 ca[2], cb[2];
+        uint32_t sa[2][2], sbw[2][2];
+#pragma unroll
+        for (int u = 0; u < 2; u++) { // all loads of two steps before any use: 4 x 16 B per lane
+            const int t = t0 + u * ks;
+            const bool ok = t < steps, la = ok && okA, lb = ok && okB;
+            ca[u] = la ? __ldg(codes + cA + 4 * t) : z4;
+            cb[u] = lb ? __ldg(codes + cB + 4 * t) : z4;
+            if (HPG == 1) {
+                sa[u][0] = sa[u][1] = la ? __ldg(sbp + sA + t) : 0u;
+                sbw[u][0] = sbw[u][1] = lb ? __ldg(sbp + sB + t) : 0u;
             } else {
-                float v = acc[r];
-                if (s.y) s.y[row] = v;
-                if (a.nan_flag && !isfinite(v)) *a.nan_flag = 1;
-                if (a.temp > 0.0f) // Gumbel-max: argmax(l/T + G) samples softmax(l/T) exactly
-                    v = v / a.temp - __logf(-__logf(hash_uniform(a.seed, (uint32_t)*a.pos, row)));
-                if (v > best || (v == best && row < best_row)) best = v, best_row = row;
+                uint2 wa = la ? __ldg((const uint2 *)(sbp + sA + t * HPG)) : make_uint2(0, 0);
+                uint2 wb = lb ? __ldg((const uint2 *)(sbp + sB + t * HPG)) : make_uint2(0, 0);
+                sa[u][0] = wa.x, sa[u][1] = wa.y, sbw[u][0] = wb.x, sbw[u][1] = wb.y;
             }
+        }
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            const int t = t0 + u * ks;
+            if (t >= steps) break;
+            float d[NM][4];
+#pragma unroll
+            for (int m = 0; m < NM; m++) d[m][0] = d[m][1] = d[m][2] = d[m][3] = 0.0f;
+            const uint32_t wa[4] = {ca[u].x, ca[u].y, ca[u].z, ca[u].w};
+            const uint32_t wb[4] = {cb[u].x, cb[u].y, cb[u].z, cb[u].w};
+#pragma unroll
+            for (int v = 0; v < 4; v++) {
+                const uint32_t a0 = gv2_pair(wa[v] << 3), b0 = gv2_pair(wb[v] << 3);
+                const uint32_t a1 = gv2_pair(wa[v] >> 1), b1 = gv2_pair(wb[v] >> 1);
+                const uint32_t a2 = gv2_pair(wa[v] >> 5), b2 = gv2_pair(wb[v] >> 5);
+                const uint32_t a3 = gv2_pair(wa[v] >> 9), b3 = gv2_pair(wb[v] >> 9);
+#pragma unroll
+                for (int m = 0; m < NM; m++) {
+                    const uint4 bx = bp[m][(t * 4 + v) * bst[m]];
+                    gv2_mma(d[m], a0, b0, a1, b1, bx.x, bx.y);
+                    gv2_mma(d[m], a2, b2, a3, b3, bx.z, bx.w);
+                }
+            }
+            // Accumulator element e of MMA m is column n = 8m + 2p + e: part n / HPG, slot n % HPG;
+            // elements 0,1 belong to row g, 2,3 to row g + 8. The bias term once per (row, group),
+            // by the part-0 column.
+#pragma unroll
+            for (int m = 0; m < NM; m++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int n = 8 * m + 2 * p + e, part = n / HPG, ei = HPG == 1 ? 0 : e;
+                    if (part >= 3) continue;
+                    const float *xg = xsg + (t * HPG + (HPG == 1 ? 0 : h0 + e)) * 4;
+                    const float xp = xg[part];
+                    acc0 = fmaf(__uint_as_float(sa[u][ei] << 16) * 16.0f, d[m][e] - xp, acc0);
+                    acc1 = fmaf(__uint_as_float(sbw[u][ei] << 16) * 16.0f, d[m][2 + e] - xp, acc1);
+                    if (part == 0) {
+                        const float xf = xg[3];
+                        acc0 = fmaf(__uint_as_float(sa[u][ei] & 0xffff0000u), xf, acc0);
+                        acc1 = fmaf(__uint_as_float(sbw[u][ei] & 0xffff0000u), xf, acc1);
+                    }
+                }
+        }
+    }
+    acc0 += __shfl_xor_sync(0xffffffffu, acc0, 1);
+    acc0 += __shfl_xor_sync(0xffffffffu, acc0, 2);
+    acc1 += __shfl_xor_sync(0xffffffffu, acc1, 1);
+    acc1 += __shfl_xor_sync(0xffffffffu, acc1, 2);
+}
+
+#define GV2_MIN_BLOCKS 3 // resident blocks per SM the register budget is sized for (<= 80 registers)
+
+template <int HPG>
+__global__ void __launch_bounds__(GV_THREADS, GV2_MIN_BLOCKS) gemv2_kernel(gv_args a) {
+    constexpr int G = 128 / HPG;
+    extern __shared__ uint4 smem4[];
+    __shared__ float red[32];
+    __shared__ float2 wbest[GV_WARPS];
+    __shared__ float part[2][GV_WARPS][16];
+    const int cols = a.cols, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    uint4 *bsm = smem4, *zero4 = bsm + cols * 3 / 8;
+    float *xs = (float *)(zero4 + 1), *xsum = xs + xs_floats(cols), *xsg = xsum + cols / 16;
+    int total = 0;
+    for (int s = 0; s < a.nseg; s++) total += a.seg[s].tiles;
+    if (blockIdx.x < total) {
+        int si = 0, tile = blockIdx.x;
+        while (tile >= a.seg[si].tiles) tile -= a.seg[si++].tiles;
+        gv_prefetch_tile(a.seg[si], tile);
+    }
+    pdl_wait();
+
+    gv_prologue(a, xs, xsum, red);
+    // x split into three bf16 parts in B-fragment order, and per group the sum of each part and of
+    // x. Thread i takes columns 8i..8i+7 (step i/16, chunk (i/4)%4, word i%4); the G/8 threads of a
+    // group are adjacent lanes.
+    if (tid == 0) *zero4 = make_uint4(0, 0, 0, 0);
+    for (int i0 = 0; i0 < cols / 8; i0 += GV_THREADS) { // same trip count in every lane (shuffles)
+        const int i = i0 + tid;
+        const bool ok = i < cols / 8;
+        float ps0 = 0.0f, ps1 = 0.0f, ps2 = 0.0f, pf = 0.0f;
+        if (ok) {
+            uint32_t w0[4] = {0, 0, 0, 0}, w1[4] = {0, 0, 0, 0}, w2[4] = {0, 0, 0, 0};
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                const float x = xs[xs_index(8 * i + k)];
+                const uint32_t hi = lily_f32_to_bf16(x);
+                const float hf = __uint_as_float(hi << 16), r1 = x - hf;
+                const uint32_t mi = lily_f32_to_bf16(r1);
+                const float mf = __uint_as_float(mi << 16), r2 = r1 - mf;
+                const uint32_t lo = lily_f32_to_bf16(r2);
+                const int sh = k < 4 ? 0 : 16;
+                w0[k & 3] |= hi << sh, w1[k & 3] |= mi << sh, w2[k & 3] |= lo << sh;
+                ps0 += hf, ps1 += mf, ps2 += __uint_as_float(lo << 16), pf += x;
+            }
+            const int t = i >> 4, p = (i >> 2) & 3, v = i & 3;
+            uint4 *dst = bsm + (t * 4 + v) * 12 + p;
+            dst[0] = make_uint4(w0[0], w0[1], w0[2], w0[3]);
+            dst[4] = make_uint4(w1[0], w1[1], w1[2], w1[3]);
+            dst[8] = make_uint4(w2[0], w2[1], w2[2], w2[3]);
+        }
+#pragma unroll
+        for (int o = 1; o < G / 8; o <<= 1) {
+            ps0 += __shfl_xor_sync(0xffffffffu, ps0, o);
+            ps1 += __shfl_xor_sync(0xffffffffu, ps1, o);
+            ps2 += __shfl_xor_sync(0xffffffffu, ps2, o);
+            pf += __shfl_xor_sync(0xffffffffu, pf, o);
+        }
+        if (ok && i % (G / 8) == 0) {
+            float *o = xsg + i / (G / 8) * 4;
+            o[0] = ps0, o[1] = ps1, o[2] = ps2, o[3] = pf;
+        }
+    }
+    __syncthreads();
+
+    float best = -INFINITY;
+    int best_row = 0x7fffffff, it = 0;
+    for (int t = blockIdx.x; t < total; t += gridDim.x) {
+        int si = 0, tile = t;
+        while (tile >= a.seg[si].tiles) tile -= a.seg[si++].tiles;
+        const gv_seg &s = a.seg[si];
+        if (!s.ks) {
+            gv_tile_lanes(a, s, tile, xs, xsum, lane, warp, best, best_row);
+            continue;
+        }
+        float acc0, acc1;
+        gv2_tile<HPG>(s, tile, bsm, zero4, xsg, lane, warp, acc0, acc1);
+        float(*pp)[16] = part[it++ & 1]; // alternate buffers: one barrier per tile suffices
+        if ((lane & 3) == 0) pp[warp][lane >> 2] = acc0, pp[warp][(lane >> 2) + 8] = acc1;
+        __syncthreads();
+        const int ks = s.ks, nr = 16 * (GV_WARPS / ks);
+        if (tid < nr) {
+            const int wr = tid / 16, r = tid % 16, row = tile * nr + tid;
+            float v = 0.0f;
+            for (int k = 0; k < ks; k++) v += pp[wr * ks + k][r];
+            if (row < s.m.rows) gv_out(a, s, row, v, best, best_row);
         }
     }
     pdl_trigger();
-    if (a.epi == GV_LOGITS) {
-        for (int o = 16; o > 0; o >>= 1) {
-            float ov = __shfl_xor_sync(0xffffffffu, best, o);
-            int orow = __shfl_xor_sync(0xffffffffu, best_row, o);
-            if (ov > best || (ov == best && orow < best_row)) best = ov, best_row = orow;
-        }
-        if (lane == 0) wbest[warp] = make_float2(best, __int_as_float(best_row));
-        __syncthreads();
-        if (tid == 0) {
-            float2 b = wbest[0];
-            for (int w = 1; w < GV_WARPS; w++) {
-                float2 o = wbest[w];
-                if (o.x > b.x || (o.x == b.x && __float_as_int(o.y) < __float_as_int(b.y))) b = o;
-            }
-            a.amax[blockIdx.x] = b;
-        }
-    }
+    if (a.epi == GV_LOGITS) gv_amax_finish(a, best, best_row, wbest);
 }
 
 static int n_sms(void) {
@@ -211,17 +464,71 @@ int gemv_max_blocks(void) {
     return n_sms() * bps;
 }
 
+int lily_cuda_gemv2 = 0;
+
+static int env_pos(const char *name, int def) {
+    const char *e = getenv(name);
+    return e && atoi(e) > 0 ? atoi(e) : def;
+}
+
+// Segments gemv2 takes: 4-bit vectorisable rows of whole 128-column steps, group 32, 64 or 128, all
+// of one launch with the same group (x's per-group sums are laid out for one group size).
+static bool gv2_takes(const dq_mat &m, int cols) {
+    return m.fmt == DQ_FAST && m.bits == 4 && m.cols == cols && cols % 128 == 0 &&
+           (m.group == 32 || m.group == 64 || m.group == 128);
+}
+
+// Warps sharing one 16-row tile: the fewest that still give every resident block a tile
+// (LILY_CUDA_GEMV2_KS = 1, 2, 4 or 8 forces it).
+static int gv2_ks(int rows, int steps, int slots) {
+    static int force = -1;
+    if (force < 0) {
+        force = env_pos("LILY_CUDA_GEMV2_KS", 0);
+        if (force != 1 && force != 2 && force != 4 && force != 8) force = 0;
+    }
+    if (force) return force;
+    int ks = 1, r16 = (rows + 15) / 16;
+    while (ks < GV_WARPS && ks < steps && (r16 * ks + GV_WARPS - 1) / GV_WARPS < slots) ks *= 2;
+    return ks;
+}
+
+template <int HPG> static void gv2_launch(const gv_args &a, int grid, size_t smem, cudaStream_t st) {
+    static size_t smem_set = 0;
+    if (smem > 48 * 1024 && smem > smem_set) {
+        cudaFuncSetAttribute(gemv2_kernel<HPG>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        smem_set = smem;
+    }
+    launch_k(gemv2_kernel<HPG>, grid, GV_THREADS, smem, st, a);
+}
+
 int gemv_launch(gv_args a, int max_blocks, cudaStream_t st) {
+    int group2 = 0; // gemv2's group size, 0 = the first kernel
+    for (int s = 0; s < a.nseg && lily_cuda_gemv2 && !group2; s++)
+        if (gv2_takes(a.seg[s].m, a.cols)) group2 = a.seg[s].m.group;
+    static int bps2 = 0;
+    if (!bps2) bps2 = env_pos("LILY_CUDA_GEMV2_BPS", GV2_MIN_BLOCKS);
     int total = 0;
     for (int s = 0; s < a.nseg; s++) {
         gv_seg &g = a.seg[s];
         int nchunk = g.m.cols * g.m.bits / 128;
         g.lpr = g.m.fmt != DQ_FAST ? 32 : floor_pow2(nchunk < 32 ? nchunk : 32);
-        int rows_per_tile = GV_WARPS * (32 / g.lpr) * RPW;
+        g.ks = group2 && gv2_takes(g.m, a.cols) && g.m.group == group2 ? gv2_ks(g.m.rows, a.cols / 128, n_sms() * bps2) : 0;
+        int rows_per_tile = g.ks ? 16 * GV_WARPS / g.ks : GV_WARPS * (32 / g.lpr) * RPW;
         g.tiles = (g.m.rows + rows_per_tile - 1) / rows_per_tile;
         total += g.tiles;
     }
     if (max_blocks <= 0) max_blocks = gemv_max_blocks();
+    if (group2) {
+        if (max_blocks > n_sms() * bps2) max_blocks = n_sms() * bps2;
+        int grid = total < max_blocks ? total : max_blocks;
+        if (grid < 1) grid = 1;
+        size_t smem = (size_t)(a.cols * 3 / 8 + 1) * sizeof(uint4) +
+                      (size_t)(xs_floats(a.cols) + a.cols / 16 + a.cols / group2 * 4) * sizeof(float);
+        if (group2 == 32) gv2_launch<4>(a, grid, smem, st);
+        else if (group2 == 64) gv2_launch<2>(a, grid, smem, st);
+        else gv2_launch<1>(a, grid, smem, st);
+        return grid;
+    }
     int grid = total < max_blocks ? total : max_blocks;
     if (grid < 1) grid = 1;
     size_t smem = (size_t)(xs_floats(a.cols) + a.cols / 16) * sizeof(float);

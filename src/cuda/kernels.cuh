@@ -13,6 +13,7 @@ struct gv_seg {
     const float *res;  // GV_RESID: y = round(res + round(W x)); may alias y
     int tiles;         // filled by gemv_launch
     int lpr;           // lanes per row (filled by gemv_launch)
+    int ks;            // gemv2: warps sharing a 16-row tile's columns; 0 = lane path (filled by gemv_launch)
 };
 struct gv_args {
     gv_seg seg[GV_MAX_SEG];
@@ -34,6 +35,9 @@ struct gv_args {
 // Launch; returns the grid size used (GV_LOGITS needs it to size amax). max_blocks 0 = default.
 int gemv_launch(gv_args a, int max_blocks, cudaStream_t st);
 int gemv_max_blocks(void);
+// 1 = gemv_launch uses gemv2_kernel (tensor-core 4-bit path) where a segment allows it (default 0;
+// forward_cuda.cu sets it per step from LILY_CUDA_OPT_GEMV2, the tests set it directly).
+extern int lily_cuda_gemv2;
 
 // ---- moe.cu ------------------------------------------------------------------------------------
 struct moe_w {

@@ -2,6 +2,8 @@
 // outputs poisoned with NaN before each launch. Prints one PASS/FAIL line per case with its metric.
 #include <stdarg.h>
 
+#include <algorithm>
+
 #include "gpu_test.h"
 #include "../../src/cuda/cuda_common.cuh"
 
@@ -76,13 +78,49 @@ static std::vector<float> ref_mv(const lily_mat &m, const std::vector<float> &x)
 }
 
 // ---------------------------------------------------------------------------------------------
+// Median milliseconds of one launch, L2 flushed before each (a 256 MB memset), so the GB/s printed
+// are DRAM figures also for matrices that would fit in the 50 MB L2.
+template <class F> static double time_cold_ms(F fn, int reps) {
+    static char *flush = NULL;
+    const size_t fb = 256u << 20;
+    if (!flush) CK(cudaMalloc(&flush, fb));
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0), cudaEventCreate(&e1);
+    std::vector<float> t;
+    for (int i = 0; i < reps; i++) {
+        cudaMemsetAsync(flush, i & 0xff, fb, 0);
+        cudaEventRecord(e0);
+        fn();
+        cudaEventRecord(e1);
+        cudaEventSynchronize(e1);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, e0, e1);
+        t.push_back(ms);
+    }
+    cudaEventDestroy(e0), cudaEventDestroy(e1);
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+}
+
+// Each case runs through both kernels on the same inputs: the first (lily_cuda_gemv2 = 0) and gemv2
+// (its 4-bit segments on the tensor-core path, the others on the first kernel's lane path inside
+// it). Segment 1 of a multi-segment case has the other bit width, so launches mix the two paths.
+// Cases with `bench` set also print (never assert) old vs new time and GB/s of codes + scales.
 static void test_gemv(rng &r) {
-    struct cs { int rows, cols, bits, group, pro, epi, nseg; } cases[] = {
-        {1, 64, 4, 64, PRO_PLAIN, GV_LOGITS, 1},     {37, 192, 4, 64, PRO_PLAIN, GV_STORE, 1},
-        {1001, 2048, 4, 64, PRO_RMSNORM, GV_STORE, 3}, {255, 2048, 8, 64, PRO_RMSNORM, GV_STORE, 2},
-        {300, 4096, 4, 64, PRO_PLAIN, GV_RESID, 1},  {77, 384, 4, 32, PRO_GATED, GV_RESID, 1},
-        {513, 512, 4, 128, PRO_PLAIN, GV_STORE, 4},  {33, 96 * 2, 8, 32, PRO_PLAIN, GV_STORE, 2},
-        {20011, 2048, 4, 64, PRO_RMSNORM, GV_LOGITS, 1}, {5000, 320, 8, 64, PRO_PLAIN, GV_LOGITS, 1},
+    struct cs { int rows, cols, bits, group, pro, epi, nseg, bench; } cases[] = {
+        {1, 64, 4, 64, PRO_PLAIN, GV_LOGITS, 1, 0},     {37, 192, 4, 64, PRO_PLAIN, GV_STORE, 1, 0},
+        {1001, 2048, 4, 64, PRO_RMSNORM, GV_STORE, 3, 0}, {255, 2048, 8, 64, PRO_RMSNORM, GV_STORE, 2, 0},
+        {300, 4096, 4, 64, PRO_PLAIN, GV_RESID, 1, 0},  {77, 384, 4, 32, PRO_GATED, GV_RESID, 1, 0},
+        {513, 512, 4, 128, PRO_PLAIN, GV_STORE, 4, 0},  {33, 96 * 2, 8, 32, PRO_PLAIN, GV_STORE, 2, 0},
+        {20011, 2048, 4, 64, PRO_RMSNORM, GV_LOGITS, 1, 0}, {5000, 320, 8, 64, PRO_PLAIN, GV_LOGITS, 1, 0},
+        // The model's shapes (hidden 2048; expert-sized 512 x 2048 and 2048 x 512; GDN qkv; lm_head;
+        // the 8-bit router), groups 32 / 64 / 128, odd row counts, fp32-output argmax.
+        {2048, 512, 4, 64, PRO_PLAIN, GV_RESID, 1, 1},  {512, 2048, 4, 64, PRO_RMSNORM, GV_STORE, 1, 1},
+        {8192, 2048, 4, 64, PRO_RMSNORM, GV_STORE, 1, 1}, {256, 2048, 8, 64, PRO_RMSNORM, GV_STORE, 1, 1},
+        {248320, 2048, 4, 64, PRO_RMSNORM, GV_LOGITS, 1, 1}, {2048, 4096, 4, 64, PRO_GATED, GV_RESID, 1, 1},
+        {8191, 2048, 4, 32, PRO_PLAIN, GV_STORE, 1, 1}, {4097, 2048, 4, 128, PRO_RMSNORM, GV_STORE, 1, 1},
+        {511, 2048, 4, 32, PRO_RMSNORM, GV_STORE, 2, 0}, {2047, 512, 4, 128, PRO_PLAIN, GV_RESID, 1, 0},
+        {3001, 2048, 4, 64, PRO_PLAIN, GV_LOGITS, 1, 0}, {1999, 1024, 4, 32, PRO_PLAIN, GV_LOGITS, 1, 0},
     };
     for (auto &k : cases) {
         const int cols = k.cols, ghd = 96 % 32 == 0 && cols % 96 == 0 ? 96 : 64;
@@ -128,42 +166,62 @@ static void test_gemv(rng &r) {
         float2 *amax = poisoned<float2>(gemv_max_blocks());
         int *tok = poisoned<int>(1), *step = dup(std::vector<int>{0}), *pos = dup(std::vector<int>{5});
         a.amax = amax, a.pos = pos;
-        int nb = gemv_launch(a, 0, 0);
-        if (k.epi == GV_LOGITS) sample_finish(amax, nb, tok, NULL, step, pos, 0);
-        CK(cudaGetLastError());
-        double worst = 0;
-        bool ok = true;
-        for (int s = 0; s < k.nseg; s++) {
-            std::vector<float> y = back(a.seg[s].y, refs[s].size());
-            double e = rel_l2(y.data(), refs[s].data(), y.size());
-            if (k.epi == GV_LOGITS && k.pro == PRO_PLAIN) {
-                // fp32 outputs: judge the error against the size of the summed terms, sum_j |w x|,
-                // not against |y|, which cancellation can make arbitrarily small (one row of 64
-                // terms failed a plain relative check on a benign seed).
-                std::vector<float> wrow(cols);
-                double num = 0, den = 0;
-                for (int i = 0; i < (int)y.size(); i++) {
-                    lily_mat_row(&hm[s].m, i, wrow.data());
-                    double mag = 0;
-                    for (int j = 0; j < cols; j++) mag += fabs((double)wrow[j] * xr[j]);
-                    double d = (double)y[i] - refs[s][i];
-                    num += d * d, den += mag * mag;
+        double ms[2] = {0, 0};
+        for (int v2 = 0; v2 < 2; v2++) {
+            lily_cuda_gemv2 = v2;
+            for (int s = 0; s < k.nseg; s++) CK(cudaMemset(a.seg[s].y, 0xff, (k.rows + 13 * s) * sizeof(float)));
+            CK(cudaMemset(xo, 0xff, cols * sizeof(float)));
+            CK(cudaMemcpy(step, std::vector<int>{0}.data(), 4, cudaMemcpyHostToDevice));
+            CK(cudaMemcpy(pos, std::vector<int>{5}.data(), 4, cudaMemcpyHostToDevice));
+            int nb = gemv_launch(a, 0, 0);
+            if (k.epi == GV_LOGITS) sample_finish(amax, nb, tok, NULL, step, pos, 0);
+            CK(cudaGetLastError());
+            double worst = 0;
+            bool ok = true;
+            for (int s = 0; s < k.nseg; s++) {
+                std::vector<float> y = back(a.seg[s].y, refs[s].size());
+                double e = rel_l2(y.data(), refs[s].data(), y.size());
+                if (k.epi == GV_LOGITS && k.pro == PRO_PLAIN) {
+                    // fp32 outputs: judge the error against the size of the summed terms, sum_j |w x|,
+                    // not against |y|, which cancellation can make arbitrarily small (one row of 64
+                    // terms failed a plain relative check on a benign seed).
+                    std::vector<float> wrow(cols);
+                    double num = 0, den = 0;
+                    for (int i = 0; i < (int)y.size(); i++) {
+                        lily_mat_row(&hm[s].m, i, wrow.data());
+                        double mag = 0;
+                        for (int j = 0; j < cols; j++) mag += fabs((double)wrow[j] * xr[j]);
+                        double d = (double)y[i] - refs[s][i];
+                        num += d * d, den += mag * mag;
+                    }
+                    e = (num == num) ? sqrt(num / (den > 0 ? den : 1e-30)) : INFINITY;
                 }
-                e = (num == num) ? sqrt(num / (den > 0 ? den : 1e-30)) : INFINITY;
+                worst = e > worst ? e : worst;
+                ok = ok && count_nonfinite(y.data(), y.size()) == 0;
+                if (k.epi == GV_LOGITS) {
+                    int t = back(tok, 1)[0], best = 0;
+                    for (int i = 1; i < (int)y.size(); i++) if (y[i] > y[best]) best = i;
+                    ok = ok && t == best;
+                }
             }
-            worst = e > worst ? e : worst;
-            ok = ok && count_nonfinite(y.data(), y.size()) == 0;
-            if (k.epi == GV_LOGITS) {
-                int t = back(tok, 1)[0], best = 0;
-                for (int i = 1; i < (int)y.size(); i++) if (y[i] > y[best]) best = i;
-                ok = ok && t == best;
-            }
+            std::vector<float> xob = back(xo, cols);
+            double ex = rel_l2(xob.data(), xr.data(), cols);
+            double tol = k.epi == GV_LOGITS ? (k.pro == PRO_PLAIN ? 2e-6 : 2e-3) : 5e-3;
+            report(ok && worst < tol && ex < 2e-3, "%s rows=%d cols=%d bits=%d group=%d pro=%d epi=%d nseg=%d: rel_l2 %.2e (tol %.0e), x_out %.1e",
+                   v2 ? "gemv2" : "gemv", k.rows, cols, k.bits, k.group, k.pro, k.epi, k.nseg, worst, tol, ex);
+            if (k.bench) ms[v2] = time_cold_ms([&] { gemv_launch(a, 0, 0); }, 20);
         }
-        std::vector<float> xob = back(xo, cols);
-        double ex = rel_l2(xob.data(), xr.data(), cols);
-        double tol = k.epi == GV_LOGITS ? (k.pro == PRO_PLAIN ? 2e-6 : 2e-3) : 5e-3;
-        report(ok && worst < tol && ex < 2e-3, "gemv rows=%d cols=%d bits=%d group=%d pro=%d epi=%d nseg=%d: rel_l2 %.2e (tol %.0e), x_out %.1e",
-               k.rows, cols, k.bits, k.group, k.pro, k.epi, k.nseg, worst, tol, ex);
+        lily_cuda_gemv2 = 0;
+        if (k.bench) {
+            double bytes = 0;
+            for (int s = 0; s < k.nseg; s++) {
+                const dq_mat &m = a.seg[s].m;
+                bytes += (double)m.rows * m.cols * m.bits / 8 + (double)m.rows * (m.cols / m.group) * 4;
+            }
+            printf("  timing rows=%d cols=%d bits=%d group=%d (%.1f MB, L2 flushed): gemv %.1f us %.0f GB/s, gemv2 %.1f us %.0f GB/s (x%.2f)\n",
+                   k.rows, cols, k.bits, k.group, bytes / 1e6, ms[0] * 1e3, bytes / ms[0] / 1e6, ms[1] * 1e3,
+                   bytes / ms[1] / 1e6, ms[0] / ms[1]);
+        }
     }
 }
 
