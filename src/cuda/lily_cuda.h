@@ -9,9 +9,10 @@ extern "C" {
 
 // Ablation switches; also read from the environment at init (LILY_CUDA_GRAPH, LILY_CUDA_ATTN_SPLIT,
 // LILY_CUDA_GQA, LILY_CUDA_GDN_SPLIT, LILY_CUDA_F32ACT, LILY_CUDA_PREFILL, LILY_CUDA_CHUNK,
-// LILY_CUDA_FA). Setting one drops captured graphs. The same
+// LILY_CUDA_FA, LILY_CUDA_GDN_CHUNKED). Setting one drops captured graphs. The same
 // switches are reachable by name through the backend's set_flag hook (`lily bench --ablate NAME`):
-// graph, split_kv, gqa, gdn_split, pdl, bf16act (off = fp32 activations), prefill, flash.
+// graph, split_kv, gqa, gdn_split, pdl, bf16act (off = fp32 activations), prefill, flash,
+// gdn_chunked.
 enum lily_cuda_opt {
     LILY_CUDA_OPT_GRAPH = 0,      // 1 = the whole step as one CUDA graph (default), 0 = plain launches
     LILY_CUDA_OPT_ATTN_SPLIT = 1, // split-KV blocks per KV head (1 = no split); 0 = automatic
@@ -25,6 +26,8 @@ enum lily_cuda_opt {
     LILY_CUDA_OPT_CHUNK = 7,      // prefill chunk (tokens per pass; default 1024, LILY_CUDA_CHUNK)
     LILY_CUDA_OPT_FA = 8,         // 1 = prefill attention flash-tiled on the tensor cores (attn_flash.cu);
                                   // default 0 (LILY_CUDA_FA) until validated on a GPU
+    LILY_CUDA_OPT_GDN_CHUNKED = 9, // 1 = prefill GDN in the chunked tensor-core form (gdn_chunked.cu);
+                                   // default 0 (LILY_CUDA_GDN_CHUNKED) until validated on a GPU
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);
