@@ -355,6 +355,7 @@ static int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_CHUNK] = env_int("LILY_CUDA_CHUNK", 1024);
     cx->opt[LILY_CUDA_OPT_FA] = env_int("LILY_CUDA_FA", 0) != 0;
     cx->opt[LILY_CUDA_OPT_GEMV2] = env_int("LILY_CUDA_GEMV2", 0) != 0;
+    cx->opt[LILY_CUDA_OPT_GDN_CHUNKED] = env_int("LILY_CUDA_GDN_CHUNKED", 0) != 0;
     cx->dump = env_int("LILY_CUDA_DUMP", 0);
     *out = cx;
 #define FAIL(x) do { rc = (x); if (rc) { free_ctx(cx); *out = NULL; return rc; } } while (0)
@@ -744,8 +745,14 @@ static int enqueue_chunk(cuda_ctx *cx, cuda_state *s, int T) {
                 (rc = pf_gemm(st, b->xn, H, d->b, T, QG_BF16, b->b, NULL)) ||
                 (rc = pf_gemm(st, b->xn, H, d->a, T, QG_BF16, b->a, NULL)))
                 break;
-            gdn_pf_scan(gd, T, pos0, b->qkv, b->b, b->a, d->conv, d->dt_bias, d->A, s->ring[l], s->S[l],
-                        b->o, 0, st);
+            // The chunked form only from one whole chunk of 64 up: below that it is one partial chunk,
+            // with no tensor-core work to win over the scan.
+            if (cx->opt[LILY_CUDA_OPT_GDN_CHUNKED] && T >= 64)
+                gdn_pf_chunked(gd, T, pos0, b->qkv, b->b, b->a, d->conv, d->dt_bias, d->A, s->ring[l], s->S[l],
+                               b->o, 0, st);
+            else
+                gdn_pf_scan(gd, T, pos0, b->qkv, b->b, b->a, d->conv, d->dt_bias, d->A, s->ring[l], s->S[l],
+                            b->o, 0, st);
             gdn_pf_gated_norm(T, c->lin_v_heads, c->lin_v_dim, b->o, b->z, d->gnorm, eps, b->g, st);
             if ((rc = pf_gemm(st, b->g, vd, d->out, T, QG_RESID, b->x, b->x))) break;
         } else {
@@ -924,6 +931,7 @@ static const struct {
     {"bf16act", LILY_CUDA_OPT_F32ACT, 1, 0},   {"pdl", LILY_CUDA_OPT_PDL, 0, 1},
     {"prefill", LILY_CUDA_OPT_PREFILL, 0, 1},   {"flash", LILY_CUDA_OPT_FA, 0, 1},
     {"gemv2", LILY_CUDA_OPT_GEMV2, 0, 1},
+    {"gdn_chunked", LILY_CUDA_OPT_GDN_CHUNKED, 0, 1},
 };
 
 extern "C" int lily_cuda_set_opt(void *ctx, int opt, int value);
@@ -932,7 +940,7 @@ static int set_flag_cuda(void *ctx, const char *name, int on) {
     for (auto &f : flag_names)
         if (!strcmp(f.name, name)) return lily_cuda_set_opt(ctx, f.opt, on ? f.on : f.off);
     return lily_err_set(LILY_EINVAL, "cuda backend: unknown flag '%s' (known: graph, split_kv, gqa, "
-                        "gdn_split, pdl, bf16act, prefill, flash, gemv2)", name);
+                        "gdn_split, pdl, bf16act, prefill, flash, gemv2, gdn_chunked)", name);
 }
 
 static size_t peak_mem_cuda(void *ctx) {

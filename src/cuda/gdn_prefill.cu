@@ -11,6 +11,7 @@
 // o = gamma b + delta (k.q), S = gamma S + k delta. The ring (K, C) is updated afterwards by its
 // own kernel, so no block reads a slot another block has already overwritten.
 #include "prefill.cuh"
+#include "gdn_pf.cuh"
 
 #define GP_TS 16     // tokens per sub-chunk
 #define GP_KPT 32    // state values per thread (Dk / 4 <= 32)
@@ -52,15 +53,7 @@ __global__ void __launch_bounds__(128) gdn_pf_kernel(gdn_dims d, int T, int pos,
             int c = ci < Dk ? kh * Dk + ci
                     : ci < 2 * Dk ? d.hk * Dk + kh * Dk + (ci - Dk)
                     : 2 * d.hk * Dk + h * d.dv + j0 + (ci - 2 * Dk);
-            int t = t0 + tt;
-            float y = conv_w[(long)c * K + K - 1] * __uint_as_float((uint32_t)qkv[(long)t * C + c] << 16);
-            for (int dd = 1; dd < K; dd++) {
-                int tp = t - dd;
-                float u = tp >= 0 ? __uint_as_float((uint32_t)qkv[(long)tp * C + c] << 16)
-                                  : ring[(long)(((pos + tp) % K + K) % K) * C + c];
-                y += conv_w[(long)c * K + K - 1 - dd] * u;
-            }
-            y = rb(silu_f(rb(y)));
+            float y = gdn_pf_conv(qkv, ring, conv_w, C, K, pos, t0 + tt, c);
             if (ci < 2 * Dk) {
                 int i = ci % Dk;
                 (ci < Dk ? qs : ks)[tt * row + (i / kper) * kst + i % kper] = y;
@@ -70,10 +63,8 @@ __global__ void __launch_bounds__(128) gdn_pf_kernel(gdn_dims d, int T, int pos,
         }
         if (tid < nts) {
             int t = t0 + tid;
-            bet[tid] = rb(sigmoid_f(__uint_as_float((uint32_t)bb[(long)t * d.hv + h] << 16)));
-            float xa = __uint_as_float((uint32_t)aa[(long)t * d.hv + h] << 16) + dtb;
-            float sp = xa > 20.0f ? xa : log1pf(expf(xa));
-            gam[tid] = expf(a_h * sp);
+            bet[tid] = gdn_pf_beta(bb[(long)t * d.hv + h]);
+            gam[tid] = expf(gdn_pf_logdecay(aa[(long)t * d.hv + h], dtb, a_h));
         }
         __syncthreads();
         // L2 norms (eps inside the sqrt), q scaled by Dk^-1/2, and k.q: one warp per token.
@@ -158,6 +149,10 @@ void gdn_pf_scan(gdn_dims d, int T, int pos, const uint16_t *qkv, const uint16_t
     size_t smem = (size_t)(2 * GP_TS * row + 2 * GP_TS * ncols + 3 * GP_TS) * sizeof(float);
     gdn_pf_kernel<<<dim3(d.hv, nsplit), threads, smem, st>>>(d, T, pos, qkv, b, a, conv_w, dt_bias, A,
                                                             conv_ring, state, o, ncols);
+    gdn_pf_ring(d, T, pos, qkv, conv_ring, st);
+}
+
+void gdn_pf_ring(gdn_dims d, int T, int pos, const uint16_t *qkv, float *conv_ring, cudaStream_t st) {
     const int C = 2 * d.hk * d.dk + d.hv * d.dv;
     gdn_ring_kernel<<<(d.kconv * C + 255) / 256, 256, 0, st>>>(C, d.kconv, T, pos, qkv, conv_ring);
 }

@@ -9,11 +9,11 @@ extern "C" {
 
 // Ablation switches; also read from the environment at init (LILY_CUDA_GRAPH, LILY_CUDA_ATTN_SPLIT,
 // LILY_CUDA_GQA, LILY_CUDA_GDN_SPLIT, LILY_CUDA_F32ACT, LILY_CUDA_PREFILL, LILY_CUDA_CHUNK,
-// LILY_CUDA_FA, LILY_CUDA_GEMV2). Setting one drops captured graphs. The same
+// LILY_CUDA_FA, LILY_CUDA_GEMV2, LILY_CUDA_GDN_CHUNKED). Setting one drops captured graphs. The same
 // switches are reachable by name through the backend's set_flag hook (`lily bench --ablate NAME`):
-// graph, split_kv, gqa, gdn_split, pdl, bf16act (off = fp32 activations), prefill, flash, gemv2
-// (flash and gemv2: on = the new kernel, so `--ablate NAME` with its variable set to 1 measures the
-// old one).
+// graph, split_kv, gqa, gdn_split, pdl, bf16act (off = fp32 activations), prefill, flash, gemv2,
+// gdn_chunked (the last three: on = the new kernel, so `--ablate NAME` with its variable set to 1
+// measures the old one).
 enum lily_cuda_opt {
     LILY_CUDA_OPT_GRAPH = 0,      // 1 = the whole step as one CUDA graph (default), 0 = plain launches
     LILY_CUDA_OPT_ATTN_SPLIT = 1, // split-KV blocks per KV head (1 = no split); 0 = automatic
@@ -29,6 +29,8 @@ enum lily_cuda_opt {
                                   // default 0 (LILY_CUDA_FA) until validated on a GPU
     LILY_CUDA_OPT_GEMV2 = 9,      // 1 = 4-bit GEMVs on the tensor-core kernel gemv2 (LILY_CUDA_GEMV2;
                                   // default 0 until measured: docs/PERF.md, CUDA decode)
+    LILY_CUDA_OPT_GDN_CHUNKED = 10, // 1 = prefill GDN in the chunked tensor-core form (gdn_chunked.cu);
+                                   // default 0 (LILY_CUDA_GDN_CHUNKED) until validated on a GPU
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);
