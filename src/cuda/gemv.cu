@@ -171,6 +171,20 @@ __device__ __forceinline__ void gv_prefetch_tile(const gv_seg &s, int tile) {
     if (s.m.sb) prefetch_block(s.m.sb + (long)r0 * (s.m.cols / s.m.group), (long)nr * (s.m.cols / s.m.group) * 4);
 }
 
+// The weights of this block's first tile do not depend on the previous kernel: start them towards
+// L2 before waiting for it (rows of a tile are contiguous, and so are their scales). Returns the
+// launch's tile count.
+__device__ __forceinline__ int gv_prefetch_first(const gv_args &a) {
+    int total = 0;
+    for (int s = 0; s < a.nseg; s++) total += a.seg[s].tiles;
+    if (blockIdx.x < total) {
+        int si = 0, tile = blockIdx.x;
+        while (tile >= a.seg[si].tiles) tile -= a.seg[si++].tiles;
+        gv_prefetch_tile(a.seg[si], tile);
+    }
+    return total;
+}
+
 // One tile of the first kernel's path: each warp owns its rows, lanes split the columns.
 __device__ __forceinline__ void gv_tile_lanes(const gv_args &a, const gv_seg &s, int tile, const float *xs,
                                               const float *xsum, int lane, int warp, float &best,
@@ -200,15 +214,7 @@ __global__ void __launch_bounds__(GV_THREADS) gemv_kernel(gv_args a) {
     const int cols = a.cols;
     float *xs = smem, *xsum = smem + xs_floats(cols);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    int total = 0;
-    for (int s = 0; s < a.nseg; s++) total += a.seg[s].tiles;
-    // The weights of this block's first tile do not depend on the previous kernel: start them
-    // towards L2 before waiting for it (rows of a tile are contiguous, and so are their scales).
-    if (blockIdx.x < total) {
-        int si = 0, tile = blockIdx.x;
-        while (tile >= a.seg[si].tiles) tile -= a.seg[si++].tiles;
-        gv_prefetch_tile(a.seg[si], tile);
-    }
+    const int total = gv_prefetch_first(a);
     pdl_wait();
 
     gv_prologue(a, xs, xsum, red);
@@ -364,13 +370,7 @@ __global__ void __launch_bounds__(GV_THREADS, GV2_MIN_BLOCKS) gemv2_kernel(gv_ar
     const int cols = a.cols, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     uint4 *bsm = smem4, *zero4 = bsm + cols * 3 / 8;
     float *xs = (float *)(zero4 + 1), *xsum = xs + xs_floats(cols), *xsg = xsum + cols / 16;
-    int total = 0;
-    for (int s = 0; s < a.nseg; s++) total += a.seg[s].tiles;
-    if (blockIdx.x < total) {
-        int si = 0, tile = blockIdx.x;
-        while (tile >= a.seg[si].tiles) tile -= a.seg[si++].tiles;
-        gv_prefetch_tile(a.seg[si], tile);
-    }
+    const int total = gv_prefetch_first(a);
     pdl_wait();
 
     gv_prologue(a, xs, xsum, red);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <algorithm>
 #include <vector>
 
 extern "C" {
@@ -47,3 +48,30 @@ const lily_model *test_model_get(test_model *t);
 void test_model_free(test_model *t);
 lily_config config_tiny(void);
 
+// Any CUDA error in a test is fatal: print where and exit.
+#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); exit(1); } } while (0)
+
+// Median milliseconds of `reps` event-timed runs of fn (after one untimed warm-up). cold: a 256 MB
+// memset before each run flushes the 50 MB L2, so GB/s printed from it are DRAM figures.
+template <class F> static double gpu_time_ms(F fn, int reps, bool cold = false) {
+    static char *flush = NULL;
+    const size_t fb = 256u << 20;
+    if (cold && !flush) CK(cudaMalloc(&flush, fb));
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0), cudaEventCreate(&e1);
+    fn();
+    std::vector<float> t;
+    for (int i = 0; i < reps; i++) {
+        if (cold) cudaMemsetAsync(flush, i & 0xff, fb, 0);
+        cudaEventRecord(e0);
+        fn();
+        cudaEventRecord(e1);
+        cudaEventSynchronize(e1);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, e0, e1);
+        t.push_back(ms);
+    }
+    cudaEventDestroy(e0), cudaEventDestroy(e1);
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+}

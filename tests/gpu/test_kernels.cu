@@ -8,7 +8,6 @@
 #include "../../src/cuda/cuda_common.cuh"
 
 int g_fail = 0, g_pass = 0;
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); exit(1); } } while (0)
 
 void report(bool ok, const char *fmt, ...) {
     va_list ap;
@@ -78,29 +77,6 @@ static std::vector<float> ref_mv(const lily_mat &m, const std::vector<float> &x)
 }
 
 // ---------------------------------------------------------------------------------------------
-// Median milliseconds of one launch, L2 flushed before each (a 256 MB memset), so the GB/s printed
-// are DRAM figures also for matrices that would fit in the 50 MB L2.
-template <class F> static double time_cold_ms(F fn, int reps) {
-    static char *flush = NULL;
-    const size_t fb = 256u << 20;
-    if (!flush) CK(cudaMalloc(&flush, fb));
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0), cudaEventCreate(&e1);
-    std::vector<float> t;
-    for (int i = 0; i < reps; i++) {
-        cudaMemsetAsync(flush, i & 0xff, fb, 0);
-        cudaEventRecord(e0);
-        fn();
-        cudaEventRecord(e1);
-        cudaEventSynchronize(e1);
-        float ms = 0;
-        cudaEventElapsedTime(&ms, e0, e1);
-        t.push_back(ms);
-    }
-    cudaEventDestroy(e0), cudaEventDestroy(e1);
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
-}
 
 // Each case runs through both kernels on the same inputs: the first (lily_cuda_gemv2 = 0) and gemv2
 // (its 4-bit segments on the tensor-core path, the others on the first kernel's lane path inside
@@ -209,7 +185,7 @@ static void test_gemv(rng &r) {
             double tol = k.epi == GV_LOGITS ? (k.pro == PRO_PLAIN ? 2e-6 : 2e-3) : 5e-3;
             report(ok && worst < tol && ex < 2e-3, "%s rows=%d cols=%d bits=%d group=%d pro=%d epi=%d nseg=%d: rel_l2 %.2e (tol %.0e), x_out %.1e",
                    v2 ? "gemv2" : "gemv", k.rows, cols, k.bits, k.group, k.pro, k.epi, k.nseg, worst, tol, ex);
-            if (k.bench) ms[v2] = time_cold_ms([&] { gemv_launch(a, 0, 0); }, 20);
+            if (k.bench) ms[v2] = gpu_time_ms([&] { gemv_launch(a, 0, 0); }, 20, true);
         }
         lily_cuda_gemv2 = 0;
         if (k.bench) {

@@ -24,7 +24,6 @@
 void report(bool ok, const char *fmt, ...);
 extern "C" int lily_ceilings_cuda(void *ctx, struct lily_ceilings *out);
 
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); exit(1); } } while (0)
 
 static std::vector<void *> g_allocs;
 static bool g_small; // `small`: the first cases of each list only (for compute-sanitizer)
@@ -112,25 +111,6 @@ static std::vector<float> mv(const lily_mat &m, const float *x) {
 }
 static float silu_h(float x) { return x / (1.0f + expf(-x)); }
 
-// Median milliseconds of `reps` runs of fn (after one warm-up), CUDA events.
-template <class F> static double time_ms(F fn, int reps) {
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0), cudaEventCreate(&e1);
-    fn();
-    std::vector<float> t;
-    for (int i = 0; i < reps; i++) {
-        cudaEventRecord(e0);
-        fn();
-        cudaEventRecord(e1);
-        cudaEventSynchronize(e1);
-        float ms = 0;
-        cudaEventElapsedTime(&ms, e0, e1);
-        t.push_back(ms);
-    }
-    cudaEventDestroy(e0), cudaEventDestroy(e1);
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
-}
 
 // ---------------------------------------------------------------------------------------------
 static void test_qgemm(rng &r) {
@@ -532,10 +512,10 @@ static void test_gdn_chunked(rng &r) {
         float *ring = dup(std::vector<float>((size_t)4 * C, 0.0f)), *S = dup(std::vector<float>((size_t)32 * 128 * 128, 0.0f));
         uint16_t *o = poisoned<uint16_t>((size_t)T * 32 * 128), *dqkv = dup(qkv), *db = dup(bq), *da = dup(aq);
         float *dconv = dup(convw), *ddt = dup(dtb), *dA = dup(A);
-        double ms = time_ms([&] { gdn_pf_scan(d, T, 0, dqkv, db, da, dconv, ddt, dA, ring, S, o, 0, 0); }, 5);
+        double ms = gpu_time_ms([&] { gdn_pf_scan(d, T, 0, dqkv, db, da, dconv, ddt, dA, ring, S, o, 0, 0); }, 5);
         printf("| scan | %d | 4 | %.3f | %.0f |\n", T, ms, T / (ms * 1e-3));
         for (int ns : {2, 4, 8}) {
-            ms = time_ms([&] { gdn_pf_chunked(d, T, 0, dqkv, db, da, dconv, ddt, dA, ring, S, o, ns, 0); }, 5);
+            ms = gpu_time_ms([&] { gdn_pf_chunked(d, T, 0, dqkv, db, da, dconv, ddt, dA, ring, S, o, ns, 0); }, 5);
             printf("| chunked | %d | %d | %.3f | %.0f |\n", T, ns, ms, T / (ms * 1e-3));
         }
         CK(cudaGetLastError());
@@ -627,8 +607,8 @@ static void test_attn_pf(rng &r) {
     uint16_t *o = poisoned<uint16_t>((size_t)T * hq * D);
     printf("\n| prefill attention (hq 16, hkv 2, D 256) | T | pos0 | pf_attention ms | flash ms | speed-up |\n|---|---|---|---|---|---|\n");
     for (int pos0 : {0, maxc - T}) {
-        double ms_old = time_ms([&] { pf_attention(d, T, pos0, q, kc, vc, qg, o, 0); }, 3);
-        double ms_fa = time_ms([&] { pf_attention_flash(d, T, pos0, q, kc, vc, qg, o, 0); }, 5);
+        double ms_old = gpu_time_ms([&] { pf_attention(d, T, pos0, q, kc, vc, qg, o, 0); }, 3);
+        double ms_fa = gpu_time_ms([&] { pf_attention_flash(d, T, pos0, q, kc, vc, qg, o, 0); }, 5);
         double flop = 4.0 * hq * D * ((double)T * pos0 + (double)T * (T + 1) / 2);
         printf("| attention | %d | %d | %.3f | %.3f (%.0f TFLOP/s) | %.1fx |\n", T, pos0, ms_old, ms_fa,
                flop / (ms_fa * 1e-3) / 1e12, ms_old / ms_fa);
@@ -663,7 +643,7 @@ static void bench_prefill(rng &r, bool quick) {
             int tiles[] = {16, 32, 64, 128};
             for (int tm : tiles) {
                 if (quick && tm != 64 && tm != 128) continue;
-                double ms = time_ms([&] { qgemm_launch(a, tm, 0, 0); }, 10);
+                double ms = gpu_time_ms([&] { qgemm_launch(a, tm, 0, 0); }, 10);
                 double tf = 2.0 * M * dc.N * dc.K / (ms * 1e-3) / 1e12;
                 printf("| %s | %d | %d | %.3f | %.1f | %.1f %% |\n", dc.name, M, tm, ms, tf, 100 * tf / peak);
             }
@@ -707,7 +687,7 @@ static void bench_prefill(rng &r, bool quick) {
         for (int tm : tiles) {
             if (quick && tm != 0) continue;
             int used = tm ? tm : moe_pf_tile(w, T);
-            double ms = time_ms([&] { moe_pf_forward(w, dx, T, res, out, &s, tm, 0); }, 5);
+            double ms = gpu_time_ms([&] { moe_pf_forward(w, dx, T, res, out, &s, tm, 0); }, 5);
             double tf = flop / (ms * 1e-3) / 1e12;
             printf("| MoE | %d | %d%s | %.3f | %.0f | %.1f | %.1f %% |\n", T, used, tm ? "" : " (auto)", ms, T / (ms * 1e-3), tf, 100 * tf / peak);
         }
@@ -731,7 +711,7 @@ static void bench_prefill(rng &r, bool quick) {
         uint16_t *o2 = poisoned<uint16_t>((size_t)T * 32 * 128), *dqkv = dup(qkv), *db = dup(bq), *da = dup(aq);
         float *dconv = dup(convw), *ddt = dup(dtb), *dA = dup(A);
         for (int ns : {4, 8, 16}) {
-            double ms = time_ms([&] { gdn_pf_scan(d, T, 0, dqkv, db, da, dconv, ddt, dA, ring, S, o2, ns, 0); }, 5);
+            double ms = gpu_time_ms([&] { gdn_pf_scan(d, T, 0, dqkv, db, da, dconv, ddt, dA, ring, S, o2, ns, 0); }, 5);
             printf("| GDN scan | %d | %d | %.3f | %.0f |\n", T, ns, ms, T / (ms * 1e-3));
         }
         free_all();
