@@ -328,6 +328,28 @@ static void test_moe_pf(rng &r) {
 // ---------------------------------------------------------------------------------------------
 struct gdn_case { int hk, hv, dk, dv, K, T, pos, nsplit; };
 
+// Random inputs of one GDN prefill case: conv taps, dt_bias, A < 0, raw bf16 projections and gate
+// logits, and (pos > 0) a ring and state carried in from earlier tokens.
+struct gdn_inputs {
+    std::vector<float> convw, dtb, A, ring0, S0;
+    std::vector<uint16_t> qkv, bq, aq;
+};
+static gdn_inputs gdn_make_inputs(const gdn_case &k, rng &r) {
+    const int C = 2 * k.hk * k.dk + k.hv * k.dv, T = k.T;
+    gdn_inputs in;
+    in.convw.resize(C * k.K), in.dtb.resize(k.hv), in.A.resize(k.hv);
+    for (float &v : in.convw) v = 0.5f * r.normal();
+    for (float &v : in.dtb) v = r.normal();
+    for (float &v : in.A) v = -expf(r.sym());
+    in.qkv = rand_bf16((size_t)T * C, r), in.bq = rand_bf16((size_t)T * k.hv, r), in.aq = rand_bf16((size_t)T * k.hv, r);
+    in.ring0.assign((size_t)k.K * C, 0.0f), in.S0.assign((size_t)k.hv * k.dv * k.dk, 0.0f);
+    if (k.pos > 0) {
+        for (float &v : in.ring0) v = bfr(r.normal());
+        for (float &v : in.S0) v = 0.1f * r.normal();
+    }
+    return in;
+}
+
 // CPU recurrence (spec §2.4), T decode steps from ring `hist` and state `Sr` (advanced in place);
 // state (Hv, Dv, Dk) as the GPU keeps it; orf (T, Hv*Dv) the bf16-rounded outputs.
 static void gdn_ref(const gdn_case &k, const std::vector<float> &convw, const std::vector<float> &dtb,
@@ -375,16 +397,9 @@ static void test_gdn_pf(rng &r) {
         if (g_small && idx++ >= 3) break;
         gdn_dims d = {k.hk, k.hv, k.dk, k.dv, k.K};
         const int C = 2 * k.hk * k.dk + k.hv * k.dv, T = k.T;
-        std::vector<float> convw(C * k.K), dtb(k.hv), A(k.hv);
-        for (float &v : convw) v = 0.5f * r.normal();
-        for (float &v : dtb) v = r.normal();
-        for (float &v : A) v = -expf(r.sym());
-        std::vector<uint16_t> qkv = rand_bf16((size_t)T * C, r), bq = rand_bf16((size_t)T * k.hv, r), aq = rand_bf16((size_t)T * k.hv, r);
-        std::vector<float> ring0((size_t)k.K * C, 0.0f), S0((size_t)k.hv * k.dv * k.dk, 0.0f);
-        if (k.pos > 0) {
-            for (float &v : ring0) v = bfr(r.normal());
-            for (float &v : S0) v = 0.1f * r.normal();
-        }
+        gdn_inputs in = gdn_make_inputs(k, r);
+        std::vector<float> &convw = in.convw, &dtb = in.dtb, &A = in.A, &ring0 = in.ring0, &S0 = in.S0;
+        std::vector<uint16_t> &qkv = in.qkv, &bq = in.bq, &aq = in.aq;
         float *dconv = dup(convw), *ddt = dup(dtb), *dA = dup(A), *ring = dup(ring0), *S = dup(S0);
         uint16_t *o = poisoned<uint16_t>((size_t)T * k.hv * k.dv);
         gdn_pf_scan(d, T, k.pos, dup(qkv), dup(bq), dup(aq), dconv, ddt, dA, ring, S, o, k.nsplit, 0);
@@ -466,17 +481,10 @@ static void test_gdn_chunked(rng &r) {
     for (auto &k : cases) {
         if (g_small && idx++ >= 3) break;
         gdn_dims d = {k.hk, k.hv, k.dk, k.dv, k.K};
-        const int C = 2 * k.hk * k.dk + k.hv * k.dv, T = k.T;
-        std::vector<float> convw(C * k.K), dtb(k.hv), A(k.hv);
-        for (float &v : convw) v = 0.5f * r.normal();
-        for (float &v : dtb) v = r.normal();
-        for (float &v : A) v = -expf(r.sym());
-        std::vector<uint16_t> qkv = rand_bf16((size_t)T * C, r), bq = rand_bf16((size_t)T * k.hv, r), aq = rand_bf16((size_t)T * k.hv, r);
-        std::vector<float> ring0((size_t)k.K * C, 0.0f), S0((size_t)k.hv * k.dv * k.dk, 0.0f);
-        if (k.pos > 0) {
-            for (float &v : ring0) v = bfr(r.normal());
-            for (float &v : S0) v = 0.1f * r.normal();
-        }
+        const int T = k.T;
+        gdn_inputs in = gdn_make_inputs(k, r);
+        std::vector<float> &convw = in.convw, &dtb = in.dtb, &A = in.A, &ring0 = in.ring0, &S0 = in.S0;
+        std::vector<uint16_t> &qkv = in.qkv, &bq = in.bq, &aq = in.aq;
         float *dconv = dup(convw), *ddt = dup(dtb), *dA = dup(A);
         uint16_t *dqkv = dup(qkv), *db = dup(bq), *da = dup(aq);
         float *ring = dup(ring0), *S = dup(S0), *ring2 = dup(ring0), *S2 = dup(S0);
@@ -501,15 +509,12 @@ static void test_gdn_chunked(rng &r) {
     if (g_small) return;
     // Timings at the real dims (printed, never asserted).
     gdn_dims d = {16, 32, 128, 128, 4};
-    const int C = 2 * 16 * 128 + 32 * 128;
     printf("\n| GDN prefill (Hv 32, Dk=Dv 128) | T | nsplit | ms | tok/s per layer |\n|---|---|---|---|---|\n");
     for (int T : {1024, 4096}) {
-        std::vector<uint16_t> qkv = rand_bf16((size_t)T * C, r), bq = rand_bf16((size_t)T * 32, r), aq = rand_bf16((size_t)T * 32, r);
-        std::vector<float> convw(C * 4), dtb(32), A(32);
-        for (float &v : convw) v = 0.5f * r.normal();
-        for (float &v : dtb) v = r.normal();
-        for (float &v : A) v = -expf(r.sym());
-        float *ring = dup(std::vector<float>((size_t)4 * C, 0.0f)), *S = dup(std::vector<float>((size_t)32 * 128 * 128, 0.0f));
+        gdn_inputs in = gdn_make_inputs(gdn_case{16, 32, 128, 128, 4, T, 0, 0}, r);
+        std::vector<float> &convw = in.convw, &dtb = in.dtb, &A = in.A;
+        std::vector<uint16_t> &qkv = in.qkv, &bq = in.bq, &aq = in.aq;
+        float *ring = dup(in.ring0), *S = dup(in.S0);
         uint16_t *o = poisoned<uint16_t>((size_t)T * 32 * 128), *dqkv = dup(qkv), *db = dup(bq), *da = dup(aq);
         float *dconv = dup(convw), *ddt = dup(dtb), *dA = dup(A);
         double ms = gpu_time_ms([&] { gdn_pf_scan(d, T, 0, dqkv, db, da, dconv, ddt, dA, ring, S, o, 0, 0); }, 5);
@@ -699,15 +704,12 @@ static void bench_prefill(rng &r, bool quick) {
     free_all();
     // GDN scan at full size.
     gdn_dims d = {16, 32, 128, 128, 4};
-    const int C = 2 * 16 * 128 + 32 * 128;
     printf("\n| GDN chunk scan (Hv 32, Dk=Dv 128) | T | nsplit | ms | tok/s per layer |\n|---|---|---|---|---|\n");
     for (int T : {256, 4096}) {
-        std::vector<uint16_t> qkv = rand_bf16((size_t)T * C, r), bq = rand_bf16((size_t)T * 32, r), aq = rand_bf16((size_t)T * 32, r);
-        std::vector<float> convw(C * 4), dtb(32), A(32);
-        for (float &v : convw) v = 0.5f * r.normal();
-        for (float &v : dtb) v = r.normal();
-        for (float &v : A) v = -expf(r.sym());
-        float *ring = dup(std::vector<float>((size_t)4 * C, 0.0f)), *S = dup(std::vector<float>((size_t)32 * 128 * 128, 0.0f));
+        gdn_inputs in = gdn_make_inputs(gdn_case{16, 32, 128, 128, 4, T, 0, 0}, r);
+        std::vector<float> &convw = in.convw, &dtb = in.dtb, &A = in.A;
+        std::vector<uint16_t> &qkv = in.qkv, &bq = in.bq, &aq = in.aq;
+        float *ring = dup(in.ring0), *S = dup(in.S0);
         uint16_t *o2 = poisoned<uint16_t>((size_t)T * 32 * 128), *dqkv = dup(qkv), *db = dup(bq), *da = dup(aq);
         float *dconv = dup(convw), *ddt = dup(dtb), *dA = dup(A);
         for (int ns : {4, 8, 16}) {
