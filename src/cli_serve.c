@@ -137,7 +137,7 @@ static void on_sigint(int sig) {
 struct turn_opts {
     struct sampler_params sp;
     int max_tokens;
-    int think; // 1 thinking on, 0 off, -1 the model's default (engine_chat_defaults; else on)
+    int think; // 1 thinking on, 0 off, -1 the model's default (engine_encode_chat fills it in)
 };
 
 static void put_text(const char *s, int reasoning, int tty, int *in_dim) {

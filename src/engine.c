@@ -180,7 +180,7 @@ static int chat_kw_load(const char *dir, const char *opt, json_t **out) {
     return rc;
 }
 
-void engine_chat_defaults(const struct engine *e, json_t *request) {
+static void chat_defaults(const struct engine *e, json_t *request) {
     if (!e->chat_kw || !json_object_size(e->chat_kw) || !json_is_object(request)) return;
     json_t *kw = json_object_get(request, "chat_template_kwargs");
     if (!json_is_object(kw)) {
@@ -266,7 +266,7 @@ void engine_free(struct engine *e) {
 
 int engine_encode_chat(const struct engine *e, json_t *request, int **ids, int *n) {
     if (!e->tmpl) return lily_err_set(LILY_EUNSUPPORTED, "the model has no chat template");
-    engine_chat_defaults(e, request);
+    chat_defaults(e, request);
     char *text = NULL;
     size_t len = 0;
     struct tok_span *plain = NULL;

@@ -56,10 +56,9 @@ int engine_n_vocab(const struct engine *e);
 
 // Render a chat request (jansson object as oai_parse normalises it) with the generation prompt and
 // tokenize it so that request content can never become control tokens. *ids is malloc'd.
+// The default chat_template_kwargs (engine_opts) that `request` does not set itself are filled into
+// it first, so the request then says how it was rendered (the server's parser reads it after).
 int engine_encode_chat(const struct engine *e, json_t *request, int **ids, int *n);
-// Fill in the default chat_template_kwargs (engine_opts) that `request` does not set itself;
-// engine_encode_chat does this first, so the request then says how it was rendered.
-void engine_chat_defaults(const struct engine *e, json_t *request);
 
 struct engine_req {
     const int *prompt;        // copied
