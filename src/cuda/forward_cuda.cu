@@ -353,9 +353,9 @@ static int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_PDL] = env_int("LILY_CUDA_PDL", 1) != 0;
     cx->opt[LILY_CUDA_OPT_PREFILL] = env_int("LILY_CUDA_PREFILL", 1) != 0;
     cx->opt[LILY_CUDA_OPT_CHUNK] = env_int("LILY_CUDA_CHUNK", 1024);
-    cx->opt[LILY_CUDA_OPT_FA] = env_int("LILY_CUDA_FA", 0) != 0;
+    cx->opt[LILY_CUDA_OPT_FA] = env_int("LILY_CUDA_FA", 1) != 0;
     cx->opt[LILY_CUDA_OPT_GEMV2] = env_int("LILY_CUDA_GEMV2", 0) != 0;
-    cx->opt[LILY_CUDA_OPT_GDN_CHUNKED] = env_int("LILY_CUDA_GDN_CHUNKED", 0) != 0;
+    cx->opt[LILY_CUDA_OPT_GDN_CHUNKED] = env_int("LILY_CUDA_GDN_CHUNKED", 1) != 0;
     cx->dump = env_int("LILY_CUDA_DUMP", 0);
     *out = cx;
 #define FAIL(x) do { rc = (x); if (rc) { free_ctx(cx); *out = NULL; return rc; } } while (0)
@@ -736,37 +736,54 @@ static int enqueue_chunk(cuda_ctx *cx, cuda_state *s, int T) {
     gdn_dims gd = {c->lin_k_heads, c->lin_v_heads, c->lin_k_dim, c->lin_v_dim, c->conv_kernel};
     int rc = 0;
     pf_embed(cx->embed_q, cx->embed_dense, cx->embed_dt, H, b->toks, T, b->x, st);
+    PF_MARK("embed");
     for (int l = 0; l < c->n_layers && !rc; l++) {
         const dev_layer *d = &cx->L[l];
         pf_rmsnorm_rows(T, H, b->x, d->in_norm, eps, b->xn, st);
+        PF_MARK("rmsnorm (input + post)");
         if (!d->full) {
             if ((rc = pf_gemm(st, b->xn, H, d->qkv, T, QG_BF16, b->qkv, NULL)) ||
                 (rc = pf_gemm(st, b->xn, H, d->z, T, QG_BF16, b->z, NULL)) ||
                 (rc = pf_gemm(st, b->xn, H, d->b, T, QG_BF16, b->b, NULL)) ||
                 (rc = pf_gemm(st, b->xn, H, d->a, T, QG_BF16, b->a, NULL)))
                 break;
+            PF_MARK("gdn in_proj gemms (qkv, z, b, a)");
             // The chunked form only from one whole chunk of 64 up: below that it is one partial chunk,
             // with no tensor-core work to win over the scan.
-            if (cx->opt[LILY_CUDA_OPT_GDN_CHUNKED] && T >= 64)
+            if (cx->opt[LILY_CUDA_OPT_GDN_CHUNKED] && T >= 64) {
                 gdn_pf_chunked(gd, T, pos0, b->qkv, b->b, b->a, d->conv, d->dt_bias, d->A, s->ring[l], s->S[l],
                                b->o, 0, st);
-            else
+                PF_MARK("gdn conv+delta rule (chunked)");
+            } else {
                 gdn_pf_scan(gd, T, pos0, b->qkv, b->b, b->a, d->conv, d->dt_bias, d->A, s->ring[l], s->S[l],
                             b->o, 0, st);
+                PF_MARK("gdn conv+delta rule (scan)");
+            }
             gdn_pf_gated_norm(T, c->lin_v_heads, c->lin_v_dim, b->o, b->z, d->gnorm, eps, b->g, st);
+            PF_MARK("gdn gated rmsnorm");
             if ((rc = pf_gemm(st, b->g, vd, d->out, T, QG_RESID, b->x, b->x))) break;
+            PF_MARK("gdn out_proj gemm (+residual)");
         } else {
             if ((rc = pf_gemm(st, b->xn, H, d->q, T, QG_F32, b->qg, NULL)) ||
                 (rc = pf_gemm(st, b->xn, H, d->k, T, QG_F32, b->k, NULL)) ||
                 (rc = pf_gemm(st, b->xn, H, d->v, T, QG_F32, b->v, NULL)))
                 break;
+            PF_MARK("attn q|gate, k, v gemms");
             pf_qk_norm_rope_append(adm, T, pos0, b->qg, b->k, b->v, d->q_norm, d->k_norm, b->qr, s->kc[l],
                                    s->vc[l], st);
-            if (cx->opt[LILY_CUDA_OPT_FA]) pf_attention_flash(adm, T, pos0, b->qr, s->kc[l], s->vc[l], b->qg, b->o, st);
-            else pf_attention(adm, T, pos0, b->qr, s->kc[l], s->vc[l], b->qg, b->o, st);
+            PF_MARK("attn q/k norm + rope + kv append");
+            if (cx->opt[LILY_CUDA_OPT_FA]) {
+                pf_attention_flash(adm, T, pos0, b->qr, s->kc[l], s->vc[l], b->qg, b->o, st);
+                PF_MARK("attn core (flash)");
+            } else {
+                pf_attention(adm, T, pos0, b->qr, s->kc[l], s->vc[l], b->qg, b->o, st);
+                PF_MARK("attn core (per query)");
+            }
             if ((rc = pf_gemm(st, b->o, ad, d->o, T, QG_RESID, b->x, b->x))) break;
+            PF_MARK("attn o_proj gemm (+residual)");
         }
         pf_rmsnorm_rows(T, H, b->x, d->post_norm, eps, b->xn, st);
+        PF_MARK("rmsnorm (input + post)");
         rc = moe_pf_forward(layer_moe(cx, d), b->xn, T, b->x, b->x, &b->moe, 0, st);
         if (cx->dump && !rc) dump_rows(cx, b->x + (size_t)(T - 1) * H, b->moe.ids + (size_t)(T - 1) * c->n_experts_tok, l);
     }
@@ -788,6 +805,7 @@ static int chunk_logits(cuda_ctx *cx, cuda_state *s, int t, float *out) {
     g.seg[0].m = cx->lm_head, g.seg[0].y = cx->logits;
     lily_cuda_gemv2 = cx->opt[LILY_CUDA_OPT_GEMV2];
     gemv_launch(g, cx->amax_n, cx->st);
+    PF_MARK("final norm + lm_head (one row)");
     CU_TRY(cudaGetLastError());
     CU_TRY(cudaMemcpyAsync(s->h_log, cx->logits, (size_t)c->vocab_size * 4, cudaMemcpyDeviceToHost, cx->st));
     CU_TRY(cudaStreamSynchronize(cx->st));
@@ -1093,6 +1111,53 @@ extern "C" int lily_cuda_profile_step(void *ctx, void *p, const char **names, do
         us[j] += ms * 1e3;
     }
     cudaMemcpy(s->d_pos, &pos, 4, cudaMemcpyHostToDevice);
+    return nf;
+}
+
+// Prefill profile: the state reset, one untimed pass (scratch allocation, warm caches), then the same
+// prompt again with an event after each phase (PF_MARK), summed per phase name over chunks and layers.
+// Events between kernels cost a little overlap; *total_ms gets the plain pass's wall time.
+static cuda_ctx *g_prof_cx;
+void (*lily_pf_prof_hook)(const char *name);
+static void pf_prof_record(const char *name) { prof_mark(g_prof_cx, name); }
+
+extern "C" int lily_cuda_profile_prefill(void *ctx, void *p, const int *tokens, int n, const char **names,
+                                         double *us, int max, double *total_ms) {
+    cuda_ctx *cx = (cuda_ctx *)ctx;
+    cuda_state *s = (cuda_state *)p;
+    int prc = apply_precision(cx, s);
+    if (prc) return prc;
+    if (n < 2 || n > s->max_ctx || !prefill_usable(cx, s))
+        return lily_err_set(LILY_EINVAL, "profile_prefill: %d tokens need the prefill path and the context", n);
+    std::vector<float> logits(cx->c.vocab_size);
+    state_reset_cuda(ctx, s);
+    double t0 = lily_time();
+    int rc = forward_chunks(cx, s, tokens, n, logits.data(), 0);
+    if (rc) return rc;
+    *total_ms = (lily_time() - t0) * 1e3;
+    state_reset_cuda(ctx, s);
+    for (cudaEvent_t e : cx->prof_ev) cudaEventDestroy(e);
+    cx->prof_ev.clear(), cx->prof_name.clear();
+    g_prof_cx = cx, cx->prof = 1, lily_pf_prof_hook = pf_prof_record;
+    prof_mark(cx, "start");
+    rc = forward_chunks(cx, s, tokens, n, logits.data(), 0);
+    lily_pf_prof_hook = NULL, cx->prof = 0, g_prof_cx = NULL;
+    if (rc) return rc;
+    int nf = 0;
+    for (size_t i = 1; i < cx->prof_ev.size(); i++) {
+        float ms = 0;
+        cudaEventElapsedTime(&ms, cx->prof_ev[i - 1], cx->prof_ev[i]);
+        int j = 0;
+        while (j < nf && strcmp(names[j], cx->prof_name[i])) j++;
+        if (j == nf) {
+            if (nf == max) continue;
+            names[nf] = cx->prof_name[i], us[nf] = 0, nf++;
+        }
+        us[j] += ms * 1e3;
+    }
+    for (cudaEvent_t e : cx->prof_ev) cudaEventDestroy(e);
+    cx->prof_ev.clear(), cx->prof_name.clear();
+    state_reset_cuda(ctx, s);
     return nf;
 }
 

@@ -12,8 +12,8 @@ extern "C" {
 // LILY_CUDA_FA, LILY_CUDA_GEMV2, LILY_CUDA_GDN_CHUNKED). Setting one drops captured graphs. The same
 // switches are reachable by name through the backend's set_flag hook (`lily bench --ablate NAME`):
 // graph, split_kv, gqa, gdn_split, pdl, bf16act (off = fp32 activations), prefill, flash, gemv2,
-// gdn_chunked (the last three: on = the new kernel, so `--ablate NAME` with its variable set to 1
-// measures the old one).
+// gdn_chunked (on = the newer kernel: `--ablate flash` / `--ablate gdn_chunked` measure the older
+// one; gemv2 is off by default, so `--ablate gemv2` with LILY_CUDA_GEMV2=1 measures the first GEMV).
 enum lily_cuda_opt {
     LILY_CUDA_OPT_GRAPH = 0,      // 1 = the whole step as one CUDA graph (default), 0 = plain launches
     LILY_CUDA_OPT_ATTN_SPLIT = 1, // split-KV blocks per KV head (1 = no split); 0 = automatic
@@ -25,12 +25,12 @@ enum lily_cuda_opt {
     LILY_CUDA_OPT_PREFILL = 6,    // 1 = prompts of n > 1 tokens go through the prefill kernels in chunks
                                   // (bf16 activations only; default), 0 = the decode step token by token
     LILY_CUDA_OPT_CHUNK = 7,      // prefill chunk (tokens per pass; default 1024, LILY_CUDA_CHUNK)
-    LILY_CUDA_OPT_FA = 8,         // 1 = prefill attention flash-tiled on the tensor cores (attn_flash.cu);
-                                  // default 0 (LILY_CUDA_FA) until validated on a GPU
+    LILY_CUDA_OPT_FA = 8,         // 1 = prefill attention flash-tiled on the tensor cores (attn_flash.cu;
+                                  // default), 0 = one warp per query, position by position (attn_prefill.cu)
     LILY_CUDA_OPT_GEMV2 = 9,      // 1 = 4-bit GEMVs on the tensor-core kernel gemv2 (LILY_CUDA_GEMV2;
-                                  // default 0 until measured: docs/PERF.md, CUDA decode)
-    LILY_CUDA_OPT_GDN_CHUNKED = 10, // 1 = prefill GDN in the chunked tensor-core form (gdn_chunked.cu);
-                                   // default 0 (LILY_CUDA_GDN_CHUNKED) until validated on a GPU
+                                  // default 0: measured +1 % at 4K, within noise: docs/PERF.md, CUDA decode)
+    LILY_CUDA_OPT_GDN_CHUNKED = 10, // 1 = prefill GDN in the chunked tensor-core form for chunks of
+                                   // >= 64 tokens (gdn_chunked.cu; default), 0 = the token-sequential scan
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);
@@ -51,6 +51,11 @@ double lily_cuda_time_steps(void *ctx, void *state, int n, int reps);
 // Per-kernel-family time of one step (plain launches, an event after each): fills up to max names
 // and times (microseconds); returns the number of families.
 int lily_cuda_profile_step(void *ctx, void *state, const char **names, double *us, int max);
+// Prefill of `tokens` from an empty state with an event after each phase: per-phase microseconds
+// summed over chunks and layers into names/us (at most max), the plain pass's ms in *total_ms.
+// Returns the number of phases or a negative error; the state is left reset.
+int lily_cuda_profile_prefill(void *ctx, void *state, const int *tokens, int n, const char **names,
+                              double *us, int max, double *total_ms);
 // Device-to-device copy bandwidth (bytes read + written per second) over `bytes`.
 double lily_cuda_copy_bandwidth(size_t bytes);
 // Bytes of weights uploaded.

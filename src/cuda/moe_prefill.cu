@@ -206,7 +206,9 @@ int moe_pf_forward(const moe_pf_w &w, const uint16_t *xn, int T, const float *re
     g.y = s->logits, g.ldy = w.E;
     int rc = qgemm_launch(g, 0, 0, st);
     if (rc) return rc;
+    PF_MARK("moe router gemm (8-bit)");
     moe_pf_route(w, T, tile_m, s, st);
+    PF_MARK("moe routing (top-k, histogram, scan, scatter)");
     return moe_pf_experts(w, xn, T, res, out, s, tile_m, st);
 }
 
@@ -223,11 +225,13 @@ int moe_pf_experts(const moe_pf_w &w, const uint16_t *xn, int T, const float *re
     g.K = w.H, g.grp_off = s->grp_off, g.tile_off = s->tile_off, g.n_groups = w.E, g.epi = QG_GLU;
     g.y = s->h, g.ldy = w.I;
     if ((rc = qgemm_launch(g, tile_m, max_tiles, st))) return rc;
+    PF_MARK("moe experts gate|up grouped gemm");
     memset(&g, 0, sizeof g);
     g.x = s->h, g.ldx = w.I, g.w = w.down, g.M = R, g.N = w.H, g.K = w.I, g.grp_off = s->grp_off,
     g.tile_off = s->tile_off, g.n_groups = w.E, g.epi = QG_SCALE_BF16, g.y = s->yk, g.ldy = w.H;
     g.y_rows = s->sorted_pair, g.scale = s->wts;
     if ((rc = qgemm_launch(g, tile_m, max_tiles, st))) return rc;
+    PF_MARK("moe experts down grouped gemm");
     // 6. shared expert
     const bool shared = w.Is > 0 && w.sh_gate.rows > 0;
     if (shared) {
@@ -243,9 +247,11 @@ int moe_pf_experts(const moe_pf_w &w, const uint16_t *xn, int T, const float *re
             row_dot_kernel<<<(T + 7) / 8, 256, 0, st>>>(w.sh_score, xn, T, w.H, s->sh_s);
         else
             cudaMemsetAsync(s->sh_s, 0x7f, (size_t)T * 4, st); // +huge: sigmoid 1 (no gate)
+        PF_MARK("moe shared expert (gemms + gate)");
     }
     // 7. combine
     dim3 grid((w.H + 255) / 256, T);
     combine_kernel<<<grid, 256, 0, st>>>(s->yk, w.topk, w.H, shared ? s->sh_y : NULL, s->sh_s, res, out);
+    PF_MARK("moe combine");
     return 0;
 }

@@ -7,6 +7,11 @@
 
 #include "cuda_common.cuh"
 
+// Prefill profiling (lily_cuda_profile_prefill): while set, called after each phase of a chunk with
+// the phase's name, to record an event on the stream; NULL otherwise (one load per phase).
+extern void (*lily_pf_prof_hook)(const char *name);
+#define PF_MARK(name) do { if (lily_pf_prof_hook) lily_pf_prof_hook(name); } while (0)
+
 // ---- qgemm.cu: Y[M,N] = X[M,K] . W[N,K]^T, W quantised (4 or 8 bits, group 32/64/128) ----------
 // Epilogues (what is written for output element (row, col) with fp32 accumulator acc):
 enum {

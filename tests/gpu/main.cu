@@ -1,20 +1,3 @@
-// main.cu: the GPU test binary (build/lily-gpu-test).
-//   lily-gpu-test kernels [seed]     every kernel vs its CPU reference (odd sizes, fresh inputs)
-//   lily-gpu-test e2e [seed]         a tiny random model: GPU backend vs the CPU reference decoder,
-//                                    graph vs plain launches, snapshots, all-logits prefill
-//   lily-gpu-test prefill [seed] [bench|quick|small]  the prefill kernels (test_prefill.cu) vs CPU
-//                                    references; `bench` adds timings at the full model's shapes
-//   lily-gpu-test full [positions]   the full-size Qwen3.6-35B-A3B shape with random 4-bit weights:
-//                                    upload, GPU vs reference logits, long greedy generation, decode
-//                                    speed at 256/4K/32K/128K against the measured roofline, a
-//                                    per-kernel breakdown and the ablation table
-// Exit status 0 only when every check passed.
-#include <stdarg.h>
-#include <thread>
-
-#include "gpu_test.h"
-#include "../../src/cuda/lily_cuda.h"
-
 // main.cu: the GPU test binary (build/lily-gpu-test). The reference is always the CPU backend
 // (lily_backend_cpu, fp32) or the HF fixtures' logits; no model code lives in the tests.
 //   lily-gpu-test kernels [seed]      every kernel vs its CPU reference (odd sizes, fresh inputs)
@@ -28,7 +11,9 @@
 //                                     for the model truncated to each layer count; per-layer RMS dump
 //   lily-gpu-test full DIR            decode speed at 256/4K/32K/128K vs the measured roofline,
 //                                     per-kernel breakdown, ablations, long greedy generation
+//   lily-gpu-test pfprof DIR LEN,...  prefill per-phase breakdown at each prompt length (4K, 64K...)
 // Exit status 0 only when every check passed.
+#include <algorithm>
 #include <stdarg.h>
 #include <string>
 #include <thread>
@@ -524,6 +509,52 @@ static int run_full(const char *dir) {
     return 0;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Prefill per-phase breakdown (docs/PERF.md): for each prompt length, one plain pass (its wall time)
+// then one with an event after each phase, summed per phase over chunks and layers.
+static int run_pfprof(const char *dir, const char *lens) {
+    const lily_backend *be = &lily_backend_cuda;
+    lily_model m;
+    int rc = lily_model_load(dir, &m);
+    if (rc) die(dir, rc);
+    void *ctx;
+    if ((rc = be->init(&m, &ctx))) die("init", rc);
+    std::vector<int> ls;
+    for (const char *p = lens; *p;) {
+        char *e;
+        long v = strtol(p, &e, 10);
+        if (*e == 'K' || *e == 'k') v *= 1024, e++;
+        ls.push_back((int)v);
+        p = *e == ',' ? e + 1 : e;
+        if (e == p && *p) break;
+    }
+    int maxl = 0;
+    for (int l : ls) maxl = l > maxl ? l : maxl;
+    void *st;
+    if ((rc = be->state_new(ctx, maxl + 8, &st))) die("state_new", rc);
+    rng r(4242);
+    for (int n : ls) {
+        std::vector<int> toks(n);
+        for (int &t : toks) t = (int)(r.next() % (uint64_t)m.cfg.vocab_size);
+        const char *names[48];
+        double us[48], total_ms = 0;
+        int nf = lily_cuda_profile_prefill(ctx, st, toks.data(), n, names, us, 48, &total_ms);
+        if (nf < 0) die("profile_prefill", nf);
+        double sum = 0;
+        for (int i = 0; i < nf; i++) sum += us[i];
+        printf("\nprefill of %d tokens: %.1f ms plain (%.0f tok/s); with an event after each phase %.1f ms\n"
+               "| phase | ms | %% |\n|---|---|---|\n", n, total_ms, n / total_ms * 1e3, sum / 1e3);
+        std::vector<int> ord(nf);
+        for (int i = 0; i < nf; i++) ord[i] = i;
+        std::sort(ord.begin(), ord.end(), [&](int a, int b) { return us[a] > us[b]; });
+        for (int i : ord) printf("| %s | %.2f | %.1f %% |\n", names[i], us[i] / 1e3, 100 * us[i] / sum);
+    }
+    be->state_free(ctx, st);
+    be->free(ctx);
+    lily_model_free(&m);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "kernels";
     uint64_t seed = argc > 2 ? strtoull(argv[2], NULL, 10) : (uint64_t)time(NULL);
@@ -533,11 +564,12 @@ int main(int argc, char **argv) {
     else if (!strcmp(mode, "fixtures")) run_fixtures(argc - 2, argv + 2);
     else if (!strcmp(mode, "compare") && argc > 2) run_compare(argv[2], argc > 3 ? atoi(argv[3]) : 16, argc > 4 ? argv[4] : NULL);
     else if (!strcmp(mode, "full") && argc > 2) run_full(argv[2]);
+    else if (!strcmp(mode, "pfprof") && argc > 3) run_pfprof(argv[2], argv[3]);
     else if (!strcmp(mode, "prefill"))
         run_prefill_tests(seed, argc > 3 && (!strcmp(argv[3], "bench") || !strcmp(argv[3], "quick")),
                           argc > 3 && !strcmp(argv[3], "quick"), argc > 3 && !strcmp(argv[3], "small"));
     else {
-        fprintf(stderr, "usage: lily-gpu-test kernels|e2e [seed] | prefill [seed] [bench|quick|small] | fixtures DIR... | compare DIR [positions] [layers,...] | full DIR\n");
+        fprintf(stderr, "usage: lily-gpu-test kernels|e2e [seed] | prefill [seed] [bench|quick|small] | fixtures DIR... | compare DIR [positions] [layers,...] | full DIR | pfprof DIR LEN[,LEN...]\n");
         return 2;
     }
     printf("%d passed, %d failed\n", g_pass, g_fail);
