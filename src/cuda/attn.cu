@@ -19,8 +19,9 @@ __device__ __forceinline__ float kv_load(const float *p) { return *p; }
 
 #define AT_THREADS 256
 #define AT_WARPS 8
+#define AT_U 4 // positions per warp pass on the D = 256 bf16 path (loads in flight)
 
-template <int NH, int DPL, bool KVF, bool FULL>
+template <int NH, int DPL, bool KVF, bool FULL, bool MULTI>
 __global__ void __launch_bounds__(AT_THREADS)
     attn_kernel(attn_dims d, const float *q, const void *kc_, const void *vc_, float *part,
                 const int *posp, int nsplit, int nh) {
@@ -55,36 +56,94 @@ __global__ void __launch_bounds__(AT_THREADS)
     const kv_t *vb = vc + (long)kvh * d.max_ctx * D + lane * DPL;
     // Dims this lane holds: DPL when D == 32 * DPL (FULL, every real model), fewer for odd D.
     const int nd = FULL ? DPL : min(DPL, max(0, D - lane * DPL));
-    for (int t = t0 + warp; t < t1; t += AT_WARPS) {
-        float kf[DPL], vf[DPL];
-        // DPL bf16 = DPL*2 bytes per lane: 16-byte loads for DPL = 8.
-        if (DPL == 8 && !KVF && nd == 8) {
-            uint4 kr = *(const uint4 *)(kb + (long)t * D), vr = *(const uint4 *)(vb + (long)t * D);
-            uint32_t kw[4] = {kr.x, kr.y, kr.z, kr.w}, vw[4] = {vr.x, vr.y, vr.z, vr.w};
+    if constexpr (MULTI) { // DPL == 8 && !KVF && FULL (launch_full)
+        // The real model's path (D = 256, bf16 cache): each warp takes AT_U positions per pass (stride
+        // AT_WARPS, as before), issuing all their 16-byte K and V loads before any arithmetic, so a
+        // warp has AT_U KB in flight instead of 1 KB (one position's K and V): the loop was bound by
+        // DRAM latency, not bandwidth. The AT_U scores' warp reductions are independent (ILP), and
+        // the online softmax takes them in one update (max over the AT_U, then one rescale).
+        for (int tb = t0 + warp; tb < t1; tb += AT_WARPS * AT_U) {
+            uint4 kr[AT_U], vr[AT_U];
 #pragma unroll
-            for (int j = 0; j < 4; j++) {
-                kf[2 * j] = __uint_as_float(kw[j] << 16), kf[2 * j + 1] = __uint_as_float(kw[j] & 0xffff0000u);
-                vf[2 * j] = __uint_as_float(vw[j] << 16), vf[2 * j + 1] = __uint_as_float(vw[j] & 0xffff0000u);
+            for (int u = 0; u < AT_U; u++) {
+                const int t = tb + u * AT_WARPS;
+                if (t < t1) {
+                    kr[u] = *(const uint4 *)(kb + (long)t * D), vr[u] = *(const uint4 *)(vb + (long)t * D);
+                } else {
+                    kr[u] = make_uint4(0, 0, 0, 0), vr[u] = make_uint4(0, 0, 0, 0);
+                }
             }
-        } else {
 #pragma unroll
-            for (int j = 0; j < DPL; j++) {
-                kf[j] = j < nd ? kv_load(kb + (long)t * D + j) : 0.0f;
-                vf[j] = j < nd ? kv_load(vb + (long)t * D + j) : 0.0f;
+            for (int hh = 0; hh < NH; hh++) {
+                float sc[AT_U];
+#pragma unroll
+                for (int u = 0; u < AT_U; u++) {
+                    const uint32_t kw[4] = {kr[u].x, kr[u].y, kr[u].z, kr[u].w};
+                    float a = 0.0f;
+#pragma unroll
+                    for (int j = 0; j < 4; j++)
+                        a += qs[hh][lane * 8 + 2 * j] * __uint_as_float(kw[j] << 16) +
+                             qs[hh][lane * 8 + 2 * j + 1] * __uint_as_float(kw[j] & 0xffff0000u);
+                    sc[u] = a;
+                }
+#pragma unroll
+                for (int u = 0; u < AT_U; u++) sc[u] = warp_sum(sc[u]);
+                float mn = m[hh];
+#pragma unroll
+                for (int u = 0; u < AT_U; u++) {
+                    if (tb + u * AT_WARPS >= t1) sc[u] = -INFINITY; // exp -> 0: no weight, no V
+                    mn = fmaxf(mn, sc[u]);
+                }
+                const float corr = __expf(m[hh] - mn);
+                float pr[AT_U], ps = 0.0f;
+#pragma unroll
+                for (int u = 0; u < AT_U; u++) pr[u] = __expf(sc[u] - mn), ps += pr[u];
+                l[hh] = l[hh] * corr + ps;
+                m[hh] = mn;
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    float lo = acc[hh][2 * j] * corr, hi = acc[hh][2 * j + 1] * corr;
+#pragma unroll
+                    for (int u = 0; u < AT_U; u++) {
+                        const uint32_t vw = j == 0 ? vr[u].x : j == 1 ? vr[u].y : j == 2 ? vr[u].z : vr[u].w;
+                        lo += pr[u] * __uint_as_float(vw << 16), hi += pr[u] * __uint_as_float(vw & 0xffff0000u);
+                    }
+                    acc[hh][2 * j] = lo, acc[hh][2 * j + 1] = hi;
+                }
             }
         }
+    } else {
+        for (int t = t0 + warp; t < t1; t += AT_WARPS) {
+            float kf[DPL], vf[DPL];
+            // DPL bf16 = DPL*2 bytes per lane: 16-byte loads for DPL = 8.
+            if (DPL == 8 && !KVF && nd == 8) {
+                uint4 kr = *(const uint4 *)(kb + (long)t * D), vr = *(const uint4 *)(vb + (long)t * D);
+                uint32_t kw[4] = {kr.x, kr.y, kr.z, kr.w}, vw[4] = {vr.x, vr.y, vr.z, vr.w};
 #pragma unroll
-        for (int hh = 0; hh < NH; hh++) {
-            float s = 0.0f;
+                for (int j = 0; j < 4; j++) {
+                    kf[2 * j] = __uint_as_float(kw[j] << 16), kf[2 * j + 1] = __uint_as_float(kw[j] & 0xffff0000u);
+                    vf[2 * j] = __uint_as_float(vw[j] << 16), vf[2 * j + 1] = __uint_as_float(vw[j] & 0xffff0000u);
+                }
+            } else {
 #pragma unroll
-            for (int j = 0; j < DPL; j++) s += (j < nd ? qs[hh][lane * DPL + j] : 0.0f) * kf[j];
-            s = warp_sum(s);
-            float mn = fmaxf(m[hh], s);
-            float corr = __expf(m[hh] - mn), pr = __expf(s - mn);
-            l[hh] = l[hh] * corr + pr;
-            m[hh] = mn;
+                for (int j = 0; j < DPL; j++) {
+                    kf[j] = j < nd ? kv_load(kb + (long)t * D + j) : 0.0f;
+                    vf[j] = j < nd ? kv_load(vb + (long)t * D + j) : 0.0f;
+                }
+            }
 #pragma unroll
-            for (int j = 0; j < DPL; j++) acc[hh][j] = acc[hh][j] * corr + pr * vf[j];
+            for (int hh = 0; hh < NH; hh++) {
+                float s = 0.0f;
+#pragma unroll
+                for (int j = 0; j < DPL; j++) s += (j < nd ? qs[hh][lane * DPL + j] : 0.0f) * kf[j];
+                s = warp_sum(s);
+                float mn = fmaxf(m[hh], s);
+                float corr = __expf(m[hh] - mn), pr = __expf(s - mn);
+                l[hh] = l[hh] * corr + pr;
+                m[hh] = mn;
+#pragma unroll
+                for (int j = 0; j < DPL; j++) acc[hh][j] = acc[hh][j] * corr + pr * vf[j];
+            }
         }
     }
     pdl_trigger();
@@ -152,15 +211,20 @@ __global__ void attn_combine(attn_dims d, const float *part, const float *qg, fl
     }
 }
 
+int lily_cuda_attn_multi = 1;
+
 size_t attn_part_floats(attn_dims d, int nsplit) { return (size_t)d.hq * nsplit * (d.d + 2); }
 
 template <int NH, int DPL, bool KVF>
 static void launch_full(attn_dims d, dim3 grid, const float *q, const void *kc, const void *vc, float *part,
                         const int *pos, int nsplit, int nh, cudaStream_t st) {
-    if (d.d == 32 * DPL)
-        launch_k(attn_kernel<NH, DPL, KVF, true>, grid, AT_THREADS, 0, st, d, q, kc, vc, part, pos, nsplit, nh);
+    if (d.d == 32 * DPL && DPL == 8 && !KVF && lily_cuda_attn_multi)
+        launch_k(attn_kernel<NH, DPL, KVF, true, DPL == 8 && !KVF>, grid, AT_THREADS, 0, st, d, q, kc, vc, part, pos,
+                 nsplit, nh);
+    else if (d.d == 32 * DPL)
+        launch_k(attn_kernel<NH, DPL, KVF, true, false>, grid, AT_THREADS, 0, st, d, q, kc, vc, part, pos, nsplit, nh);
     else
-        launch_k(attn_kernel<NH, DPL, KVF, false>, grid, AT_THREADS, 0, st, d, q, kc, vc, part, pos, nsplit, nh);
+        launch_k(attn_kernel<NH, DPL, KVF, false, false>, grid, AT_THREADS, 0, st, d, q, kc, vc, part, pos, nsplit, nh);
 }
 
 template <int NH, bool KVF>

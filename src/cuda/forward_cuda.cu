@@ -356,6 +356,7 @@ static int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_FA] = env_int("LILY_CUDA_FA", 1) != 0;
     cx->opt[LILY_CUDA_OPT_GEMV2] = env_int("LILY_CUDA_GEMV2", 0) != 0;
     cx->opt[LILY_CUDA_OPT_GDN_CHUNKED] = env_int("LILY_CUDA_GDN_CHUNKED", 1) != 0;
+    cx->opt[LILY_CUDA_OPT_ATTN_MULTI] = env_int("LILY_CUDA_ATTN_MULTI", 1) != 0;
     cx->dump = env_int("LILY_CUDA_DUMP", 0);
     *out = cx;
 #define FAIL(x) do { rc = (x); if (rc) { free_ctx(cx); *out = NULL; return rc; } } while (0)
@@ -534,6 +535,7 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
     const float eps = c->norm_eps;
     lily_cuda_pdl = cx->opt[LILY_CUDA_OPT_PDL] && !cx->prof; // profiling times kernels one by one
     lily_cuda_gemv2 = cx->opt[LILY_CUDA_OPT_GEMV2];
+    lily_cuda_attn_multi = cx->opt[LILY_CUDA_OPT_ATTN_MULTI];
     prof_mark(cx, "start");
     embed_row(cx->embed_q, cx->embed_dense, cx->embed_dt, c->hidden, s->d_tok, cx->x, st);
     prof_mark(cx, "embed");
@@ -949,7 +951,7 @@ static const struct {
     {"bf16act", LILY_CUDA_OPT_F32ACT, 1, 0},   {"pdl", LILY_CUDA_OPT_PDL, 0, 1},
     {"prefill", LILY_CUDA_OPT_PREFILL, 0, 1},   {"flash", LILY_CUDA_OPT_FA, 0, 1},
     {"gemv2", LILY_CUDA_OPT_GEMV2, 0, 1},
-    {"gdn_chunked", LILY_CUDA_OPT_GDN_CHUNKED, 0, 1},
+    {"gdn_chunked", LILY_CUDA_OPT_GDN_CHUNKED, 0, 1}, {"attn_multi", LILY_CUDA_OPT_ATTN_MULTI, 0, 1},
 };
 
 extern "C" int lily_cuda_set_opt(void *ctx, int opt, int value);
@@ -958,7 +960,7 @@ static int set_flag_cuda(void *ctx, const char *name, int on) {
     for (auto &f : flag_names)
         if (!strcmp(f.name, name)) return lily_cuda_set_opt(ctx, f.opt, on ? f.on : f.off);
     return lily_err_set(LILY_EINVAL, "cuda backend: unknown flag '%s' (known: graph, split_kv, gqa, "
-                        "gdn_split, pdl, bf16act, prefill, flash, gemv2, gdn_chunked)", name);
+                        "gdn_split, pdl, bf16act, prefill, flash, gemv2, gdn_chunked, attn_multi)", name);
 }
 
 static size_t peak_mem_cuda(void *ctx) {

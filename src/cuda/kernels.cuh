@@ -38,6 +38,8 @@ int gemv_max_blocks(void);
 // 1 = gemv_launch uses gemv2_kernel (tensor-core 4-bit path) where a segment allows it (default 0;
 // forward_cuda.cu sets it per step from LILY_CUDA_OPT_GEMV2, the tests set it directly).
 extern int lily_cuda_gemv2;
+// attn.cu: 1 = several positions per warp pass (loads in flight) on the D = 256 bf16 path (default).
+extern int lily_cuda_attn_multi;
 
 // ---- moe.cu ------------------------------------------------------------------------------------
 struct moe_w {

@@ -9,10 +9,10 @@ extern "C" {
 
 // Ablation switches; also read from the environment at init (LILY_CUDA_GRAPH, LILY_CUDA_ATTN_SPLIT,
 // LILY_CUDA_GQA, LILY_CUDA_GDN_SPLIT, LILY_CUDA_F32ACT, LILY_CUDA_PREFILL, LILY_CUDA_CHUNK,
-// LILY_CUDA_FA, LILY_CUDA_GEMV2, LILY_CUDA_GDN_CHUNKED). Setting one drops captured graphs. The same
+// LILY_CUDA_FA, LILY_CUDA_GEMV2, LILY_CUDA_GDN_CHUNKED, LILY_CUDA_ATTN_MULTI). Setting one drops captured graphs. The same
 // switches are reachable by name through the backend's set_flag hook (`lily bench --ablate NAME`):
 // graph, split_kv, gqa, gdn_split, pdl, bf16act (off = fp32 activations), prefill, flash, gemv2,
-// gdn_chunked (on = the newer kernel: `--ablate flash` / `--ablate gdn_chunked` measure the older
+// gdn_chunked, attn_multi (on = the newer kernel: `--ablate flash` / `--ablate gdn_chunked` measure the older
 // one; gemv2 is off by default, so `--ablate gemv2` with LILY_CUDA_GEMV2=1 measures the first GEMV).
 enum lily_cuda_opt {
     LILY_CUDA_OPT_GRAPH = 0,      // 1 = the whole step as one CUDA graph (default), 0 = plain launches
@@ -31,6 +31,8 @@ enum lily_cuda_opt {
                                   // default 0: measured +1 % at 4K, within noise: docs/PERF.md, CUDA decode)
     LILY_CUDA_OPT_GDN_CHUNKED = 10, // 1 = prefill GDN in the chunked tensor-core form for chunks of
                                    // >= 64 tokens (gdn_chunked.cu; default), 0 = the token-sequential scan
+    LILY_CUDA_OPT_ATTN_MULTI = 11,  // 1 = decode attention takes 4 positions per warp pass (loads in
+                                    // flight; default, LILY_CUDA_ATTN_MULTI), 0 = one position per pass
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

@@ -336,10 +336,15 @@ static void test_gdn(rng &r) {
 
 // ---------------------------------------------------------------------------------------------
 static void test_attn(rng &r) {
-    struct cs { int hq, hkv, D, len, nsplit, gqa; } cases[] = {
-        {6, 2, 64, 1, 1, 1}, {6, 2, 64, 7, 5, 1}, {6, 2, 64, 333, 1, 0}, {6, 2, 64, 1500, 32, 1},
-        {16, 2, 256, 4097, 32, 1}, {16, 2, 256, 4097, 1, 0}, {16, 2, 256, 100, 64, 1}, {4, 4, 32, 50, 3, 1}};
+    // multi: the D = 256 bf16 path with several positions per warp pass (lily_cuda_attn_multi, the
+    // default) or one (the ablation); lengths not a multiple of 8 warps x 4 positions hit the tail.
+    struct cs { int hq, hkv, D, len, nsplit, gqa, multi; } cases[] = {
+        {6, 2, 64, 1, 1, 1, 1}, {6, 2, 64, 7, 5, 1, 1}, {6, 2, 64, 333, 1, 0, 1}, {6, 2, 64, 1500, 32, 1, 1},
+        {16, 2, 256, 4097, 32, 1, 1}, {16, 2, 256, 4097, 1, 0, 1}, {16, 2, 256, 100, 64, 1, 1}, {4, 4, 32, 50, 3, 1, 1},
+        {16, 2, 256, 4097, 32, 1, 0}, {16, 2, 256, 4097, 32, 0, 0}, {16, 2, 256, 4097, 32, 0, 1},
+        {16, 2, 256, 3, 1, 0, 1}, {8, 1, 256, 45, 5, 1, 1}, {16, 2, 256, 1001, 7, 0, 1}};
     for (auto &k : cases) {
+        lily_cuda_attn_multi = k.multi;
         int maxc = k.len + 17;
         attn_dims d = {k.hq, k.hkv, k.D, k.D / 4, maxc, 1e6f, 1e-6f, 0};
         size_t n = (size_t)k.hkv * maxc * k.D;
@@ -371,9 +376,10 @@ static void test_attn(rng &r) {
         }
         std::vector<float> go = back(o, ref.size());
         double e = rel_l2(go.data(), ref.data(), ref.size());
-        report(e < 5e-3 && !count_nonfinite(go.data(), go.size()), "attn hq=%d hkv=%d D=%d len=%d nsplit=%d gqa=%d: rel_l2 %.2e",
-               k.hq, k.hkv, k.D, k.len, k.nsplit, k.gqa, e);
+        report(e < 5e-3 && !count_nonfinite(go.data(), go.size()), "attn hq=%d hkv=%d D=%d len=%d nsplit=%d gqa=%d multi=%d: rel_l2 %.2e",
+               k.hq, k.hkv, k.D, k.len, k.nsplit, k.gqa, k.multi, e);
     }
+    lily_cuda_attn_multi = 1;
 }
 
 static void test_qk(rng &r) {
