@@ -7,7 +7,7 @@ R=$(pwd); C=$R/.carry; export LD_LIBRARY_PATH=$C/lib LILY_LOG=0
 mkdir -p /tmp/b /tmp/logs && tar xJf $C/bin.tar.xz -C /tmp/b
 B=/tmp/b; L=/tmp/logs
 [ -n "${FUZZ_S:-}" ] && [ -f $C/fuzz.sh ] && bash $C/fuzz.sh $FUZZ_S &
-( sleep ${SAFE_S:-565}; tar czf $OUT/logs.tgz -C /tmp logs ) &
+( sleep ${SAFE_S:-565}; tar czf $OUT/logs.tgz -C /tmp logs ) & SAFE=$!
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 ( $B/lily synth --preset qwen3.6-35b-a3b --out /tmp/big --seed 1 > $L/synth.txt 2>&1 ) & SP=$!
 timeout 90 $B/lily-gpu-test kernels 11 > $L/kernels.txt 2>&1; el "kernels rc=$?"; grep -E "FAIL|passed|attn.*multi" $L/kernels.txt | cut -c1-160
@@ -21,5 +21,5 @@ ab default LILY_LOG=0; ab noflash LILY_CUDA_FA=0; ab nogdnchunked LILY_CUDA_GDN_
 ab chunk4096 LILY_CUDA_CHUNK=4096; ab chunk256 LILY_CUDA_CHUNK=256
 ab tile32 LILY_CUDA_QG_TILE=32; ab tile128 LILY_CUDA_QG_TILE=128
 LENS=512,2K ab tokenwise LILY_CUDA_PREFILL=0
-el ablations; wait
+el ablations; kill $SAFE; wait
 tar czf $OUT/logs.tgz -C /tmp logs $( [ -d /tmp/corp ] && echo corp )
