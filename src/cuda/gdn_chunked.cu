@@ -52,7 +52,9 @@
 // ncols is rounded up to a multiple of 16 (the state update's row tiles), at most 64; so nsplit is
 // a request: blocks per head = Dv / ncols rounded up. Takes Dk <= 128 and any Dv (columns past Dv in
 // the last block are zero padding); Dk > 128 goes to gdn_pf_scan.
-// ptxas (sm_90a): PTXAS_NUMBERS
+// ptxas (CUDA 13.0, sm_90a, 3xTF32): gdn_chunk_prep 80 registers, gdn_chunk_scan 131 registers, no
+// spills, no stack; dynamic shared memory 104,448 B (A, any Dk <= 128) and 140,544 / 157,184 /
+// 190,464 B (B at Dk 128 and 16 / 32 / 64 columns).
 #include "prefill.cuh"
 #include "gdn_pf.cuh"
 
@@ -78,33 +80,98 @@ static __device__ __forceinline__ void gc_mma(float *c, const uint32_t *a, const
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// One warp: c (a 16 x 8 tile in the mma C layout: c[e] is row g + 8 (e >> 1), column 2 t + (e & 1),
-// g = lane / 4, t = lane % 4) += A (16 x kn) . B (kn x 8), with A(r, k) = a[r * ars + k * aks] and
-// B(k, n) = b[k * bks + n * bns] in shared memory; kn % 8 == 0. The strides cover plain and
-// transposed operands with one routine.
+// mma fragments of one k-step of 8, as TF32 big parts (b) and, with GC_SPLIT, the TF32 remainders (s).
+struct gc_fa {
+    uint32_t b[4], s[4];
+};
+struct gc_fb {
+    uint32_t b[2], s[2];
+};
+// A (16 x 8 at column k0): A(r, k) = a[r * ars + k * aks] in shared memory (lane's g = lane / 4 and
+// t = lane % 4 pick its elements, the mma layout).
+static __device__ __forceinline__ void gc_lda(gc_fa &f, const float *a, int ars, int aks, int k0) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const float x[4] = {a[g * ars + (k0 + t) * aks], a[(g + 8) * ars + (k0 + t) * aks],
+                        a[g * ars + (k0 + t + 4) * aks], a[(g + 8) * ars + (k0 + t + 4) * aks]};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        f.b[i] = gc_tf32(x[i]);
+#if GC_SPLIT
+        f.s[i] = gc_tf32(x[i] - __uint_as_float(f.b[i]));
+#endif
+    }
+}
+// B (8 x 8 at row k0): B(k, n) = b[k * bks + n * bns].
+static __device__ __forceinline__ void gc_ldb(gc_fb &f, const float *b, int bks, int bns, int k0) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const float x[2] = {b[(k0 + t) * bks + g * bns], b[(k0 + t + 4) * bks + g * bns]};
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        f.b[i] = gc_tf32(x[i]);
+#if GC_SPLIT
+        f.s[i] = gc_tf32(x[i] - __uint_as_float(f.b[i]));
+#endif
+    }
+}
+// c += big.big, cs += small.big + big.small (a second accumulator: two independent mma chains, and
+// the small terms summed among themselves before they meet the large ones).
+static __device__ __forceinline__ void gc_mma3(float *c, float *cs, const gc_fa &a, const gc_fb &b) {
+#if GC_SPLIT
+    gc_mma(cs, a.s, b.b);
+    gc_mma(cs, a.b, b.s);
+#else
+    (void)cs;
+#endif
+    gc_mma(c, a.b, b.b);
+}
+
+// One warp: c (a 16 x 8 tile in the mma C layout: c[e] is row g + 8 (e >> 1), column 2 t + (e & 1))
+// += A (16 x kn) . B (kn x 8), strides as gc_lda / gc_ldb (plain and transposed operands with one
+// routine); kn % 8 == 0.
 static __device__ __forceinline__ void gc_tile(float *c, const float *a, int ars, int aks, const float *b,
                                                int bks, int bns, int kn) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    float cs[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int k0 = 0; k0 < kn; k0 += 8) {
-        const float af[4] = {a[g * ars + (k0 + t) * aks], a[(g + 8) * ars + (k0 + t) * aks],
-                             a[g * ars + (k0 + t + 4) * aks], a[(g + 8) * ars + (k0 + t + 4) * aks]};
-        const float bf[2] = {b[(k0 + t) * bks + g * bns], b[(k0 + t + 4) * bks + g * bns]};
-        uint32_t ab[4], bb[2];
-#pragma unroll
-        for (int i = 0; i < 4; i++) ab[i] = gc_tf32(af[i]);
-#pragma unroll
-        for (int i = 0; i < 2; i++) bb[i] = gc_tf32(bf[i]);
-#if GC_SPLIT
-        uint32_t as[4], bs[2];
-#pragma unroll
-        for (int i = 0; i < 4; i++) as[i] = gc_tf32(af[i] - __uint_as_float(ab[i]));
-#pragma unroll
-        for (int i = 0; i < 2; i++) bs[i] = gc_tf32(bf[i] - __uint_as_float(bb[i]));
-        gc_mma(c, as, bb); // small terms first
-        gc_mma(c, ab, bs);
-#endif
-        gc_mma(c, ab, bb);
+        gc_fa fa;
+        gc_fb fb;
+        gc_lda(fa, a, ars, aks, k0);
+        gc_ldb(fb, b, bks, bns, k0);
+        gc_mma3(c, cs, fa, fb);
     }
+#pragma unroll
+    for (int e = 0; e < 4; e++) c[e] += cs[e];
+}
+// Two tiles sharing B: c1 += A1 . B, c2 += A2 . B (A1, A2 with the same strides).
+static __device__ __forceinline__ void gc_tile2a(float *c1, float *c2, const float *a1, const float *a2, int ars,
+                                                 int aks, const float *b, int bks, int bns, int kn) {
+    float s1[4] = {0.0f, 0.0f, 0.0f, 0.0f}, s2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int k0 = 0; k0 < kn; k0 += 8) {
+        gc_fa f1, f2;
+        gc_fb fb;
+        gc_ldb(fb, b, bks, bns, k0);
+        gc_lda(f1, a1, ars, aks, k0);
+        gc_lda(f2, a2, ars, aks, k0);
+        gc_mma3(c1, s1, f1, fb);
+        gc_mma3(c2, s2, f2, fb);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; e++) c1[e] += s1[e], c2[e] += s2[e];
+}
+// Two tiles sharing A: c1 += A . B1, c2 += A . B2 (B1, B2 with the same strides).
+static __device__ __forceinline__ void gc_tile2b(float *c1, float *c2, const float *a, int ars, int aks,
+                                                 const float *b1, const float *b2, int bks, int bns, int kn) {
+    float s1[4] = {0.0f, 0.0f, 0.0f, 0.0f}, s2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int k0 = 0; k0 < kn; k0 += 8) {
+        gc_fa fa;
+        gc_fb f1, f2;
+        gc_lda(fa, a, ars, aks, k0);
+        gc_ldb(f1, b1, bks, bns, k0);
+        gc_ldb(f2, b2, bks, bns, k0);
+        gc_mma3(c1, s1, fa, f1);
+        gc_mma3(c2, s2, fa, f2);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; e++) c1[e] += s1[e], c2[e] += s2[e];
 }
 
 // 16 bytes global -> shared, asynchronously (zero-filled when !valid; src must still be mapped).
@@ -208,19 +275,25 @@ __global__ void __launch_bounds__(GC_THREADS, 2)
         }
     }
     __syncthreads();
-    // A (into shared) and M (straight to the record), 64 x 64 with tiles wholly above the diagonal
-    // zero; Qg = e^Gamma Q and Kd = e^(Gamma_C - Gamma) K to the record.
-    for (int tile = warp; tile < 64; tile += GC_WARPS) {
-        const int which = tile / 32, rb = (tile % 32) / 8, cb = tile % 8;
-        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        if (cb <= 2 * rb + 1)
-            gc_tile(acc, (which ? Qs : Ks) + rb * 16 * ldk, ldk, 1, Ks + cb * 8 * ldk, 1, ldk, dkp);
+    // A (into shared) and M (straight to the record), 64 x 64 in 16 x 8 tiles, one warp computing a
+    // tile of both (they share the K fragments). Tiles t < 20 are the ones that reach the diagonal
+    // (row block rb starts at rb (rb + 1)), the 12 after them lie wholly above it and are zero.
+    for (int t = warp; t < 32; t += GC_WARPS) {
+        int rb, cb;
+        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, accm[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (t < 20) {
+            rb = t < 2 ? 0 : t < 6 ? 1 : t < 12 ? 2 : 3, cb = t - rb * (rb + 1);
+            gc_tile2a(acc, accm, Ks + rb * 16 * ldk, Qs + rb * 16 * ldk, ldk, 1, Ks + cb * 8 * ldk, 1, ldk, dkp);
+        } else {
+            const int u = t - 20;
+            rb = u < 6 ? 0 : u < 10 ? 1 : 2, cb = 2 * rb + 2 + u - (rb == 0 ? 0 : rb == 1 ? 6 : 10);
+        }
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int i = rb * 16 + g + (e >> 1) * 8, j = cb * 8 + 2 * t4 + (e & 1);
             // Masked before the exp: exponents are <= 0 (spec §4 item 2).
-            if (which == 0) Am[i * GC_LD64 + j] = j < i ? bet[i] * acc[e] * expf(gam[i] - gam[j]) : 0.0f;
-            else gM[i * GC_C + j] = j <= i ? acc[e] * expf(gam[i] - gam[j]) : 0.0f;
+            Am[i * GC_LD64 + j] = j < i ? bet[i] * acc[e] * expf(gam[i] - gam[j]) : 0.0f;
+            gM[i * GC_C + j] = j <= i ? accm[e] * expf(gam[i] - gam[j]) : 0.0f;
         }
     }
     for (int w = tid; w < GC_C * dkp; w += GC_THREADS) {
@@ -333,33 +406,30 @@ __global__ void __launch_bounds__(GC_THREADS, 1)
     float oacc[GC_MAXCOLS / 16][4]; // this warp's output tiles u = warp + 8 r (4 nct <= 32 of them)
     for (int ch = 0; ch < nch; ch++) {
         const int c0 = ch * GC_C, nc = min(GC_C, T - c0);
+        const float ecc = scr[((long)ch * d.hv + h) * L.rec + L.e]; // e^Gamma_C, needed in step 2
         gc_cp_wait<1>(); // group 1 of this chunk landed (group 2 may still be in flight)
         __syncthreads();
-        // Step 1: Oacc = Qg S0 (kept in registers) and Delta = U - W S0 (64 x ncols each).
+        // Step 1: Oacc = Qg S0 (kept in registers) and Delta = U - W S0 (64 x ncols each), one warp
+        // per (row block, column tile) doing both (they share the S0 fragments).
 #pragma unroll
         for (int r = 0; r < GC_MAXCOLS / 16; r++) {
             const int u = warp + GC_WARPS * r;
             if (u < 4 * nct) {
                 const int rb = u / nct, cb = u % nct;
+                float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                 oacc[r][0] = oacc[r][1] = oacc[r][2] = oacc[r][3] = 0.0f;
-                gc_tile(oacc[r], Qb + rb * 16 * ldk, ldk, 1, Ss + cb * 8 * ldk, 1, ldk, dkp);
-            }
-        }
-        for (int u = warp; u < 4 * nct; u += GC_WARPS) {
-            const int rb = u / nct, cb = u % nct;
-            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            gc_tile(acc, Wb + rb * 16 * ldk, ldk, 1, Ss + cb * 8 * ldk, 1, ldk, dkp);
+                gc_tile2a(oacc[r], acc, Qb + rb * 16 * ldk, Wb + rb * 16 * ldk, ldk, 1, Ss + cb * 8 * ldk, 1, ldk, dkp);
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int i = rb * 16 + g + (e >> 1) * 8, j = cb * 8 + 2 * t4 + (e & 1);
-                Db[i * ldn + j] = Ub[i * ldn + j] - acc[e];
+                for (int e = 0; e < 4; e++) {
+                    const int i = rb * 16 + g + (e >> 1) * 8, j = cb * 8 + 2 * t4 + (e & 1);
+                    Db[i * ldn + j] = Ub[i * ldn + j] - acc[e];
+                }
             }
         }
         gc_cp_wait<0>(); // group 2 (Kd, M) landed
         __syncthreads();
         if (ch + 1 < nch) load1(ch + 1);
         // Step 2: O = Oacc + M Delta (bf16 out), S = e^Gamma_C S + Delta^T Kd.
-        const float ecc = scr[((long)ch * d.hv + h) * L.rec + L.e];
 #pragma unroll
         for (int r = 0; r < GC_MAXCOLS / 16; r++) {
             const int u = warp + GC_WARPS * r;
@@ -374,16 +444,27 @@ __global__ void __launch_bounds__(GC_THREADS, 1)
                 }
             }
         }
-        for (int u = warp; u < (ncols / 16) * nkt; u += GC_WARPS) {
-            const int rb = u / nkt, cb = u % nkt;
-            float acc[4];
+        // State tiles in pairs along Dk (sharing the Delta^T fragments); the last one alone when
+        // Dk / 8 is odd.
+        const int nkp = (nkt + 1) / 2;
+        for (int u = warp; u < (ncols / 16) * nkp; u += GC_WARPS) {
+            const int rb = u / nkp, cb = 2 * (u % nkp);
+            const bool two = cb + 1 < nkt;
+            float *s1 = Ss + rb * 16 * ldk + cb * 8, *s2 = s1 + 8;
+            float acc1[4], acc2[4];
 #pragma unroll
-            for (int e = 0; e < 4; e++)
-                acc[e] = ecc * Ss[(rb * 16 + g + (e >> 1) * 8) * ldk + cb * 8 + 2 * t4 + (e & 1)];
-            gc_tile(acc, Db + rb * 16, 1, ldn, Kb + cb * 8, ldkb, 1, GC_C);
+            for (int e = 0; e < 4; e++) {
+                const int at = (g + (e >> 1) * 8) * ldk + 2 * t4 + (e & 1);
+                acc1[e] = ecc * s1[at], acc2[e] = two ? ecc * s2[at] : 0.0f;
+            }
+            if (two) gc_tile2b(acc1, acc2, Db + rb * 16, 1, ldn, Kb + cb * 8, Kb + cb * 8 + 8, ldkb, 1, GC_C);
+            else gc_tile(acc1, Db + rb * 16, 1, ldn, Kb + cb * 8, ldkb, 1, GC_C);
 #pragma unroll
-            for (int e = 0; e < 4; e++)
-                Ss[(rb * 16 + g + (e >> 1) * 8) * ldk + cb * 8 + 2 * t4 + (e & 1)] = acc[e];
+            for (int e = 0; e < 4; e++) {
+                const int at = (g + (e >> 1) * 8) * ldk + 2 * t4 + (e & 1);
+                s1[at] = acc1[e];
+                if (two) s2[at] = acc2[e];
+            }
         }
         __syncthreads();
         if (ch + 1 < nch) load2(ch + 1);
