@@ -42,6 +42,7 @@ struct pf_bufs {
     uint16_t *qkv, *z, *b, *a, *o, *g;     // GDN projections, scan output, gated-norm output; o is
                                            // also the attention output
     float *qg, *k, *v, *qr;                // attention projections and the normed, rotated queries
+    float *gdn;                            // gdn_pf_chunked's per-chunk records (gdn_chunked.cu)
     moe_pf_scratch moe;
 };
 
@@ -686,6 +687,7 @@ static int pf_alloc(cuda_ctx *cx) {
     memset(&cx->pf, 0, sizeof cx->pf);
     const size_t T = C, H = c->hidden, conv = lily_conv_dim(c), vd = (size_t)c->lin_v_heads * c->lin_v_dim;
     const size_t ad = (size_t)c->n_heads * c->head_dim, kd = (size_t)c->n_kv_heads * c->head_dim;
+    const gdn_dims gd = {c->lin_k_heads, c->lin_v_heads, c->lin_k_dim, c->lin_v_dim, c->conv_kernel};
     size_t moe = 0;
     for (int l = 0; l < c->n_layers; l++) {
         size_t b = moe_pf_scratch_bytes(layer_moe(cx, &cx->L[l]), C);
@@ -694,7 +696,7 @@ static int pf_alloc(cuda_ctx *cx) {
     auto al = [](size_t n) { return (n + 255) & ~(size_t)255; };
     size_t sizes[] = {T * 4, T * H * 4, T * H * 2, T * conv * 2, T * vd * 2, T * c->lin_v_heads * 2,
                       T * c->lin_v_heads * 2, T * (vd > ad ? vd : ad) * 2, T * vd * 2, T * 2 * ad * 4,
-                      T * kd * 4, T * kd * 4, T * ad * 4, moe};
+                      T * kd * 4, T * kd * 4, T * ad * 4, moe, gdn_pf_chunked_scratch(gd, C)};
     size_t total = 0;
     for (size_t n : sizes) total += al(n);
     if (cudaMalloc(&cx->pf.mem, total) != cudaSuccess) {
@@ -704,14 +706,16 @@ static int pf_alloc(cuda_ctx *cx) {
                             "(%.2f GB for chunks of %d tokens)", total / 1e9, C);
     }
     char *p = (char *)cx->pf.mem;
-    void *ptr[14];
-    for (int i = 0; i < 14; i++) ptr[i] = p, p += al(sizes[i]);
+    const int nbuf = (int)(sizeof sizes / sizeof sizes[0]);
+    void *ptr[sizeof sizes / sizeof sizes[0]];
+    for (int i = 0; i < nbuf; i++) ptr[i] = p, p += al(sizes[i]);
     pf_bufs *b = &cx->pf;
     b->toks = (int *)ptr[0], b->x = (float *)ptr[1], b->xn = (uint16_t *)ptr[2], b->qkv = (uint16_t *)ptr[3];
     b->z = (uint16_t *)ptr[4], b->b = (uint16_t *)ptr[5], b->a = (uint16_t *)ptr[6], b->o = (uint16_t *)ptr[7];
     b->g = (uint16_t *)ptr[8], b->qg = (float *)ptr[9], b->k = (float *)ptr[10], b->v = (float *)ptr[11];
     b->qr = (float *)ptr[12];
     moe_pf_scratch_init(&b->moe, ptr[13], layer_moe(cx, &cx->L[0]), C);
+    b->gdn = (float *)ptr[14];
     b->C = C;
     note_mem(cx);
     return 0;
@@ -756,7 +760,7 @@ static int enqueue_chunk(cuda_ctx *cx, cuda_state *s, int T) {
             // with no tensor-core work to win over the scan.
             if (cx->opt[LILY_CUDA_OPT_GDN_CHUNKED] && T >= 64) {
                 gdn_pf_chunked(gd, T, pos0, b->qkv, b->b, b->a, d->conv, d->dt_bias, d->A, s->ring[l], s->S[l],
-                               b->o, 0, st);
+                               b->o, b->gdn, 0, st);
                 PF_MARK("gdn conv+delta rule (chunked)");
             } else {
                 gdn_pf_scan(gd, T, pos0, b->qkv, b->b, b->a, d->conv, d->dt_bias, d->A, s->ring[l], s->S[l],

@@ -1,50 +1,69 @@
 // gdn_chunked.cu: the Gated DeltaNet core for a prefill chunk of T tokens in the CHUNKED form (spec
-// §4, chunk 64), the same function as gdn_pf_scan (gdn_prefill.cu): same arguments, outputs, ring
-// and state, T decode steps' worth. The scan walks the tokens one by one on the CUDA cores; here the
-// work of 64 tokens is a handful of matrix products on the tensor cores, and only the 64-step
-// triangular inverse is sequential.
+// §4, chunks of 64 tokens, the WY form), the same function as gdn_pf_scan (gdn_prefill.cu): same
+// arguments, outputs, ring and state, T decode steps' worth. The scan walks the tokens one by one on
+// the CUDA cores; here the work of 64 tokens is a handful of matrix products on the tensor cores.
 //
-// Grid (Hv, nsplit): a block owns `ncols` value columns of one v head (columns of the state are
-// independent given q, k, beta, g), 8 warps, and walks the call's chunks of 64 tokens in order with
-// its state slice S (ncols x Dk fp32, the (Hv, Dv, Dk) layout) in shared memory throughout. Per chunk
-// (nc <= 64 live tokens; rows past nc are zero: q = k = v = 0, beta = 0, g = 0, so they neither
-// decay nor write the state, and a partial last chunk needs no other care):
-//   P1 causal conv + SiLU of the chunk's q, k (the k head j // (Hv/Hk)) and this block's v columns
-//      (gdn_pf.cuh: the scan's and the decode step's arithmetic), beta, log-decay g;
-//   P2 Gamma = cumulative g (warp scan), e^Gamma, e^(Gamma_C - Gamma); L2 norms of q and k (eps inside
-//      the sqrt, q scaled by Dk^-1/2: the scan's code);
-//   P3 MMA: A = beta_i (k_i.k_j) e^(Gamma_i - Gamma_j) (j < i), M = (q_i.k_j) e^(Gamma_i - Gamma_j)
-//      (j <= i), R = beta (v - e^Gamma (K S0)), Oq = e^Gamma (Q S0);
-//   P4 X = (I + A)^-1 by forward substitution, 4 lanes per column, no block barrier; K rows scaled
-//      by e^(Gamma_C - Gamma_i) in place;
-//   P5 MMA: Delta = X R (the per-token deltas of the recurrence, exactly);
-//   P6 MMA: O = Oq + M Delta (bf16 out), S = e^Gamma_C S + Delta^T (e^(Gamma_C - Gamma) K).
-// The ring is advanced afterwards by gdn_pf_ring, as the scan does.
+// Two kernels. Everything that does not depend on the state is done for all chunks at once; only
+// three products a chunk remain in the serial chain over the chunks.
+//
+// Phase A, gdn_chunk_prep, grid (chunks, Hv), 8 warps: per chunk of nc <= 64 live tokens and v head
+// (rows past nc are zero: q = k = v = 0, beta = 0, g = 0, so they neither decay nor write the state,
+// and a partial last chunk needs no other care):
+//   conv + SiLU of the chunk's q, k (k head h // (Hv/Hk)) and v from the raw projections and the ring
+//   (gdn_pf.cuh: the scan's and the decode step's arithmetic), beta, log-decay g, Gamma = cumulative
+//   g (warp scan), L2 norms of q and k (eps inside the sqrt, q scaled by Dk^-1/2: the scan's code);
+//   MMA: A = beta_i (k_i.k_j) e^(Gamma_i - Gamma_j) (j < i), M = (q_i.k_j) e^(Gamma_i - Gamma_j) (j <= i);
+//   X = (I + A)^-1 by forward substitution (4 lanes a column, no block barrier);
+//   MMA: W = X (beta e^Gamma K) (64 x Dk), U = X (beta V) (64 x Dv, in passes of 128 columns);
+//   and Qg = e^Gamma Q, Kd = e^(Gamma_C - Gamma) K, e^Gamma_C, all written to the scratch record of
+//   (chunk, head) in fp32 (layout at gc_layout: ~144 KB a record at Dk = Dv = 128).
+// Phase B, gdn_chunk_scan, grid (Hv, nsplit): a block owns `ncols` value columns of one v head
+// (columns of the state are independent given the record), walks the chunks in order with its state
+// slice S (ncols x Dk fp32, the (Hv, Dv, Dk) layout) in shared memory throughout, and per chunk:
+//   step 1 (MMA): Delta = U - W S0 (the per-token deltas of the recurrence: R = beta (V - e^Gamma K S0)
+//     and Delta = X R = U - W S0), Oacc = Qg S0 (kept in registers);
+//   step 2 (MMA): O = Oacc + M Delta (bf16 out), S = e^Gamma_C S + Delta^T Kd.
+// The next chunk's record is copied in (cp.async) while the current chunk computes: W, Qg, U during
+// step 2, Kd and M during the next step 1. No inverse, conv or norm is left in the serial chain, and
+// the 4 column blocks of a head no longer each redo it. The ring is advanced afterwards by
+// gdn_pf_ring, as the scan does.
+//
+// Scratch: gdn_pf_chunked_scratch(d, T) bytes = chunks x Hv records (4 x 64 x 128 + 64 x 64 floats
+// + 8 at Dk = Dv = 128, ~147 KB): 75 MB for the default prefill chunk of 1024 tokens, 302 MB at 4096.
+// Phase A writes every float phase B reads (padding included), so the scratch needs no clearing.
 //
 // Precision. Every product runs as 3xTF32 (x = big + small, both TF32, and big.big + big.small +
 // small.big accumulated in fp32): about fp32 accuracy (~1e-6 relative per product), so the chunked
 // and sequential forms agree to ~1e-6 as in fp32 (spec §4) and the scan's test tolerances hold.
 // Why not bf16 (or 1xTF32) inputs: the state is fp32 and carried over hundreds of chunks, and the
-// products that read or write it (K S0, Q S0, the state update) would put a 2^-9 (2^-11) relative
+// products that read or write it (W S0, Qg S0, the state update) would put a 2^-9 (2^-11) relative
 // error into every delta written; the triangular inverse amplifies errors of A. QK^T and KK^T with
-// L2-normed q and k could take bf16, but they feed A and hence the inverse. The tensor cores have
-// ample headroom here (the scan is latency-bound, not FLOP-bound), so the first version buys
-// accuracy; GC_SPLIT=0 at compile time gives 1xTF32 for measuring what the split costs. The
-// forward substitution and the exponentials are fp32 on the CUDA cores.
+// L2-normed q and k could take bf16, but they feed A and hence the inverse. GC_SPLIT=0 at compile
+// time gives 1xTF32 for measuring what the split costs. The forward substitution and the
+// exponentials are fp32 on the CUDA cores.
 //
-// Shared memory (floats): Q, K 64 x (Dk8 + 4); A, X, M 64 x 68; R, Oq, Delta 64 x (ncols16 + 8);
-// S ncols16 x (Dk8 + 4); 4 x 64 vectors. Row strides = 4 mod 8 for matrices read as A operands or as
-// transposed B (conflict-free fragment loads), = 8 mod 16 for row-major B. 168 KB at Dk 128 and 32
-// columns (the default for Dv 128: 4 blocks a head), 205 KB at 64 columns. Takes Dk <= 128 and any Dv
-// (columns past Dv in the last block are zero padding); Dk > 128 goes to gdn_pf_scan.
+// Shared memory (floats). Row strides = 4 mod 8 for matrices read as A operands or as transposed B
+// (conflict-free fragment loads), = 8 mod 16 for row-major B.
+//   A: Q 64 x (Dk8 + 4), reused for the right operand B of X.B as 64 x 136; K 64 x (Dk8 + 4); A, X
+//      64 x 68; 4 x 64 vectors: 104 KB at Dk 128, two blocks an SM.
+//   B: S ncols x (Dk8 + 4); W, Qg 64 x (Dk8 + 4); Kd 64 x (Dk16 + 8); M 64 x 68; U, Delta
+//      64 x (ncols + 8): 157 KB at Dk 128 and 32 columns (the default for Dv 128: 4 blocks a head,
+//      128 blocks, one wave on 132 SMs), 190 KB at 64 columns.
+// ncols is rounded up to a multiple of 16 (the state update's row tiles), at most 64; so nsplit is
+// a request: blocks per head = Dv / ncols rounded up. Takes Dk <= 128 and any Dv (columns past Dv in
+// the last block are zero padding); Dk > 128 goes to gdn_pf_scan.
+// ptxas (CUDA 13.0, sm_90a, 3xTF32): gdn_chunk_prep 80 registers, gdn_chunk_scan 131 registers, no
+// spills, no stack; dynamic shared memory 104,448 B (A, any Dk <= 128) and 140,544 / 157,184 /
+// 190,464 B (B at Dk 128 and 16 / 32 / 64 columns).
 #include "prefill.cuh"
 #include "gdn_pf.cuh"
 
 #define GC_C 64        // tokens per chunk
 #define GC_WARPS 8
 #define GC_THREADS (32 * GC_WARPS)
-#define GC_LD64 68     // row stride of the 64 x 64 matrices
-#define GC_MAXCOLS 64  // value columns per block (shared memory)
+#define GC_LD64 68     // shared row stride of the 64 x 64 matrices
+#define GC_MAXCOLS 64  // value columns per phase-B block (shared memory)
+#define GC_VT 128      // value columns per phase-A pass (U is built in passes of this many)
 #ifndef GC_SPLIT
 #define GC_SPLIT 1     // 1 = 3xTF32 products (about fp32), 0 = 1xTF32
 #endif
@@ -61,210 +80,401 @@ static __device__ __forceinline__ void gc_mma(float *c, const uint32_t *a, const
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// One warp: c (a 16 x 8 tile in the mma C layout: c[e] is row g + 8 (e >> 1), column 2 t + (e & 1),
-// g = lane / 4, t = lane % 4) += A (16 x kn) . B (kn x 8), with A(r, k) = a[r * ars + k * aks] and
-// B(k, n) = b[k * bks + n * bns] in shared memory; kn % 8 == 0. The strides cover plain and
-// transposed operands with one routine.
+// mma fragments of one k-step of 8, as TF32 big parts (b) and, with GC_SPLIT, the TF32 remainders (s).
+struct gc_fa {
+    uint32_t b[4], s[4];
+};
+struct gc_fb {
+    uint32_t b[2], s[2];
+};
+// A (16 x 8 at column k0): A(r, k) = a[r * ars + k * aks] in shared memory (lane's g = lane / 4 and
+// t = lane % 4 pick its elements, the mma layout).
+static __device__ __forceinline__ void gc_lda(gc_fa &f, const float *a, int ars, int aks, int k0) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const float x[4] = {a[g * ars + (k0 + t) * aks], a[(g + 8) * ars + (k0 + t) * aks],
+                        a[g * ars + (k0 + t + 4) * aks], a[(g + 8) * ars + (k0 + t + 4) * aks]};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        f.b[i] = gc_tf32(x[i]);
+#if GC_SPLIT
+        f.s[i] = gc_tf32(x[i] - __uint_as_float(f.b[i]));
+#endif
+    }
+}
+// B (8 x 8 at row k0): B(k, n) = b[k * bks + n * bns].
+static __device__ __forceinline__ void gc_ldb(gc_fb &f, const float *b, int bks, int bns, int k0) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const float x[2] = {b[(k0 + t) * bks + g * bns], b[(k0 + t + 4) * bks + g * bns]};
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        f.b[i] = gc_tf32(x[i]);
+#if GC_SPLIT
+        f.s[i] = gc_tf32(x[i] - __uint_as_float(f.b[i]));
+#endif
+    }
+}
+// c += big.big, cs += small.big + big.small (a second accumulator: two independent mma chains, and
+// the small terms summed among themselves before they meet the large ones).
+static __device__ __forceinline__ void gc_mma3(float *c, float *cs, const gc_fa &a, const gc_fb &b) {
+#if GC_SPLIT
+    gc_mma(cs, a.s, b.b);
+    gc_mma(cs, a.b, b.s);
+#else
+    (void)cs;
+#endif
+    gc_mma(c, a.b, b.b);
+}
+
+// One warp: c (a 16 x 8 tile in the mma C layout: c[e] is row g + 8 (e >> 1), column 2 t + (e & 1))
+// += A (16 x kn) . B (kn x 8), strides as gc_lda / gc_ldb (plain and transposed operands with one
+// routine); kn % 8 == 0.
 static __device__ __forceinline__ void gc_tile(float *c, const float *a, int ars, int aks, const float *b,
                                                int bks, int bns, int kn) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    float cs[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int k0 = 0; k0 < kn; k0 += 8) {
-        const float af[4] = {a[g * ars + (k0 + t) * aks], a[(g + 8) * ars + (k0 + t) * aks],
-                             a[g * ars + (k0 + t + 4) * aks], a[(g + 8) * ars + (k0 + t + 4) * aks]};
-        const float bf[2] = {b[(k0 + t) * bks + g * bns], b[(k0 + t + 4) * bks + g * bns]};
-        uint32_t ab[4], bb[2];
-#pragma unroll
-        for (int i = 0; i < 4; i++) ab[i] = gc_tf32(af[i]);
-#pragma unroll
-        for (int i = 0; i < 2; i++) bb[i] = gc_tf32(bf[i]);
-#if GC_SPLIT
-        uint32_t as[4], bs[2];
-#pragma unroll
-        for (int i = 0; i < 4; i++) as[i] = gc_tf32(af[i] - __uint_as_float(ab[i]));
-#pragma unroll
-        for (int i = 0; i < 2; i++) bs[i] = gc_tf32(bf[i] - __uint_as_float(bb[i]));
-        gc_mma(c, as, bb); // small terms first
-        gc_mma(c, ab, bs);
-#endif
-        gc_mma(c, ab, bb);
+        gc_fa fa;
+        gc_fb fb;
+        gc_lda(fa, a, ars, aks, k0);
+        gc_ldb(fb, b, bks, bns, k0);
+        gc_mma3(c, cs, fa, fb);
     }
+#pragma unroll
+    for (int e = 0; e < 4; e++) c[e] += cs[e];
+}
+// Two tiles sharing B: c1 += A1 . B, c2 += A2 . B (A1, A2 with the same strides).
+static __device__ __forceinline__ void gc_tile2a(float *c1, float *c2, const float *a1, const float *a2, int ars,
+                                                 int aks, const float *b, int bks, int bns, int kn) {
+    float s1[4] = {0.0f, 0.0f, 0.0f, 0.0f}, s2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int k0 = 0; k0 < kn; k0 += 8) {
+        gc_fa f1, f2;
+        gc_fb fb;
+        gc_ldb(fb, b, bks, bns, k0);
+        gc_lda(f1, a1, ars, aks, k0);
+        gc_lda(f2, a2, ars, aks, k0);
+        gc_mma3(c1, s1, f1, fb);
+        gc_mma3(c2, s2, f2, fb);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; e++) c1[e] += s1[e], c2[e] += s2[e];
+}
+// Two tiles sharing A: c1 += A . B1, c2 += A . B2 (B1, B2 with the same strides).
+static __device__ __forceinline__ void gc_tile2b(float *c1, float *c2, const float *a, int ars, int aks,
+                                                 const float *b1, const float *b2, int bks, int bns, int kn) {
+    float s1[4] = {0.0f, 0.0f, 0.0f, 0.0f}, s2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int k0 = 0; k0 < kn; k0 += 8) {
+        gc_fa fa;
+        gc_fb f1, f2;
+        gc_lda(fa, a, ars, aks, k0);
+        gc_ldb(f1, b1, bks, bns, k0);
+        gc_ldb(f2, b2, bks, bns, k0);
+        gc_mma3(c1, s1, fa, f1);
+        gc_mma3(c2, s2, fa, f2);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; e++) c1[e] += s1[e], c2[e] += s2[e];
 }
 
-// Floats of shared memory for Dk and ncols (the kernel carves the same regions).
-static size_t gc_smem_floats(int dk, int ncols) {
-    const size_t ldk = ((dk + 7) & ~7) + 4, ncp = (ncols + 15) & ~15, ldn = ncp + 8;
-    return 2 * GC_C * ldk + 3 * GC_C * GC_LD64 + 3 * GC_C * ldn + ncp * ldk + 4 * GC_C;
+// 16 bytes global -> shared, asynchronously (zero-filled when !valid; src must still be mapped).
+static __device__ __forceinline__ void gc_cp16(float *dst, const float *src, bool valid) {
+    const uint32_t s = (uint32_t)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(valid ? 16 : 0));
+}
+static __device__ __forceinline__ void gc_cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> static __device__ __forceinline__ void gc_cp_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-__global__ void __launch_bounds__(GC_THREADS, 1)
-    gdn_chunked_kernel(gdn_dims d, int T, int pos, const uint16_t *qkv, const uint16_t *bb,
-                       const uint16_t *aa, const float *conv_w, const float *dt_bias, const float *A,
-                       const float *ring, float *state, uint16_t *o, int ncols) {
-    extern __shared__ float sm[];
-    __shared__ float s_ecc; // e^Gamma_C of the current chunk
-    const int h = blockIdx.x, j0 = blockIdx.y * ncols, tid = threadIdx.x;
+// The scratch record of one (chunk, v head), in floats: W, Qg, Kd (64 x dkp each), M (64 x 64),
+// U (64 x dvp), e^Gamma_C (padded to 8). Rows padded to multiples of 8 floats and zero-filled past
+// Dk / Dv, so phase B copies whole 16-byte pieces and every record stays 32-byte aligned.
+struct gc_layout {
+    int dkp, dvp;
+    long q, k, m, u, e, rec;
+};
+static __host__ __device__ __forceinline__ gc_layout gc_lay(gdn_dims d) {
+    gc_layout L;
+    L.dkp = (d.dk + 7) & ~7, L.dvp = (d.dv + 7) & ~7;
+    L.q = (long)GC_C * L.dkp, L.k = 2 * L.q, L.m = 3 * L.q, L.u = L.m + GC_C * GC_C;
+    L.e = L.u + (long)GC_C * L.dvp, L.rec = L.e + 8;
+    return L;
+}
+
+size_t gdn_pf_chunked_scratch(gdn_dims d, int T) {
+    if (T <= 0 || d.dk > 128) return 0;
+    return (size_t)((T + GC_C - 1) / GC_C) * d.hv * gc_lay(d).rec * sizeof(float);
+}
+
+// Shared floats of phase A: Q (64 x ldk; later B, 64 x (GC_VT + 8), the right operand of X.B), K
+// (64 x ldk), A and X (64 x 68), 4 vectors of 64.
+static size_t gc_prep_smem_floats(int dk) {
+    const size_t ldk = ((dk + 7) & ~7) + 4;
+    return GC_C * (GC_VT + 8) + GC_C * ldk + 2 * GC_C * GC_LD64 + 4 * GC_C;
+}
+// Shared floats of phase B: S (ncols x ldk), W and Qg (64 x ldk), Kd (64 x ldkb), M (64 x 68), U
+// and Delta (64 x (ncols + 8)).
+static size_t gc_scan_smem_floats(int dk, int ncols) {
+    const size_t dkp = (dk + 7) & ~7, ldk = dkp + 4, ldkb = ((dkp + 15) & ~15) + 8, ldn = ncols + 8;
+    return ncols * ldk + 2 * GC_C * ldk + GC_C * ldkb + GC_C * GC_LD64 + 2 * GC_C * ldn;
+}
+
+// Phase A: one block per (chunk, v head), independent of the state; writes the chunk's record.
+__global__ void __launch_bounds__(GC_THREADS, 2)
+    gdn_chunk_prep(gdn_dims d, int T, int pos, const uint16_t *qkv, const uint16_t *bb, const uint16_t *aa,
+                   const float *conv_w, const float *dt_bias, const float *A, const float *ring, float *scr) {
+    extern __shared__ __align__(16) float sm[];
+    const int ch = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
     const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;
-    const int Dk = d.dk, C = 2 * d.hk * Dk + d.hv * d.dv, K = d.kconv, kh = h / (d.hv / d.hk);
-    const int nlive = min(ncols, d.dv - j0); // live columns (the last block may have fewer)
-    const int dkp = (Dk + 7) & ~7, ldk = dkp + 4, ncp = (ncols + 15) & ~15, ldn = ncp + 8;
-    const int nct = ncp / 8; // 8-wide column tiles of the value side
-    float *Qs = sm, *Ks = Qs + GC_C * ldk;
-    float *Am = Ks + GC_C * ldk, *Xm = Am + GC_C * GC_LD64, *Mm = Xm + GC_C * GC_LD64;
-    float *Rv = Mm + GC_C * GC_LD64, *Oq = Rv + GC_C * ldn, *Dl = Oq + GC_C * ldn;
-    float *Ss = Dl + GC_C * ldn;
-    float *bet = Ss + ncp * ldk, *gam = bet + GC_C, *eG = gam + GC_C, *eC = eG + GC_C;
-    const float a_h = A[h], dtb = dt_bias[h];
-    float *Sg = state + ((long)h * d.dv + j0) * Dk;
+    const int Dk = d.dk, Dv = d.dv, C = 2 * d.hk * Dk + d.hv * Dv, K = d.kconv, kh = h / (d.hv / d.hk);
+    const int c0 = ch * GC_C, nc = min(GC_C, T - c0);
+    const gc_layout L = gc_lay(d);
+    const int dkp = L.dkp, dvp = L.dvp, ldk = dkp + 4, ldb = GC_VT + 8;
+    float *Qs = sm, *Bs = sm, *Ks = sm + GC_C * ldb;
+    float *Am = Ks + GC_C * ldk, *Xm = Am + GC_C * GC_LD64;
+    float *bet = Xm + GC_C * GC_LD64, *gam = bet + GC_C, *eG = gam + GC_C, *eC = eG + GC_C;
+    float *rec = scr + ((long)ch * d.hv + h) * L.rec;
+    float *gW = rec, *gQ = rec + L.q, *gK = rec + L.k, *gM = rec + L.m, *gU = rec + L.u;
 
-    for (int w = tid; w < ncp * dkp; w += GC_THREADS) {
-        int j = w / dkp, i = w % dkp;
-        Ss[j * ldk + i] = (j < nlive && i < Dk) ? Sg[(long)j * Dk + i] : 0.0f;
+    // Conv + SiLU of q and k (the k head of this v head); zeros past the live rows and Dk.
+    for (int w = tid; w < GC_C * 2 * dkp; w += GC_THREADS) {
+        const int tt = w / (2 * dkp), ci = w % (2 * dkp);
+        const bool isk = ci >= dkp;
+        const int i = isk ? ci - dkp : ci;
+        float y = 0.0f;
+        if (tt < nc && i < Dk)
+            y = gdn_pf_conv(qkv, ring, conv_w, C, K, pos, c0 + tt, (isk ? d.hk * Dk : 0) + kh * Dk + i);
+        (isk ? Ks : Qs)[tt * ldk + i] = y;
     }
-    for (int c0 = 0; c0 < T; c0 += GC_C) {
-        const int nc = min(GC_C, T - c0);
-        // P1: conv + SiLU into Q, K, V (= R's buffer); zeros past the live rows and columns.
-        const int nin = 2 * dkp + ncp;
-        for (int w = tid; w < GC_C * nin; w += GC_THREADS) {
-            int tt = w / nin, ci = w % nin;
+    if (tid < GC_C) {
+        const bool live = tid < nc;
+        bet[tid] = live ? gdn_pf_beta(bb[(long)(c0 + tid) * d.hv + h]) : 0.0f;
+        gam[tid] = live ? gdn_pf_logdecay(aa[(long)(c0 + tid) * d.hv + h], dt_bias[h], A[h]) : 0.0f;
+    }
+    __syncthreads();
+    // Gamma (warp 0, two tokens a lane), then the L2 norms (a warp per token).
+    if (warp == 0) {
+        float g0 = gam[2 * lane], g1 = gam[2 * lane + 1], s = g0 + g1;
+#pragma unroll
+        for (int off = 1; off < 32; off <<= 1) {
+            float u = __shfl_up_sync(0xffffffffu, s, off);
+            if (lane >= off) s += u;
+        }
+        const float G1 = s, G0 = s - g1, GC = __shfl_sync(0xffffffffu, s, 31);
+        gam[2 * lane] = G0, gam[2 * lane + 1] = G1;
+        eG[2 * lane] = expf(G0), eG[2 * lane + 1] = expf(G1);
+        eC[2 * lane] = expf(fminf(GC - G0, 0.0f)), eC[2 * lane + 1] = expf(fminf(GC - G1, 0.0f));
+        if (lane < 8) rec[L.e + lane] = lane ? 0.0f : expf(GC);
+    }
+    for (int tt = warp; tt < nc; tt += GC_WARPS) {
+        float *q = Qs + tt * ldk, *k = Ks + tt * ldk;
+        float sq = 0.0f, sk = 0.0f;
+        for (int i = lane; i < Dk; i += 32) sq += q[i] * q[i], sk += k[i] * k[i];
+        sq = warp_sum(sq), sk = warp_sum(sk);
+        for (int i = lane; i < Dk; i += 32) {
+            q[i] = q[i] / sqrtf(sq + 1e-6f) * rsqrtf((float)Dk);
+            k[i] = k[i] / sqrtf(sk + 1e-6f);
+        }
+    }
+    __syncthreads();
+    // A (into shared) and M (straight to the record), 64 x 64 in 16 x 8 tiles, one warp computing a
+    // tile of both (they share the K fragments). Tiles t < 20 are the ones that reach the diagonal
+    // (row block rb starts at rb (rb + 1)), the 12 after them lie wholly above it and are zero.
+    for (int t = warp; t < 32; t += GC_WARPS) {
+        int rb, cb;
+        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, accm[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (t < 20) {
+            rb = t < 2 ? 0 : t < 6 ? 1 : t < 12 ? 2 : 3, cb = t - rb * (rb + 1);
+            gc_tile2a(acc, accm, Ks + rb * 16 * ldk, Qs + rb * 16 * ldk, ldk, 1, Ks + cb * 8 * ldk, 1, ldk, dkp);
+        } else {
+            const int u = t - 20;
+            rb = u < 6 ? 0 : u < 10 ? 1 : 2, cb = 2 * rb + 2 + u - (rb == 0 ? 0 : rb == 1 ? 6 : 10);
+        }
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int i = rb * 16 + g + (e >> 1) * 8, j = cb * 8 + 2 * t4 + (e & 1);
+            // Masked before the exp: exponents are <= 0 (spec §4 item 2).
+            Am[i * GC_LD64 + j] = j < i ? bet[i] * acc[e] * expf(gam[i] - gam[j]) : 0.0f;
+            gM[i * GC_C + j] = j <= i ? accm[e] * expf(gam[i] - gam[j]) : 0.0f;
+        }
+    }
+    for (int w = tid; w < GC_C * dkp; w += GC_THREADS) {
+        const int i = w / dkp, k = w % dkp;
+        gQ[w] = eG[i] * Qs[i * ldk + k], gK[w] = eC[i] * Ks[i * ldk + k];
+    }
+    __syncthreads();
+    // B = beta e^Gamma K over Q's buffer (Q is spent); X = (I + A)^-1, lower unitriangular: X_ij =
+    // -sum_{m=j}^{i-1} A_im X_mj. Columns are independent: 4 lanes of one warp per column (m split
+    // mod 4), rows in order, __syncwarp only.
+    for (int w = tid; w < GC_C * dkp; w += GC_THREADS) {
+        const int i = w / dkp, k = w % dkp;
+        Bs[i * ldb + k] = bet[i] * eG[i] * Ks[i * ldk + k];
+    }
+    {
+        const int j = warp * 8 + (lane >> 2), p = lane & 3;
+        for (int i = 0; i < GC_C; i++) {
+            float s = 0.0f;
+            if (i > j)
+                for (int m = j + p; m < i; m += 4) s += Am[i * GC_LD64 + m] * Xm[m * GC_LD64 + j];
+            s += __shfl_xor_sync(0xffffffffu, s, 1);
+            s += __shfl_xor_sync(0xffffffffu, s, 2);
+            if (p == 0) Xm[i * GC_LD64 + j] = i == j ? 1.0f : (i < j ? 0.0f : -s);
+            __syncwarp();
+        }
+    }
+    __syncthreads();
+    // W = X B (X lower: row block rb needs columns < 16 (rb + 1)).
+    for (int tile = warp; tile < 4 * (dkp / 8); tile += GC_WARPS) {
+        const int rb = tile / (dkp / 8), cb = tile % (dkp / 8);
+        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        gc_tile(acc, Xm + rb * 16 * GC_LD64, GC_LD64, 1, Bs + cb * 8, ldb, 1, 16 * (rb + 1));
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            gW[(rb * 16 + g + (e >> 1) * 8) * dkp + cb * 8 + 2 * t4 + (e & 1)] = acc[e];
+    }
+    // U = X (beta V), GC_VT columns a pass: conv + SiLU of v into B, then the product.
+    for (int v0 = 0; v0 < dvp; v0 += GC_VT) {
+        const int nv = min(GC_VT, dvp - v0);
+        __syncthreads();
+        for (int w = tid; w < GC_C * nv; w += GC_THREADS) {
+            const int tt = w / nv, jj = w % nv;
             float y = 0.0f;
-            if (ci < 2 * dkp) {
-                bool isk = ci >= dkp;
-                int i = isk ? ci - dkp : ci;
-                if (tt < nc && i < Dk)
-                    y = gdn_pf_conv(qkv, ring, conv_w, C, K, pos, c0 + tt, (isk ? d.hk * Dk : 0) + kh * Dk + i);
-                (isk ? Ks : Qs)[tt * ldk + i] = y;
-            } else {
-                int jj = ci - 2 * dkp;
-                if (tt < nc && jj < nlive)
-                    y = gdn_pf_conv(qkv, ring, conv_w, C, K, pos, c0 + tt, 2 * d.hk * Dk + h * d.dv + j0 + jj);
-                Rv[tt * ldn + jj] = y;
-            }
-        }
-        if (tid < GC_C) {
-            bool live = tid < nc;
-            bet[tid] = live ? gdn_pf_beta(bb[(long)(c0 + tid) * d.hv + h]) : 0.0f;
-            gam[tid] = live ? gdn_pf_logdecay(aa[(long)(c0 + tid) * d.hv + h], dtb, a_h) : 0.0f;
+            if (tt < nc && v0 + jj < Dv)
+                y = bet[tt] * gdn_pf_conv(qkv, ring, conv_w, C, K, pos, c0 + tt, 2 * d.hk * Dk + h * Dv + v0 + jj);
+            Bs[tt * ldb + jj] = y;
         }
         __syncthreads();
-        // P2: Gamma (warp 0, two tokens a lane), then the L2 norms (a warp per token).
-        if (warp == 0) {
-            float g0 = gam[2 * lane], g1 = gam[2 * lane + 1], s = g0 + g1;
-#pragma unroll
-            for (int off = 1; off < 32; off <<= 1) {
-                float u = __shfl_up_sync(0xffffffffu, s, off);
-                if (lane >= off) s += u;
-            }
-            const float G1 = s, G0 = s - g1, GC = __shfl_sync(0xffffffffu, s, 31);
-            gam[2 * lane] = G0, gam[2 * lane + 1] = G1;
-            eG[2 * lane] = expf(G0), eG[2 * lane + 1] = expf(G1);
-            eC[2 * lane] = expf(fminf(GC - G0, 0.0f)), eC[2 * lane + 1] = expf(fminf(GC - G1, 0.0f));
-            if (lane == 0) s_ecc = expf(GC);
-        }
-        for (int tt = warp; tt < nc; tt += GC_WARPS) {
-            float *q = Qs + tt * ldk, *k = Ks + tt * ldk;
-            float sq = 0.0f, sk = 0.0f;
-            for (int i = lane; i < Dk; i += 32) sq += q[i] * q[i], sk += k[i] * k[i];
-            sq = warp_sum(sq), sk = warp_sum(sk);
-            for (int i = lane; i < Dk; i += 32) {
-                q[i] = q[i] / sqrtf(sq + 1e-6f) * rsqrtf((float)Dk);
-                k[i] = k[i] / sqrtf(sk + 1e-6f);
-            }
-        }
-        __syncthreads();
-        // P3: A and M (64 x 64, lower tiles only; tiles wholly above the diagonal are zeroed), then
-        // R and Oq (64 x ncols) from the state at the chunk's start.
-        const int nA = 2 * 4 * 8, nR = 2 * 4 * nct;
-        for (int tile = warp; tile < nA + nR; tile += GC_WARPS) {
+        for (int tile = warp; tile < 4 * (nv / 8); tile += GC_WARPS) {
+            const int rb = tile / (nv / 8), cb = tile % (nv / 8);
             float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            if (tile < nA) {
-                const int which = tile / 32, rb = (tile % 32) / 8, cb = tile % 8;
-                if (cb <= 2 * rb + 1)
-                    gc_tile(acc, (which ? Qs : Ks) + rb * 16 * ldk, ldk, 1, Ks + cb * 8 * ldk, 1, ldk, dkp);
-                float *dst = which ? Mm : Am;
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    int i = rb * 16 + g + (e >> 1) * 8, j = cb * 8 + 2 * t4 + (e & 1);
-                    float v = 0.0f;
-                    // Masked before the exp: exponents are <= 0 (spec §4 item 2).
-                    if (which == 0 && j < i) v = bet[i] * acc[e] * expf(gam[i] - gam[j]);
-                    if (which == 1 && j <= i) v = acc[e] * expf(gam[i] - gam[j]);
-                    dst[i * GC_LD64 + j] = v;
-                }
-            } else {
-                const int u = tile - nA, which = u / (4 * nct), rb = (u % (4 * nct)) / nct, cb = u % nct;
-                gc_tile(acc, (which ? Qs : Ks) + rb * 16 * ldk, ldk, 1, Ss + cb * 8 * ldk, 1, ldk, dkp);
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    int i = rb * 16 + g + (e >> 1) * 8, j = cb * 8 + 2 * t4 + (e & 1);
-                    if (which == 0) Rv[i * ldn + j] = bet[i] * (Rv[i * ldn + j] - eG[i] * acc[e]);
-                    else Oq[i * ldn + j] = eG[i] * acc[e];
-                }
-            }
-        }
-        __syncthreads();
-        // P4: X = (I + A)^-1, lower unitriangular: X_ij = -sum_{m=j}^{i-1} A_im X_mj. Columns are
-        // independent: 4 lanes of one warp per column (m split mod 4), rows in order, __syncwarp only.
-        {
-            const int j = warp * 8 + (lane >> 2), p = lane & 3;
-            for (int i = 0; i < GC_C; i++) {
-                float s = 0.0f;
-                if (i > j)
-                    for (int m = j + p; m < i; m += 4) s += Am[i * GC_LD64 + m] * Xm[m * GC_LD64 + j];
-                s += __shfl_xor_sync(0xffffffffu, s, 1);
-                s += __shfl_xor_sync(0xffffffffu, s, 2);
-                if (p == 0) Xm[i * GC_LD64 + j] = i == j ? 1.0f : (i < j ? 0.0f : -s);
-                __syncwarp();
-            }
-        }
-        for (int w = tid; w < GC_C * dkp; w += GC_THREADS) Ks[(w / dkp) * ldk + w % dkp] *= eC[w / dkp];
-        __syncthreads();
-        // P5: Delta = X R (X lower: row block rb needs columns < 16 (rb + 1)).
-        for (int tile = warp; tile < 4 * nct; tile += GC_WARPS) {
-            const int rb = tile / nct, cb = tile % nct;
-            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            gc_tile(acc, Xm + rb * 16 * GC_LD64, GC_LD64, 1, Rv + cb * 8, ldn, 1, 16 * (rb + 1));
+            gc_tile(acc, Xm + rb * 16 * GC_LD64, GC_LD64, 1, Bs + cb * 8, ldb, 1, 16 * (rb + 1));
 #pragma unroll
             for (int e = 0; e < 4; e++)
-                Dl[(rb * 16 + g + (e >> 1) * 8) * ldn + cb * 8 + 2 * t4 + (e & 1)] = acc[e];
+                gU[(rb * 16 + g + (e >> 1) * 8) * dvp + v0 + cb * 8 + 2 * t4 + (e & 1)] = acc[e];
         }
+    }
+}
+
+// Phase B: grid (Hv, nsplit), a block owns `ncols` (a multiple of 16) value columns of one v head
+// and walks the chunks in order with its state slice in shared memory. Copies of the next chunk's
+// record overlap the current chunk's products: group 1 (W, Qg, U) is read only by step 1, group 2
+// (Kd, M) only by step 2, so each group is refilled while the other step runs.
+__global__ void __launch_bounds__(GC_THREADS, 1)
+    gdn_chunk_scan(gdn_dims d, int T, const float *scr, float *state, uint16_t *o, int ncols) {
+    extern __shared__ __align__(16) float sm[];
+    const int h = blockIdx.x, j0 = blockIdx.y * ncols, tid = threadIdx.x;
+    const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;
+    const gc_layout L = gc_lay(d);
+    const int Dk = d.dk, dkp = L.dkp, dvp = L.dvp, ldk = dkp + 4, ldkb = ((dkp + 15) & ~15) + 8;
+    const int ldn = ncols + 8, nct = ncols / 8, nkt = dkp / 8, nch = (T + GC_C - 1) / GC_C;
+    const int nlive = min(ncols, d.dv - j0); // live columns (the last block may have fewer)
+    float *Ss = sm, *Wb = Ss + ncols * ldk, *Qb = Wb + GC_C * ldk, *Kb = Qb + GC_C * ldk;
+    float *Mb = Kb + GC_C * ldkb, *Ub = Mb + GC_C * GC_LD64, *Db = Ub + GC_C * ldn;
+    float *Sg = state + ((long)h * d.dv + j0) * Dk;
+
+    auto load1 = [&](int ch) {
+        const float *rec = scr + ((long)ch * d.hv + h) * L.rec;
+        for (int w = tid; w < GC_C * (dkp / 4); w += GC_THREADS) {
+            const int r = w / (dkp / 4), c = (w % (dkp / 4)) * 4;
+            gc_cp16(Wb + r * ldk + c, rec + r * dkp + c, true);
+            gc_cp16(Qb + r * ldk + c, rec + L.q + r * dkp + c, true);
+        }
+        for (int w = tid; w < GC_C * (ncols / 4); w += GC_THREADS) {
+            const int r = w / (ncols / 4), c = (w % (ncols / 4)) * 4;
+            const bool ok = j0 + c < dvp;
+            gc_cp16(Ub + r * ldn + c, rec + L.u + (long)r * dvp + (ok ? j0 + c : 0), ok);
+        }
+        gc_cp_commit();
+    };
+    auto load2 = [&](int ch) {
+        const float *rec = scr + ((long)ch * d.hv + h) * L.rec;
+        for (int w = tid; w < GC_C * (dkp / 4); w += GC_THREADS) {
+            const int r = w / (dkp / 4), c = (w % (dkp / 4)) * 4;
+            gc_cp16(Kb + r * ldkb + c, rec + L.k + r * dkp + c, true);
+        }
+        for (int w = tid; w < GC_C * (GC_C / 4); w += GC_THREADS) {
+            const int r = w / (GC_C / 4), c = (w % (GC_C / 4)) * 4;
+            gc_cp16(Mb + r * GC_LD64 + c, rec + L.m + r * GC_C + c, true);
+        }
+        gc_cp_commit();
+    };
+
+    for (int w = tid; w < ncols * dkp; w += GC_THREADS) {
+        const int j = w / dkp, i = w % dkp;
+        Ss[j * ldk + i] = (j < nlive && i < Dk) ? Sg[(long)j * Dk + i] : 0.0f;
+    }
+    load1(0);
+    load2(0);
+    float oacc[GC_MAXCOLS / 16][4]; // this warp's output tiles u = warp + 8 r (4 nct <= 32 of them)
+    for (int ch = 0; ch < nch; ch++) {
+        const int c0 = ch * GC_C, nc = min(GC_C, T - c0);
+        const float ecc = scr[((long)ch * d.hv + h) * L.rec + L.e]; // e^Gamma_C, needed in step 2
+        gc_cp_wait<1>(); // group 1 of this chunk landed (group 2 may still be in flight)
         __syncthreads();
-        // P6: outputs O = Oq + M Delta, and the state S (rows = value columns j, columns = k) =
-        // e^Gamma_C S + Delta^T Kd (each tile read and written by one warp).
-        const int nO = 4 * nct, nS = (ncp / 16) * (dkp / 8);
-        for (int tile = warp; tile < nO + nS; tile += GC_WARPS) {
-            float acc[4];
-            if (tile < nO) {
-                const int rb = tile / nct, cb = tile % nct;
+        // Step 1: Oacc = Qg S0 (kept in registers) and Delta = U - W S0 (64 x ncols each), one warp
+        // per (row block, column tile) doing both (they share the S0 fragments).
 #pragma unroll
-                for (int e = 0; e < 4; e++)
-                    acc[e] = Oq[(rb * 16 + g + (e >> 1) * 8) * ldn + cb * 8 + 2 * t4 + (e & 1)];
-                gc_tile(acc, Mm + rb * 16 * GC_LD64, GC_LD64, 1, Dl + cb * 8, ldn, 1, 16 * (rb + 1));
+        for (int r = 0; r < GC_MAXCOLS / 16; r++) {
+            const int u = warp + GC_WARPS * r;
+            if (u < 4 * nct) {
+                const int rb = u / nct, cb = u % nct;
+                float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                oacc[r][0] = oacc[r][1] = oacc[r][2] = oacc[r][3] = 0.0f;
+                gc_tile2a(oacc[r], acc, Qb + rb * 16 * ldk, Wb + rb * 16 * ldk, ldk, 1, Ss + cb * 8 * ldk, 1, ldk, dkp);
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    int i = rb * 16 + g + (e >> 1) * 8, j = cb * 8 + 2 * t4 + (e & 1);
-                    if (i < nc && j < nlive)
-                        o[(long)(c0 + i) * d.hv * d.dv + h * d.dv + j0 + j] = lily_f32_to_bf16(acc[e]);
+                    const int i = rb * 16 + g + (e >> 1) * 8, j = cb * 8 + 2 * t4 + (e & 1);
+                    Db[i * ldn + j] = Ub[i * ldn + j] - acc[e];
                 }
-            } else {
-                const int u = tile - nO, rb = u / (dkp / 8), cb = u % (dkp / 8);
-                const float ecc = s_ecc;
+            }
+        }
+        gc_cp_wait<0>(); // group 2 (Kd, M) landed
+        __syncthreads();
+        if (ch + 1 < nch) load1(ch + 1);
+        // Step 2: O = Oacc + M Delta (bf16 out), S = e^Gamma_C S + Delta^T Kd.
 #pragma unroll
-                for (int e = 0; e < 4; e++)
-                    acc[e] = ecc * Ss[(rb * 16 + g + (e >> 1) * 8) * ldk + cb * 8 + 2 * t4 + (e & 1)];
-                gc_tile(acc, Dl + rb * 16, 1, ldn, Ks + cb * 8, ldk, 1, GC_C);
+        for (int r = 0; r < GC_MAXCOLS / 16; r++) {
+            const int u = warp + GC_WARPS * r;
+            if (u < 4 * nct) {
+                const int rb = u / nct, cb = u % nct;
+                gc_tile(oacc[r], Mb + rb * 16 * GC_LD64, GC_LD64, 1, Db + cb * 8, ldn, 1, 16 * (rb + 1));
 #pragma unroll
-                for (int e = 0; e < 4; e++)
-                    Ss[(rb * 16 + g + (e >> 1) * 8) * ldk + cb * 8 + 2 * t4 + (e & 1)] = acc[e];
+                for (int e = 0; e < 4; e++) {
+                    const int i = rb * 16 + g + (e >> 1) * 8, j = cb * 8 + 2 * t4 + (e & 1);
+                    if (i < nc && j < nlive)
+                        o[(long)(c0 + i) * d.hv * d.dv + h * d.dv + j0 + j] = lily_f32_to_bf16(oacc[r][e]);
+                }
+            }
+        }
+        // State tiles in pairs along Dk (sharing the Delta^T fragments); the last one alone when
+        // Dk / 8 is odd.
+        const int nkp = (nkt + 1) / 2;
+        for (int u = warp; u < (ncols / 16) * nkp; u += GC_WARPS) {
+            const int rb = u / nkp, cb = 2 * (u % nkp);
+            const bool two = cb + 1 < nkt;
+            float *s1 = Ss + rb * 16 * ldk + cb * 8, *s2 = s1 + 8;
+            float acc1[4], acc2[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int at = (g + (e >> 1) * 8) * ldk + 2 * t4 + (e & 1);
+                acc1[e] = ecc * s1[at], acc2[e] = two ? ecc * s2[at] : 0.0f;
+            }
+            if (two) gc_tile2b(acc1, acc2, Db + rb * 16, 1, ldn, Kb + cb * 8, Kb + cb * 8 + 8, ldkb, 1, GC_C);
+            else gc_tile(acc1, Db + rb * 16, 1, ldn, Kb + cb * 8, ldkb, 1, GC_C);
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int at = (g + (e >> 1) * 8) * ldk + 2 * t4 + (e & 1);
+                s1[at] = acc1[e];
+                if (two) s2[at] = acc2[e];
             }
         }
         __syncthreads();
+        if (ch + 1 < nch) load2(ch + 1);
     }
     for (int w = tid; w < nlive * Dk; w += GC_THREADS) Sg[w] = Ss[(w / Dk) * ldk + w % Dk];
 }
 
 void gdn_pf_chunked(gdn_dims d, int T, int pos, const uint16_t *qkv, const uint16_t *b,
                     const uint16_t *a, const float *conv_w, const float *dt_bias, const float *A,
-                    float *conv_ring, float *state, uint16_t *o, int nsplit, cudaStream_t st) {
+                    float *conv_ring, float *state, uint16_t *o, float *scratch, int nsplit, cudaStream_t st) {
     if (T <= 0) return;
     if (d.dk > 128) {
         gdn_pf_scan(d, T, pos, qkv, b, a, conv_w, dt_bias, A, conv_ring, state, o, 0, st);
@@ -272,11 +482,16 @@ void gdn_pf_chunked(gdn_dims d, int T, int pos, const uint16_t *qkv, const uint1
     }
     if (nsplit <= 0) nsplit = (d.dv + 31) / 32;
     int ncols = (d.dv + nsplit - 1) / nsplit;
+    ncols = (ncols + 15) & ~15;
     if (ncols > GC_MAXCOLS) ncols = GC_MAXCOLS;
     nsplit = (d.dv + ncols - 1) / ncols;
-    const size_t smem = gc_smem_floats(d.dk, ncols) * sizeof(float);
-    cudaFuncSetAttribute(gdn_chunked_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    gdn_chunked_kernel<<<dim3(d.hv, nsplit), GC_THREADS, smem, st>>>(d, T, pos, qkv, b, a, conv_w, dt_bias,
-                                                                      A, conv_ring, state, o, ncols);
+    const int nch = (T + GC_C - 1) / GC_C;
+    const size_t smem_a = gc_prep_smem_floats(d.dk) * sizeof(float);
+    const size_t smem_b = gc_scan_smem_floats(d.dk, ncols) * sizeof(float);
+    cudaFuncSetAttribute(gdn_chunk_prep, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_a);
+    cudaFuncSetAttribute(gdn_chunk_scan, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_b);
+    gdn_chunk_prep<<<dim3(nch, d.hv), GC_THREADS, smem_a, st>>>(d, T, pos, qkv, b, a, conv_w, dt_bias, A,
+                                                              conv_ring, scratch);
+    gdn_chunk_scan<<<dim3(d.hv, nsplit), GC_THREADS, smem_b, st>>>(d, T, scratch, state, o, ncols);
     gdn_pf_ring(d, T, pos, qkv, conv_ring, st);
 }

@@ -99,12 +99,17 @@ void gdn_pf_scan(gdn_dims d, int T, int pos, const uint16_t *qkv, const uint16_t
 void gdn_pf_ring(gdn_dims d, int T, int pos, const uint16_t *qkv, float *conv_ring, cudaStream_t st);
 // gdn_chunked.cu: the same function as gdn_pf_scan (same arguments, outputs, ring and state), in the
 // chunked form of spec §4 (chunks of 64 tokens, products on the tensor cores in 3xTF32, see the
-// file's comment). nsplit: blocks per v head (<= 0: Dv / 32 rounded up; at most 64 columns a block).
-// Takes Dk <= 128 and any Dv; larger Dk goes to gdn_pf_scan. Used by the prefill path when
-// LILY_CUDA_GDN_CHUNKED=1 (LILY_CUDA_OPT_GDN_CHUNKED, bench flag "gdn_chunked"; default off).
+// file's comment): a parallel kernel over (chunk, v head) writes each chunk's state-independent
+// matrices to `scratch`, then a sequential kernel over the chunks carries the state. scratch: device
+// memory of gdn_pf_chunked_scratch(d, T) bytes (0 when Dk > 128), no initial contents needed.
+// nsplit: blocks per v head for the sequential kernel (<= 0: Dv / 32 rounded up; columns a block
+// rounded up to 16, at most 64). Takes Dk <= 128 and any Dv; larger Dk goes to gdn_pf_scan. Used by
+// the prefill path for chunks of >= 64 tokens unless LILY_CUDA_GDN_CHUNKED=0
+// (LILY_CUDA_OPT_GDN_CHUNKED, bench flag "gdn_chunked").
+size_t gdn_pf_chunked_scratch(gdn_dims d, int T);
 void gdn_pf_chunked(gdn_dims d, int T, int pos, const uint16_t *qkv, const uint16_t *b,
                     const uint16_t *a, const float *conv_w, const float *dt_bias, const float *A,
-                    float *conv_ring, float *state, uint16_t *o, int nsplit, cudaStream_t st);
+                    float *conv_ring, float *state, uint16_t *o, float *scratch, int nsplit, cudaStream_t st);
 // Gated RMSNorm per v head (spec §2.1b) of o with gate z, bf16 in, bf16 out (out_proj's input).
 void gdn_pf_gated_norm(int T, int hv, int dv, const uint16_t *o, const uint16_t *z,
                        const float *gnorm, float eps, uint16_t *out, cudaStream_t st);

@@ -468,15 +468,18 @@ static void test_gdn_pf(rng &r) {
 //   vs scan: state 1e-4, output 5e-3 (the same two functions up to fp32 summation order, but a
 //     bf16 output that lands near a rounding edge flips by one bf16 step, 2^-8 relative).
 //   ring: bitwise (the same ring kernel, gdn_pf_ring).
-// Cases: T = 1 (one partial chunk), 63/64/65 (chunk edges), 200 and 1000 (many chunks, state carried
-// across), pos > 0 (ring and state carried in), Hv = 2 Hk and wider groups, Dk 16/32/40/64/128,
-// Dv with uneven column splits, the real dims (hk 16, hv 32, dk = dv = 128). Then (not with `small`)
+// Cases: T = 1 (one partial chunk), 63/64/65 (chunk edges), 200, 1000 and 2048 (many chunks, state
+// carried across), pos > 0 (ring and state carried in), Hv = 2 Hk and wider groups, Hv = Hk,
+// Dk 16/24/32/40/64/128, Dv with uneven column splits and Dv > 128 (the parallel kernel builds U in
+// passes of 128 columns), the real dims (hk 16, hv 32, dk = dv = 128, T 200 and 2048). The scratch
+// of the parallel kernel starts as NaN, so a float it fails to write reaches the outputs. Then (not with `small`)
 // a timing table scan vs chunked at the real dims, printed only.
 static void test_gdn_chunked(rng &r) {
     gdn_case cases[] = {{2, 4, 64, 64, 4, 37, 0, 0},   {1, 2, 32, 64, 3, 1, 3, 0},     {2, 4, 16, 32, 4, 63, 9, 0},
                         {2, 4, 128, 128, 4, 64, 7, 0}, {4, 8, 128, 96, 4, 65, 0, 3},   {1, 2, 40, 40, 4, 200, 130, 3},
                         {16, 32, 128, 128, 4, 200, 5, 0}, {2, 4, 128, 128, 4, 1000, 77, 2}, {1, 4, 64, 128, 4, 130, 0, 8},
-                        {2, 2, 128, 64, 4, 129, 64, 1}};
+                        {2, 2, 128, 64, 4, 129, 64, 1},  {16, 32, 128, 128, 4, 2048, 300, 0}, {1, 1, 128, 40, 4, 100, 3, 3},
+                        {1, 2, 24, 200, 3, 70, 1, 0}};
     int idx = 0;
     for (auto &k : cases) {
         if (g_small && idx++ >= 3) break;
@@ -489,7 +492,8 @@ static void test_gdn_chunked(rng &r) {
         uint16_t *dqkv = dup(qkv), *db = dup(bq), *da = dup(aq);
         float *ring = dup(ring0), *S = dup(S0), *ring2 = dup(ring0), *S2 = dup(S0);
         uint16_t *o = poisoned<uint16_t>((size_t)T * k.hv * k.dv), *o2 = poisoned<uint16_t>((size_t)T * k.hv * k.dv);
-        gdn_pf_chunked(d, T, k.pos, dqkv, db, da, dconv, ddt, dA, ring, S, o, k.nsplit, 0);
+        float *scr = poisoned<float>(gdn_pf_chunked_scratch(d, T) / sizeof(float)); // NaN: must be written before read
+        gdn_pf_chunked(d, T, k.pos, dqkv, db, da, dconv, ddt, dA, ring, S, o, scr, k.nsplit, 0);
         CK(cudaGetLastError());
         gdn_pf_scan(d, T, k.pos, dqkv, db, da, dconv, ddt, dA, ring2, S2, o2, 0, 0);
         CK(cudaGetLastError());
@@ -517,10 +521,11 @@ static void test_gdn_chunked(rng &r) {
         float *ring = dup(in.ring0), *S = dup(in.S0);
         uint16_t *o = poisoned<uint16_t>((size_t)T * 32 * 128), *dqkv = dup(qkv), *db = dup(bq), *da = dup(aq);
         float *dconv = dup(convw), *ddt = dup(dtb), *dA = dup(A);
+        float *scr = poisoned<float>(gdn_pf_chunked_scratch(d, T) / sizeof(float));
         double ms = gpu_time_ms([&] { gdn_pf_scan(d, T, 0, dqkv, db, da, dconv, ddt, dA, ring, S, o, 0, 0); }, 5);
         printf("| scan | %d | 4 | %.3f | %.0f |\n", T, ms, T / (ms * 1e-3));
         for (int ns : {2, 4, 8}) {
-            ms = gpu_time_ms([&] { gdn_pf_chunked(d, T, 0, dqkv, db, da, dconv, ddt, dA, ring, S, o, ns, 0); }, 5);
+            ms = gpu_time_ms([&] { gdn_pf_chunked(d, T, 0, dqkv, db, da, dconv, ddt, dA, ring, S, o, scr, ns, 0); }, 5);
             printf("| chunked | %d | %d | %.3f | %.0f |\n", T, ns, ms, T / (ms * 1e-3));
         }
         CK(cudaGetLastError());
