@@ -51,6 +51,9 @@ int bench_parse_lengths(const char *s, int *out, int cap);
 int bench_run(const struct bench_opts *o);
 // `lily bench --compare A.json B.json`: ratio B/A of tok/s per point; returns the exit code.
 int bench_compare(const char *a, const char *b);
+// `lily bench --merge OUT A.json [B.json ...]`: the points of runs that make one sweep (a later
+// file's point of the same length wins) into OUT.json and OUT.png; returns the exit code.
+int bench_merge(const char *out, char **in, int n_in);
 
 // Host ceilings (used when the backend has no ceilings hook): multi-threaded memcpy bandwidth
 // (bytes read + written) and a blocked fp32 n x n matmul (n a multiple of 4).

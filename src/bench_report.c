@@ -1,6 +1,9 @@
 // bench_report.c: what `lily bench` leaves behind: the JSON record of a run (device, clocks,
-// commit, flags, ceilings, cost model, every point), the PNG plot drawn by gnuplot, and
-// `--compare A.json B.json`, the ratio of two runs point by point.
+// commit, flags, ceilings, cost model, every point), the PNG plot drawn by gnuplot,
+// `--compare A.json B.json`, the ratio of two runs point by point, and `--merge`.
+//
+// `--merge OUT A.json B.json...` joins the points of runs that together make one sweep (a long
+// sweep split over several calls) into OUT.json and OUT.png.
 //
 // JSON shape (docs/PERF.md; tests/py/test_bench_ppl.py checks it):
 //   {"tool", "version", "date", "commit", "backend", "model", "device": {name, clocks, mem_total},
@@ -175,42 +178,54 @@ static void plot_panel(FILE *g, const char *name, const char *xlabel,
     fprintf(g, "$%s << EOD\n", name);
     for (int i = 0; i < n; i++) fprintf(g, "%d %.6g %.6g\n", p[i].len, p[i].tok_s, p[i].roof_tok_s);
     fprintf(g, "EOD\n");
-    fprintf(g, "set title '%s'\nset xlabel '%s'\nset ylabel 'tokens/s'\n", name, xlabel);
+    fprintf(g, "set title '%s'\nset xlabel '%s'\nset ylabel 'tokens/s'\nset xtics (", name, xlabel);
+    for (int i = 0; i < n; i++) // short labels (1K, 128K): the plain numbers overlap at 16K-128K
+        fprintf(g, p[i].len % 1024 ? "%s'%d' %d" : "%s'%dK' %d", i ? ", " : "",
+                p[i].len % 1024 ? p[i].len : p[i].len / 1024, p[i].len);
+    fprintf(g, ")\n");
+    if (n > 0) fprintf(g, "set xrange [%g:%g]\n", p[0].len / 1.4, p[n - 1].len * 1.4); // end labels inside
     fprintf(g, "plot $%s using 1:2 with linespoints lw 2 pt 7 title 'measured'", name);
     if (n > 0 && p[0].roof_tok_s > 0)
         fprintf(g, ", $%s using 1:3 with lines dt 2 lw 2 title 'roofline (measured ceiling)'", name);
     fprintf(g, "\n");
 }
 
-void bench_plot(const struct bench_result *r, const char *path) {
+// Draw the panels with gnuplot under `title`; a missing gnuplot is a note, not an error.
+static void plot_write(const char *path, const char *title, const struct bench_point *pf, int npf,
+                       const struct bench_point *dc, int ndc) {
     if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
         printf("note: gnuplot not found, no plot written (Debian: apt-get install gnuplot-nox)\n");
         return;
     }
-    if (strchr(path, '\'') || strchr(r->device, '\'')) {
-        printf("note: quote in the output path or device name, no plot written\n");
+    if (strchr(path, '\'') || strchr(title, '\'')) {
+        printf("note: quote in the output path or title, no plot written\n");
         return;
     }
-    int panels = (r->n_prefill > 0) + (r->n_decode > 0);
+    int panels = (npf > 0) + (ndc > 0);
     if (panels == 0) return;
     FILE *g = popen("gnuplot", "w");
     if (!g) {
         printf("note: cannot start gnuplot, no plot written\n");
         return;
     }
-    char commit[96];
-    run_commit(commit, sizeof commit);
     fprintf(g, "set terminal pngcairo size %d,480 noenhanced\nset output '%s'\n",
             panels == 2 ? 1200 : 640, path);
     fprintf(g, "set logscale x 2\nset logscale y\nset grid\nset key bottom left\n");
-    fprintf(g, "set multiplot layout 1,%d title 'lily bench: %s, %s, %s%s%s'\n", panels,
-            r->o->backend, r->device, commit, r->o->ablate ? ", ablate " : "",
-            r->o->ablate && !strchr(r->o->ablate, '\'') ? r->o->ablate : "");
-    if (r->n_prefill) plot_panel(g, "prefill", "prompt length (tokens)", r->prefill, r->n_prefill);
-    if (r->n_decode) plot_panel(g, "decode", "context (tokens)", r->decode, r->n_decode);
+    fprintf(g, "set multiplot layout 1,%d title '%s'\n", panels, title);
+    if (npf) plot_panel(g, "prefill", "prompt length (tokens)", pf, npf);
+    if (ndc) plot_panel(g, "decode", "context (tokens)", dc, ndc);
     fprintf(g, "unset multiplot\n");
     if (pclose(g) != 0) printf("note: gnuplot failed, plot %s may be missing\n", path);
     else printf("wrote %s\n", path);
+}
+
+void bench_plot(const struct bench_result *r, const char *path) {
+    char commit[96], title[512];
+    run_commit(commit, sizeof commit);
+    const char *ab = r->o->ablate && !strchr(r->o->ablate, '\'') ? r->o->ablate : NULL;
+    snprintf(title, sizeof title, "lily bench: %s, %s, %s%s%s", r->o->backend,
+             strchr(r->device, '\'') ? "?" : r->device, commit, ab ? ", ablate " : "", ab ? ab : "");
+    plot_write(path, title, r->prefill, r->n_prefill, r->decode, r->n_decode);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -278,5 +293,105 @@ int bench_compare(const char *pa, const char *pb) {
     if (!matched) printf("no points in common\n");
     json_decref(a);
     json_decref(b);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// --merge OUT A.json B.json ...: the first run's record with every run's points, by length (a
+// later file's point replaces an earlier one of the same length), sorted; "merged_from" lists the
+// inputs with their commits and dates. Then OUT.png from the merged points.
+
+static int merge_points(json_t *dst, json_t *src) {
+    size_t i, j;
+    json_t *x, *y;
+    json_array_foreach(src, i, x) {
+        json_t *len = json_object_get(x, "len");
+        if (!json_is_integer(len) || !json_is_number(json_object_get(x, "tok_s"))) return -1;
+        size_t at = json_array_size(dst);
+        json_array_foreach(dst, j, y) if (json_integer_value(json_object_get(y, "len")) >= json_integer_value(len)) {
+            at = j;
+            break;
+        }
+        if (at < json_array_size(dst) &&
+            json_integer_value(json_object_get(json_array_get(dst, at), "len")) == json_integer_value(len))
+            json_array_set(dst, at, x);
+        else
+            json_array_insert(dst, at, x);
+    }
+    return 0;
+}
+
+static int points_from_json(json_t *arr, const char *rate_key, struct bench_point *p, int cap) {
+    size_t i;
+    json_t *x;
+    int n = 0;
+    json_array_foreach(arr, i, x) {
+        if (n == cap) break;
+        memset(&p[n], 0, sizeof p[n]);
+        p[n].len = (int)json_integer_value(json_object_get(x, "len"));
+        p[n].tok_s = json_number_value(json_object_get(x, "tok_s"));
+        p[n].rate = json_number_value(json_object_get(x, rate_key));
+        p[n].roof_tok_s = json_number_value(json_object_get(x, "roofline_tok_s"));
+        n++;
+    }
+    return n;
+}
+
+int bench_merge(const char *out, char **in, int n_in) {
+    if (n_in < 1) {
+        fprintf(stderr, "lily bench: --merge OUT A.json [B.json ...]\n");
+        return 2;
+    }
+    json_t *root = NULL, *from = json_array();
+    const char *kinds[2] = {"prefill", "decode"};
+    for (int f = 0; f < n_in; f++) {
+        json_t *j = load_run(in[f]);
+        if (!j) {
+            json_decref(root), json_decref(from);
+            return 1;
+        }
+        json_array_append_new(from, json_pack("{s:s, s:s, s:s}", "file", in[f], "commit", jstr(j, "commit"),
+                                              "date", jstr(j, "date")));
+        if (!root) {
+            root = json_deep_copy(j);
+            for (int k = 0; k < 2; k++) json_object_set_new(root, kinds[k], json_array());
+        } else if (strcmp(jstr(j, "backend"), jstr(root, "backend"))) {
+            fprintf(stderr, "lily bench: %s: backend %s, the first file's is %s: not one sweep\n", in[f],
+                    jstr(j, "backend"), jstr(root, "backend"));
+            json_decref(j), json_decref(root), json_decref(from);
+            return 1;
+        }
+        for (int k = 0; k < 2; k++) {
+            json_t *src = json_object_get(j, kinds[k]);
+            if ((src && !json_is_array(src)) || (src && merge_points(json_object_get(root, kinds[k]), src))) {
+                fprintf(stderr, "lily bench: %s: bad %s points (each needs an integer len and tok_s)\n", in[f],
+                        kinds[k]);
+                json_decref(j), json_decref(root), json_decref(from);
+                return 1;
+            }
+        }
+        json_decref(j);
+    }
+    json_object_set_new(root, "merged_from", from);
+    char path[4096];
+    snprintf(path, sizeof path, "%s.json", out);
+    if (json_dump_file(root, path, JSON_INDENT(1) | JSON_REAL_PRECISION(8))) {
+        fprintf(stderr, "lily bench: %s: cannot write\n", path);
+        json_decref(root);
+        return 1;
+    }
+    printf("wrote %s\n", path);
+    static struct bench_point pf[BENCH_MAX_POINTS], dc[BENCH_MAX_POINTS];
+    int npf = points_from_json(json_object_get(root, "prefill"), "tflops", pf, BENCH_MAX_POINTS);
+    int ndc = points_from_json(json_object_get(root, "decode"), "gbps", dc, BENCH_MAX_POINTS);
+    char title[512];
+    json_t *dev = json_object_get(root, "device");
+    snprintf(title, sizeof title, "lily bench: %s, %s, %s (merged from %d runs)", jstr(root, "backend"),
+             json_is_object(dev) ? jstr(dev, "name") : "?", jstr(root, "commit"), n_in);
+    for (char *c = title; *c; c++)
+        if (*c == '\'') *c = '?';
+    snprintf(path, sizeof path, "%s.png", out);
+    plot_write(path, title, pf, npf, dc, ndc);
+    json_decref(root);
     return 0;
 }

@@ -11,6 +11,7 @@ static const char *bench_usage =
     "                  [--lengths LIST] [--reps N] [--warmup N] [--steps N] [--ablate NAME[,NAME]]\n"
     "                  [--out PREFIX] [--no-plot] [--no-ceilings]\n"
     "       lily bench --compare A.json B.json\n"
+    "       lily bench --merge OUT A.json [B.json ...]   (one sweep run in parts: OUT.json, OUT.png)\n"
     "  LIST: lengths such as 256,512,1K (K = 1024) or 'none'; default 256,512,1K,...,128K.\n"
     "  --lengths sets both sweeps. Each point: median of --reps timed repetitions (default 3,\n"
     "  at most 16) after --warmup (default 1); a decode repetition is --steps steps (default 16).\n"
@@ -25,6 +26,13 @@ int cli_bench(int argc, char **argv) {
             return 2;
         }
         return bench_compare(argv[2], argv[3]);
+    }
+    if (argc >= 2 && !strcmp(argv[1], "--merge")) {
+        if (argc < 4) {
+            fprintf(stderr, "lily bench: use --merge OUT A.json [B.json ...]\n");
+            return 2;
+        }
+        return bench_merge(argv[2], argv + 3, argc - 3);
     }
     struct cli_opt opts[] = {
         {"--model", 1, NULL},   {"--backend", 1, NULL}, {"--prefill", 1, NULL},

@@ -151,6 +151,45 @@ def test_bench_compare(bench_run):
     assert all(r[-1] == "1.000" for r in rows)
 
 
+def test_bench_merge(bench_run, tmp_path):
+    """--merge joins runs that together make one sweep: points by length, a later file's point
+    replacing an earlier one of the same length, the inputs listed in merged_from."""
+    out, j, _ = bench_run
+    a = dict(j, decode=[])
+    b = dict(j, prefill=[dict(j["prefill"][-1], tok_s=123.5)])
+    for name, d in (("a", a), ("b", b)):
+        with open(tmp_path / (name + ".json"), "w") as f:
+            json.dump(d, f)
+    m = str(tmp_path / "m")
+    p = lily("bench", "--merge", m, str(tmp_path / "a.json"), str(tmp_path / "b.json"))
+    with open(m + ".json") as f:
+        mj = json.load(f)
+    assert [q["len"] for q in mj["prefill"]] == [q["len"] for q in j["prefill"]]
+    assert mj["prefill"][-1]["tok_s"] == 123.5 and mj["prefill"][0] == j["prefill"][0]
+    assert mj["decode"] == j["decode"]
+    assert [x["file"] for x in mj["merged_from"]] == [str(tmp_path / "a.json"), str(tmp_path / "b.json")]
+    if shutil.which("gnuplot"):
+        with open(m + ".png", "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    # Unsorted input points come out sorted.
+    with open(tmp_path / "c.json", "w") as f:
+        json.dump(dict(j, prefill=j["prefill"][::-1]), f)
+    lily("bench", "--merge", m, str(tmp_path / "c.json"))
+    with open(m + ".json") as f:
+        assert [q["len"] for q in json.load(f)["prefill"]] == sorted(q["len"] for q in j["prefill"])
+    # Bad inputs: a point without tok_s, another backend, no inputs.
+    with open(tmp_path / "bad.json", "w") as f:
+        json.dump(dict(j, prefill=[{"len": 8}]), f)
+    p = lily("bench", "--merge", m, str(tmp_path / "bad.json"), check=False)
+    assert p.returncode != 0 and "bad.json" in p.stderr
+    with open(tmp_path / "gpu.json", "w") as f:
+        json.dump(dict(j, backend="cuda"), f)
+    p = lily("bench", "--merge", m, str(tmp_path / "a.json"), str(tmp_path / "gpu.json"), check=False)
+    assert p.returncode != 0 and "not one sweep" in p.stderr
+    p = lily("bench", "--merge", m, check=False)
+    assert p.returncode == 2
+
+
 def test_bench_bad_inputs(tmp_path):
     p = lily("bench", "--model", os.path.join(FIX, "mlx-4bit"), "--lengths", "8,x", check=False)
     assert p.returncode == 2 and "bad length list" in p.stderr
