@@ -1092,21 +1092,10 @@ extern "C" double lily_cuda_time_steps(void *ctx, void *p, int n, int reps) {
     return t[t.size() / 2];
 }
 
-extern "C" int lily_cuda_profile_step(void *ctx, void *p, const char **names, double *us, int max) {
-    cuda_ctx *cx = (cuda_ctx *)ctx;
-    cuda_state *s = (cuda_state *)p;
-    int pos = s->pos, nf = 0;
-    int prc = apply_precision(cx, s);
-    if (prc) return prc;
-    for (int rep = 0; rep < 3; rep++) {
-        cudaMemcpy(s->d_pos, &pos, 4, cudaMemcpyHostToDevice);
-        for (cudaEvent_t e : cx->prof_ev) cudaEventDestroy(e);
-        cx->prof_ev.clear(), cx->prof_name.clear();
-        cx->prof = 1;
-        enqueue_step(cx, s, NULL, NULL);
-        cx->prof = 0;
-        CU_TRY(cudaStreamSynchronize(cx->st));
-    }
+// The recorded events as microseconds per name (the span up to each event goes to that event's
+// name), at most max names; returns how many.
+static int prof_collect(cuda_ctx *cx, const char **names, double *us, int max) {
+    int nf = 0;
     for (size_t i = 1; i < cx->prof_ev.size(); i++) {
         float ms = 0;
         cudaEventElapsedTime(&ms, cx->prof_ev[i - 1], cx->prof_ev[i]);
@@ -1118,6 +1107,25 @@ extern "C" int lily_cuda_profile_step(void *ctx, void *p, const char **names, do
         }
         us[j] += ms * 1e3;
     }
+    return nf;
+}
+
+extern "C" int lily_cuda_profile_step(void *ctx, void *p, const char **names, double *us, int max) {
+    cuda_ctx *cx = (cuda_ctx *)ctx;
+    cuda_state *s = (cuda_state *)p;
+    int pos = s->pos;
+    int prc = apply_precision(cx, s);
+    if (prc) return prc;
+    for (int rep = 0; rep < 3; rep++) {
+        cudaMemcpy(s->d_pos, &pos, 4, cudaMemcpyHostToDevice);
+        for (cudaEvent_t e : cx->prof_ev) cudaEventDestroy(e);
+        cx->prof_ev.clear(), cx->prof_name.clear();
+        cx->prof = 1;
+        enqueue_step(cx, s, NULL, NULL);
+        cx->prof = 0;
+        CU_TRY(cudaStreamSynchronize(cx->st));
+    }
+    int nf = prof_collect(cx, names, us, max);
     cudaMemcpy(s->d_pos, &pos, 4, cudaMemcpyHostToDevice);
     return nf;
 }
@@ -1151,18 +1159,7 @@ extern "C" int lily_cuda_profile_prefill(void *ctx, void *p, const int *tokens, 
     rc = forward_chunks(cx, s, tokens, n, logits.data(), 0);
     lily_pf_prof_hook = NULL, cx->prof = 0, g_prof_cx = NULL;
     if (rc) return rc;
-    int nf = 0;
-    for (size_t i = 1; i < cx->prof_ev.size(); i++) {
-        float ms = 0;
-        cudaEventElapsedTime(&ms, cx->prof_ev[i - 1], cx->prof_ev[i]);
-        int j = 0;
-        while (j < nf && strcmp(names[j], cx->prof_name[i])) j++;
-        if (j == nf) {
-            if (nf == max) continue;
-            names[nf] = cx->prof_name[i], us[nf] = 0, nf++;
-        }
-        us[j] += ms * 1e3;
-    }
+    int nf = prof_collect(cx, names, us, max);
     for (cudaEvent_t e : cx->prof_ev) cudaEventDestroy(e);
     cx->prof_ev.clear(), cx->prof_name.clear();
     state_reset_cuda(ctx, s);
