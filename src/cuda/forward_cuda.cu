@@ -34,7 +34,9 @@ struct cuda_state;
 // Prefill scratch for chunks of up to C tokens, one allocation per context (made at the first prefill,
 // remade when the chunk option changes); its size does not depend on the prompt length.
 struct pf_bufs {
-    int C;
+    int C;                                 // chunk capacity allocated (may be below the asked one)
+    int want;                              // the chunk asked for when it was allocated
+    size_t cap;                            // the fault-injection cap it was allocated under (0 = none)
     void *mem;
     int *toks;
     float *x;                              // (C, H) residual stream (fp32 holding bf16 values)
@@ -79,6 +81,7 @@ struct cuda_ctx {
     std::vector<cudaEvent_t> prof_ev;
     std::vector<const char *> prof_name;
     pf_bufs pf;
+    int pf_warned; // the token-by-token fallback was announced
 };
 
 struct cuda_state {
@@ -359,6 +362,7 @@ static int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_GDN_CHUNKED] = env_int("LILY_CUDA_GDN_CHUNKED", 1) != 0;
     cx->opt[LILY_CUDA_OPT_ATTN_MULTI] = env_int("LILY_CUDA_ATTN_MULTI", 1) != 0;
     cx->dump = env_int("LILY_CUDA_DUMP", 0);
+    cx->opt[LILY_CUDA_OPT_PF_CAP_KB] = env_int("LILY_CUDA_PF_MAX_KB", 0);
     *out = cx;
 #define FAIL(x) do { rc = (x); if (rc) { free_ctx(cx); *out = NULL; return rc; } } while (0)
     FAIL(cudaStreamCreateWithFlags(&cx->st, cudaStreamNonBlocking) == cudaSuccess ? 0
@@ -676,39 +680,62 @@ static moe_pf_w layer_moe(const cuda_ctx *cx, const dev_layer *d) {
     return w;
 }
 
-static int pf_alloc(cuda_ctx *cx) {
+// Prefill scratch for chunks of C tokens: the buffers' sizes in pf_bufs order (15 of them).
+static size_t pf_sizes(cuda_ctx *cx, size_t C, size_t *sizes) {
     const lily_config *c = &cx->c;
-    int C = cx->opt[LILY_CUDA_OPT_CHUNK];
-    if (C < 1) C = 1;
-    if (C > 16384) C = 16384;
-    if (cx->pf.mem && cx->pf.C == C) return 0;
-    CU_TRY(cudaStreamSynchronize(cx->st));
-    cudaFree(cx->pf.mem);
-    memset(&cx->pf, 0, sizeof cx->pf);
     const size_t T = C, H = c->hidden, conv = lily_conv_dim(c), vd = (size_t)c->lin_v_heads * c->lin_v_dim;
     const size_t ad = (size_t)c->n_heads * c->head_dim, kd = (size_t)c->n_kv_heads * c->head_dim;
     const gdn_dims gd = {c->lin_k_heads, c->lin_v_heads, c->lin_k_dim, c->lin_v_dim, c->conv_kernel};
     size_t moe = 0;
     for (int l = 0; l < c->n_layers; l++) {
-        size_t b = moe_pf_scratch_bytes(layer_moe(cx, &cx->L[l]), C);
+        size_t b = moe_pf_scratch_bytes(layer_moe(cx, &cx->L[l]), (int)C);
         moe = b > moe ? b : moe;
     }
-    auto al = [](size_t n) { return (n + 255) & ~(size_t)255; };
-    size_t sizes[] = {T * 4, T * H * 4, T * H * 2, T * conv * 2, T * vd * 2, T * c->lin_v_heads * 2,
-                      T * c->lin_v_heads * 2, T * (vd > ad ? vd : ad) * 2, T * vd * 2, T * 2 * ad * 4,
-                      T * kd * 4, T * kd * 4, T * ad * 4, moe, gdn_pf_chunked_scratch(gd, C)};
+    const size_t sz[] = {T * 4, T * H * 4, T * H * 2, T * conv * 2, T * vd * 2, T * c->lin_v_heads * 2,
+                         T * c->lin_v_heads * 2, T * (vd > ad ? vd : ad) * 2, T * vd * 2, T * 2 * ad * 4,
+                         T * kd * 4, T * kd * 4, T * ad * 4, moe, gdn_pf_chunked_scratch(gd, (int)C)};
     size_t total = 0;
-    for (size_t n : sizes) total += al(n);
-    if (cudaMalloc(&cx->pf.mem, total) != cudaSuccess) {
+    for (int i = 0; i < 15; i++) sizes[i] = sz[i], total += (sz[i] + 255) & ~(size_t)255;
+    return total;
+}
+
+// The prefill scratch, allocated at the first prompt (and again when the chunk option changes).
+// When the asked chunk does not fit in the free GPU memory, halve it down to 64 tokens with one
+// warning: slower, but the prompt runs; only when even that fails is it LILY_ENOMEM, and
+// forward_cuda then runs the prompt token by token (no scratch). Scratch never grows with the prompt.
+static int pf_alloc(cuda_ctx *cx) {
+    int want = cx->opt[LILY_CUDA_OPT_CHUNK];
+    if (want < 1) want = 1;
+    if (want > 16384) want = 16384;
+    const size_t cap = (size_t)(cx->opt[LILY_CUDA_OPT_PF_CAP_KB] > 0 ? cx->opt[LILY_CUDA_OPT_PF_CAP_KB] : 0) << 10;
+    if (cx->pf.want == want && cx->pf.cap == cap) {
+        if (cx->pf.mem) return 0;
+        if (cx->pf.C < 0) return LILY_ENOMEM; // failed before with the same request
+    }
+    CU_TRY(cudaStreamSynchronize(cx->st));
+    cudaFree(cx->pf.mem);
+    memset(&cx->pf, 0, sizeof cx->pf);
+    cx->pf.cap = cap, cx->pf.want = want;
+    size_t sizes[15], total = 0, total0 = pf_sizes(cx, want, sizes);
+    int C = want;
+    for (;; C /= 2) {
+        total = pf_sizes(cx, C, sizes);
+        if ((!cap || total <= cap) && cudaMalloc(&cx->pf.mem, total) == cudaSuccess) break;
         cudaGetLastError();
         cx->pf.mem = NULL;
-        return lily_err_set(LILY_ENOMEM, "cuda backend: out of GPU memory for the prefill scratch "
-                            "(%.2f GB for chunks of %d tokens)", total / 1e9, C);
+        if (C <= 64) {
+            cx->pf.C = -1;
+            return lily_err_set(LILY_ENOMEM, "cuda backend: out of GPU memory for the prefill scratch "
+                                "(%.2f GB for chunks of %d tokens, %.2f GB for %d)", total0 / 1e9, want,
+                                total / 1e9, C);
+        }
     }
+    if (C < want)
+        fprintf(stderr, "lily: cuda: the prefill scratch for chunks of %d tokens (%.2f GB) does not fit in "
+                "the free GPU memory; using chunks of %d (%.2f GB)\n", want, total0 / 1e9, C, total / 1e9);
     char *p = (char *)cx->pf.mem;
-    const int nbuf = (int)(sizeof sizes / sizeof sizes[0]);
-    void *ptr[sizeof sizes / sizeof sizes[0]];
-    for (int i = 0; i < nbuf; i++) ptr[i] = p, p += al(sizes[i]);
+    void *ptr[15];
+    for (int i = 0; i < 15; i++) ptr[i] = p, p += (sizes[i] + 255) & ~(size_t)255;
     pf_bufs *b = &cx->pf;
     b->toks = (int *)ptr[0], b->x = (float *)ptr[1], b->xn = (uint16_t *)ptr[2], b->qkv = (uint16_t *)ptr[3];
     b->z = (uint16_t *)ptr[4], b->b = (uint16_t *)ptr[5], b->a = (uint16_t *)ptr[6], b->o = (uint16_t *)ptr[7];
@@ -862,7 +889,14 @@ static int forward_cuda(void *ctx, void *p, const int *tokens, int n, float *log
         if (tokens[i] < 0 || tokens[i] >= V)
             return lily_err_set(LILY_ERANGE, "cuda backend: token id %d out of range [0, %d)", tokens[i], V);
     if (s->temp != 0.0f) s->temp = 0.0f, drop_graphs(s);
-    if (n > 1 && prefill_usable(cx, s)) return forward_chunks(cx, s, tokens, n, logits, all_logits);
+    if (n > 1 && prefill_usable(cx, s)) {
+        int rc = pf_alloc(cx);
+        if (rc == 0) return forward_chunks(cx, s, tokens, n, logits, all_logits);
+        if (rc != LILY_ENOMEM) return rc;
+        // Not even 64-token chunks fit: the decode step below needs no scratch (slow, but it runs).
+        if (!cx->pf_warned)
+            fprintf(stderr, "lily: cuda: %s; prompts run token by token\n", lily_err_msg()), cx->pf_warned = 1;
+    }
     for (int i = 0; i < n; i++) {
         int want = logits && (all_logits || i == n - 1);
         CU_TRY(cudaStreamSynchronize(cx->st)); // h_tok is reused
@@ -989,6 +1023,16 @@ extern "C" int lily_cuda_set_opt(void *ctx, int opt, int value) {
     cx->opt[opt] = value;
     cx->opt_gen++;
     return 0;
+}
+
+extern "C" size_t lily_cuda_prefill_scratch_bytes(void *ctx, int chunk) {
+    size_t sizes[15];
+    return pf_sizes((cuda_ctx *)ctx, chunk > 0 ? chunk : 1, sizes);
+}
+
+extern "C" int lily_cuda_prefill_chunk(void *ctx) {
+    const cuda_ctx *cx = (const cuda_ctx *)ctx;
+    return cx->pf.mem ? cx->pf.C : 0;
 }
 
 extern "C" int lily_cuda_get_opt(void *ctx, int opt) {

@@ -33,10 +33,17 @@ enum lily_cuda_opt {
                                    // >= 64 tokens (gdn_chunked.cu; default), 0 = the token-sequential scan
     LILY_CUDA_OPT_ATTN_MULTI = 11,  // 1 = decode attention takes 4 positions per warp pass (loads in
                                     // flight; default, LILY_CUDA_ATTN_MULTI), 0 = one position per pass
+    LILY_CUDA_OPT_PF_CAP_KB = 12,   // fault injection (tests): a prefill scratch above this many KB
+                                    // counts as out of GPU memory (LILY_CUDA_PF_MAX_KB; 0 = no cap)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);
 int lily_cuda_get_opt(void *ctx, int opt);
+// Prefill scratch: bytes it takes for chunks of `chunk` tokens; the chunk capacity allocated now (0:
+// none yet or none fits). When the asked chunk does not fit the free GPU memory it is halved down
+// to 64 tokens; below that, prompts run token by token.
+size_t lily_cuda_prefill_scratch_bytes(void *ctx, int chunk);
+int lily_cuda_prefill_chunk(void *ctx);
 
 // Run n decode steps starting from token `first` (at the state's position), each step's token
 // chosen on the GPU (greedy when temp <= 0, else sampled at temperature temp with `seed`) and fed to

@@ -204,6 +204,24 @@ static int run_e2e(uint64_t seed) {
                    q.name, sp.rel_mean, sp.rel_worst, sp.agree, N, sp.dec_agree, sp.dec_n, e);
         }
         lily_cuda_set_opt(ctx, LILY_CUDA_OPT_CHUNK, 1024);
+        // Out of GPU memory for the prefill scratch (fault injection: a cap on its size). A cap that
+        // 1024-token chunks exceed but 64-token ones fit: the chunk shrinks to 64 and the prompt (40
+        // tokens, one chunk either way) gives the same logits bit for bit. A cap nothing fits: the
+        // prompt runs token by token, bit for bit the decode path's logits.
+        std::vector<float> one = run_logits(be, ctx, tf, V, 0);
+        const size_t b64 = lily_cuda_prefill_scratch_bytes(ctx, 64), b1024 = lily_cuda_prefill_scratch_bytes(ctx, 1024);
+        lily_cuda_set_opt(ctx, LILY_CUDA_OPT_PF_CAP_KB, (int)(b64 >> 10) + 1);
+        std::vector<float> g64 = run_logits(be, ctx, tf, V, 0);
+        const int c64 = lily_cuda_prefill_chunk(ctx);
+        lily_cuda_set_opt(ctx, LILY_CUDA_OPT_PF_CAP_KB, 1);
+        std::vector<float> gtok = run_logits(be, ctx, tf, V, 0);
+        const int c0 = lily_cuda_prefill_chunk(ctx);
+        lily_cuda_set_opt(ctx, LILY_CUDA_OPT_PF_CAP_KB, 0);
+        report(b1024 > b64 && c64 == 64 && !memcmp(g64.data(), one.data(), one.size() * 4) && c0 == 0 &&
+                   !memcmp(gtok.data(), g16.data(), g16.size() * 4),
+               "e2e prefill scratch out of memory (injected): chunk 1024 (%.1f MB) -> %d (%.1f MB), same logits; "
+               "nothing fits -> token by token, same logits as the decode path (chunk %d)",
+               b1024 / 1e6, c64, b64 / 1e6, c0);
     }
     prefill_then_decode(be, ctx, m, tf, V);
     cpu->free(cctx);
