@@ -3,102 +3,12 @@
 // into one word per group, streamed through pinned buffers with a progress line. A decode step is a
 // fixed chain of kernels (kernels.cuh) that reads the token and position from device memory and
 // leaves the next token there, so it is captured once per state as a CUDA graph and replayed.
-// Prefill (n > 1 tokens) runs in chunks of up to LILY_CUDA_CHUNK tokens through the prefill kernels
-// (prefill.cuh: fused-dequant GEMMs, GDN scan, grouped MoE, causal attention), bf16 activations
-// only, unless the "prefill" switch is off (LILY_CUDA_PREFILL=0) or LILY_CUDA_F32ACT is set: then it
-// is the decode step token by token.
+// Prompts (n > 1 tokens) go to the chunked prefill path (prefill_cuda.cu), bf16 activations only,
+// unless the "prefill" switch is off (LILY_CUDA_PREFILL=0) or LILY_CUDA_F32ACT is set: then they run
+// as the decode step token by token.
 #include <math.h>
-#include <vector>
 
-#include "prefill.cuh"
-
-extern "C" {
-#include "backend.h"
-}
-#include "lily_cuda.h"
-
-// ---------------------------------------------------------------------------------------------
-struct dev_layer {
-    int full;
-    const float *in_norm, *post_norm;
-    dq_mat qkv, z, b, a, out;
-    const float *conv, *dt_bias, *A, *gnorm;
-    dq_mat q, k, v, o;
-    const float *q_norm, *k_norm;
-    dq_mat router, sh_gate, sh_up, sh_down, sh_score;
-    moe_w moe;
-};
-
-struct cuda_state;
-
-// Prefill scratch for chunks of up to C tokens, one allocation per context (made at the first prefill,
-// remade when the chunk option changes); its size does not depend on the prompt length.
-struct pf_bufs {
-    int C;                                 // chunk capacity allocated (may be below the asked one)
-    int want;                              // the chunk asked for when it was allocated
-    size_t cap;                            // the fault-injection cap it was allocated under (0 = none)
-    void *mem;
-    int *toks;
-    float *x;                              // (C, H) residual stream (fp32 holding bf16 values)
-    uint16_t *xn;                          // (C, H) normed input of the projections / the MoE
-    uint16_t *qkv, *z, *b, *a, *o, *g;     // GDN projections, scan output, gated-norm output; o is
-                                           // also the attention output
-    float *qg, *k, *v, *qr;                // attention projections and the normed, rotated queries
-    float *gdn;                            // gdn_pf_chunked's per-chunk records (gdn_chunked.cu)
-    moe_pf_scratch moe;
-};
-
-struct cuda_ctx {
-    const lily_model *m;
-    lily_config c;
-    std::vector<dev_layer> L;
-    dq_mat embed_q;
-    const void *embed_dense;
-    int embed_dt;
-    const float *final_norm;
-    dq_mat lm_head;
-    char *arena;
-    size_t arena_size, arena_used;
-    // scratch activations (shared by all states: one stream serialises them)
-    float *x, *xn, *qkv, *z, *b, *a, *o, *qg, *kk, *vv, *qr, *part, *rl, *sg, *su, *ss, *h, *wts,
-        *logits;
-    int *ids, *nan_flag;
-    float2 *amax;
-    int amax_n;
-    cudaStream_t st;
-    int opt[LILY_CUDA_OPT_COUNT];
-    int opt_gen; // bumped when an option changes: graphs captured under older options are stale
-    int dump;    // LILY_CUDA_DUMP=1: print per-layer residual-stream RMS to stderr (plain launches)
-    size_t peak; // most device memory held at once (weights + scratch + states)
-    // staging for uploads and host copies
-    char *pin[2];
-    cudaEvent_t pin_ev[2];
-    int pin_i;
-    size_t uploaded, upload_total, next_report;
-    double t_start;
-    // profiling (lily_cuda_profile_step)
-    int prof;
-    std::vector<cudaEvent_t> prof_ev;
-    std::vector<const char *> prof_name;
-    pf_bufs pf;
-    int pf_warned; // the token-by-token fallback was announced
-};
-
-struct cuda_state {
-    int max_ctx, pos;
-    int kv_f32;                     // KV elements are fp32 (made under LILY_CUDA_OPT_F32ACT)
-    std::vector<void *> kc, vc;     // per layer (NULL for GDN layers)
-    std::vector<float *> ring, S;   // per layer (NULL for attention layers)
-    int *d_tok, *d_pos, *d_step, *d_ids;
-    int ids_cap;
-    int *h_tok;   // pinned
-    float *h_log; // pinned, V floats
-    cudaGraphExec_t graph[2]; // [0]: argmax only, [1]: also writes logits
-    int graph_gen[2];
-    float temp;
-    unsigned seed;
-    std::vector<void *> allocs;
-};
+#include "backend_cuda.cuh"
 
 #define PIN_BYTES (64u << 20)
 
@@ -333,7 +243,7 @@ static int scratch_alloc(cuda_ctx *cx) {
 static void free_ctx(void *p);
 
 // Device memory in use now (all of the device's, as the driver reports it), kept as a peak.
-static void note_mem(cuda_ctx *cx) {
+void note_mem(cuda_ctx *cx) {
     size_t fb = 0, tb = 0;
     if (cudaMemGetInfo(&fb, &tb) == cudaSuccess && tb - fb > cx->peak) cx->peak = tb - fb;
 }
@@ -430,7 +340,7 @@ static void state_free_cuda(void *ctx, void *p) {
     delete s;
 }
 
-static void state_reset_cuda(void *ctx, void *p) {
+void state_reset_cuda(void *ctx, void *p) {
     cuda_ctx *cx = (cuda_ctx *)ctx;
     cuda_state *s = (cuda_state *)p;
     const lily_config *c = &cx->c;
@@ -498,7 +408,7 @@ static int state_pos_cuda(void *ctx, void *p) {
 
 // ---------------------------------------------------------------------------------------------
 // One decode step, enqueued on cx->st. logits: device buffer to fill, or NULL.
-static void prof_mark(cuda_ctx *cx, const char *name) {
+void prof_mark(cuda_ctx *cx, const char *name) {
     if (!cx->prof) return;
     cudaEvent_t e;
     cudaEventCreate(&e);
@@ -510,7 +420,7 @@ static void prof_mark(cuda_ctx *cx, const char *name) {
 // LILY_CUDA_DUMP=1 (debug, plain launches only): the residual stream's RMS and a checksum after each
 // layer, and the routed experts, on stderr; `lily-gpu-test compare` and docs/PERF.md use it to see
 // where two runs part and how the stream grows with depth.
-static void dump_rows(cuda_ctx *cx, const float *dx, const int *dids, int l) {
+void dump_rows(cuda_ctx *cx, const float *dx, const int *dids, int l) {
     const int H = cx->c.hidden, k = cx->c.n_experts_tok;
     std::vector<float> x(H);
     std::vector<int> ids(k);
@@ -645,7 +555,7 @@ static int run_step(cuda_ctx *cx, cuda_state *s, int want_logits, int *ids_out) 
 
 // The rounding mode lives in constant memory (one copy per .cu file, process-wide); set it to the
 // state's mode before running that state. A state keeps the mode it was made in (its KV dtype).
-static int apply_precision(cuda_ctx *cx, cuda_state *s) {
+int apply_precision(cuda_ctx *cx, cuda_state *s) {
     static int current = -1;
     if (s->kv_f32 != (cx->opt[LILY_CUDA_OPT_F32ACT] != 0))
         return lily_err_set(LILY_EINVAL, "cuda backend: state made with %s activations, context now "
@@ -657,222 +567,6 @@ static int apply_precision(cuda_ctx *cx, cuda_state *s) {
         CU_TRY(cudaDeviceSynchronize());
         current = s->kv_f32;
     }
-    return 0;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Chunked prefill.
-static bool prefill_usable(cuda_ctx *cx, cuda_state *s) {
-    const lily_config *c = &cx->c;
-    // bf16 activations only (the prefill kernels' inputs are bf16 rows); the GDN scan holds Dk / 4
-    // state values per thread in float4 slices.
-    return cx->opt[LILY_CUDA_OPT_PREFILL] && !s->kv_f32 && c->lin_k_dim % 4 == 0 && c->n_experts <= 512;
-}
-
-static moe_pf_w layer_moe(const cuda_ctx *cx, const dev_layer *d) {
-    const lily_config *c = &cx->c;
-    moe_pf_w w;
-    memset(&w, 0, sizeof w);
-    w.router = d->router, w.gate = d->moe.gate, w.up = d->moe.up, w.down = d->moe.down;
-    w.sh_gate = d->sh_gate, w.sh_up = d->sh_up, w.sh_down = d->sh_down, w.sh_score = d->sh_score;
-    w.E = c->n_experts, w.topk = c->n_experts_tok, w.I = c->moe_inter, w.H = c->hidden;
-    w.Is = d->sh_gate.rows, w.norm_topk = c->norm_topk;
-    return w;
-}
-
-// Prefill scratch for chunks of C tokens: the buffers' sizes in pf_bufs order (15 of them).
-static size_t pf_sizes(cuda_ctx *cx, size_t C, size_t *sizes) {
-    const lily_config *c = &cx->c;
-    const size_t T = C, H = c->hidden, conv = lily_conv_dim(c), vd = (size_t)c->lin_v_heads * c->lin_v_dim;
-    const size_t ad = (size_t)c->n_heads * c->head_dim, kd = (size_t)c->n_kv_heads * c->head_dim;
-    const gdn_dims gd = {c->lin_k_heads, c->lin_v_heads, c->lin_k_dim, c->lin_v_dim, c->conv_kernel};
-    size_t moe = 0;
-    for (int l = 0; l < c->n_layers; l++) {
-        size_t b = moe_pf_scratch_bytes(layer_moe(cx, &cx->L[l]), (int)C);
-        moe = b > moe ? b : moe;
-    }
-    const size_t sz[] = {T * 4, T * H * 4, T * H * 2, T * conv * 2, T * vd * 2, T * c->lin_v_heads * 2,
-                         T * c->lin_v_heads * 2, T * (vd > ad ? vd : ad) * 2, T * vd * 2, T * 2 * ad * 4,
-                         T * kd * 4, T * kd * 4, T * ad * 4, moe, gdn_pf_chunked_scratch(gd, (int)C)};
-    size_t total = 0;
-    for (int i = 0; i < 15; i++) sizes[i] = sz[i], total += (sz[i] + 255) & ~(size_t)255;
-    return total;
-}
-
-// The prefill scratch, allocated at the first prompt (and again when the chunk option changes).
-// When the asked chunk does not fit in the free GPU memory, halve it down to 64 tokens with one
-// warning: slower, but the prompt runs; only when even that fails is it LILY_ENOMEM, and
-// forward_cuda then runs the prompt token by token (no scratch). Scratch never grows with the prompt.
-static int pf_alloc(cuda_ctx *cx) {
-    int want = cx->opt[LILY_CUDA_OPT_CHUNK];
-    if (want < 1) want = 1;
-    if (want > 16384) want = 16384;
-    const size_t cap = (size_t)(cx->opt[LILY_CUDA_OPT_PF_CAP_KB] > 0 ? cx->opt[LILY_CUDA_OPT_PF_CAP_KB] : 0) << 10;
-    if (cx->pf.want == want && cx->pf.cap == cap) {
-        if (cx->pf.mem) return 0;
-        if (cx->pf.C < 0) return LILY_ENOMEM; // failed before with the same request
-    }
-    CU_TRY(cudaStreamSynchronize(cx->st));
-    cudaFree(cx->pf.mem);
-    memset(&cx->pf, 0, sizeof cx->pf);
-    cx->pf.cap = cap, cx->pf.want = want;
-    size_t sizes[15], total = 0, total0 = pf_sizes(cx, want, sizes);
-    int C = want;
-    for (;; C /= 2) {
-        total = pf_sizes(cx, C, sizes);
-        if ((!cap || total <= cap) && cudaMalloc(&cx->pf.mem, total) == cudaSuccess) break;
-        cudaGetLastError();
-        cx->pf.mem = NULL;
-        if (C <= 64) {
-            cx->pf.C = -1;
-            return lily_err_set(LILY_ENOMEM, "cuda backend: out of GPU memory for the prefill scratch "
-                                "(%.2f GB for chunks of %d tokens, %.2f GB for %d)", total0 / 1e9, want,
-                                total / 1e9, C);
-        }
-    }
-    if (C < want)
-        fprintf(stderr, "lily: cuda: the prefill scratch for chunks of %d tokens (%.2f GB) does not fit in "
-                "the free GPU memory; using chunks of %d (%.2f GB)\n", want, total0 / 1e9, C, total / 1e9);
-    char *p = (char *)cx->pf.mem;
-    void *ptr[15];
-    for (int i = 0; i < 15; i++) ptr[i] = p, p += (sizes[i] + 255) & ~(size_t)255;
-    pf_bufs *b = &cx->pf;
-    b->toks = (int *)ptr[0], b->x = (float *)ptr[1], b->xn = (uint16_t *)ptr[2], b->qkv = (uint16_t *)ptr[3];
-    b->z = (uint16_t *)ptr[4], b->b = (uint16_t *)ptr[5], b->a = (uint16_t *)ptr[6], b->o = (uint16_t *)ptr[7];
-    b->g = (uint16_t *)ptr[8], b->qg = (float *)ptr[9], b->k = (float *)ptr[10], b->v = (float *)ptr[11];
-    b->qr = (float *)ptr[12];
-    moe_pf_scratch_init(&b->moe, ptr[13], layer_moe(cx, &cx->L[0]), C);
-    b->gdn = (float *)ptr[14];
-    b->C = C;
-    note_mem(cx);
-    return 0;
-}
-
-// Y (T, w.rows) = X (T, K) W^T with epilogue epi (prefill.cuh); res for QG_RESID (may alias y).
-static int pf_gemm(cudaStream_t st, const uint16_t *x, int K, const dq_mat &w, int T, int epi, void *y,
-                   const float *res) {
-    qg_args g;
-    memset(&g, 0, sizeof g);
-    g.x = x, g.ldx = K, g.w = w, g.M = T, g.N = w.rows, g.K = K, g.epi = epi, g.y = y, g.ldy = w.rows;
-    g.res = res;
-    return qgemm_launch(g, 0, 0, st);
-}
-
-// One chunk of T tokens (already in pf.toks) at position s->pos: every layer, leaving the final
-// residual stream in pf.x. Enqueued on cx->st, no host synchronisation.
-static int enqueue_chunk(cuda_ctx *cx, cuda_state *s, int T) {
-    const lily_config *c = &cx->c;
-    cudaStream_t st = cx->st;
-    pf_bufs *b = &cx->pf;
-    const float eps = c->norm_eps;
-    const int H = c->hidden, pos0 = s->pos, vd = c->lin_v_heads * c->lin_v_dim;
-    const int ad = c->n_heads * c->head_dim;
-    attn_dims adm = {c->n_heads, c->n_kv_heads, c->head_dim, c->rope_dim, s->max_ctx, c->rope_theta, eps, s->kv_f32};
-    gdn_dims gd = {c->lin_k_heads, c->lin_v_heads, c->lin_k_dim, c->lin_v_dim, c->conv_kernel};
-    int rc = 0;
-    pf_embed(cx->embed_q, cx->embed_dense, cx->embed_dt, H, b->toks, T, b->x, st);
-    PF_MARK("embed");
-    for (int l = 0; l < c->n_layers && !rc; l++) {
-        const dev_layer *d = &cx->L[l];
-        pf_rmsnorm_rows(T, H, b->x, d->in_norm, eps, b->xn, st);
-        PF_MARK("rmsnorm (input + post)");
-        if (!d->full) {
-            if ((rc = pf_gemm(st, b->xn, H, d->qkv, T, QG_BF16, b->qkv, NULL)) ||
-                (rc = pf_gemm(st, b->xn, H, d->z, T, QG_BF16, b->z, NULL)) ||
-                (rc = pf_gemm(st, b->xn, H, d->b, T, QG_BF16, b->b, NULL)) ||
-                (rc = pf_gemm(st, b->xn, H, d->a, T, QG_BF16, b->a, NULL)))
-                break;
-            PF_MARK("gdn in_proj gemms (qkv, z, b, a)");
-            // The chunked form only from one whole chunk of 64 up: below that it is one partial chunk,
-            // with no tensor-core work to win over the scan.
-            if (cx->opt[LILY_CUDA_OPT_GDN_CHUNKED] && T >= 64) {
-                gdn_pf_chunked(gd, T, pos0, b->qkv, b->b, b->a, d->conv, d->dt_bias, d->A, s->ring[l], s->S[l],
-                               b->o, b->gdn, 0, st);
-                PF_MARK("gdn conv+delta rule (chunked)");
-            } else {
-                gdn_pf_scan(gd, T, pos0, b->qkv, b->b, b->a, d->conv, d->dt_bias, d->A, s->ring[l], s->S[l],
-                            b->o, 0, st);
-                PF_MARK("gdn conv+delta rule (scan)");
-            }
-            gdn_pf_gated_norm(T, c->lin_v_heads, c->lin_v_dim, b->o, b->z, d->gnorm, eps, b->g, st);
-            PF_MARK("gdn gated rmsnorm");
-            if ((rc = pf_gemm(st, b->g, vd, d->out, T, QG_RESID, b->x, b->x))) break;
-            PF_MARK("gdn out_proj gemm (+residual)");
-        } else {
-            if ((rc = pf_gemm(st, b->xn, H, d->q, T, QG_F32, b->qg, NULL)) ||
-                (rc = pf_gemm(st, b->xn, H, d->k, T, QG_F32, b->k, NULL)) ||
-                (rc = pf_gemm(st, b->xn, H, d->v, T, QG_F32, b->v, NULL)))
-                break;
-            PF_MARK("attn q|gate, k, v gemms");
-            pf_qk_norm_rope_append(adm, T, pos0, b->qg, b->k, b->v, d->q_norm, d->k_norm, b->qr, s->kc[l],
-                                   s->vc[l], st);
-            PF_MARK("attn q/k norm + rope + kv append");
-            if (cx->opt[LILY_CUDA_OPT_FA]) {
-                pf_attention_flash(adm, T, pos0, b->qr, s->kc[l], s->vc[l], b->qg, b->o, st);
-                PF_MARK("attn core (flash)");
-            } else {
-                pf_attention(adm, T, pos0, b->qr, s->kc[l], s->vc[l], b->qg, b->o, st);
-                PF_MARK("attn core (per query)");
-            }
-            if ((rc = pf_gemm(st, b->o, ad, d->o, T, QG_RESID, b->x, b->x))) break;
-            PF_MARK("attn o_proj gemm (+residual)");
-        }
-        pf_rmsnorm_rows(T, H, b->x, d->post_norm, eps, b->xn, st);
-        PF_MARK("rmsnorm (input + post)");
-        rc = moe_pf_forward(layer_moe(cx, d), b->xn, T, b->x, b->x, &b->moe, 0, st);
-        if (cx->dump && !rc) dump_rows(cx, b->x + (size_t)(T - 1) * H, b->moe.ids + (size_t)(T - 1) * c->n_experts_tok, l);
-    }
-    if (rc) return rc;
-    CU_TRY(cudaGetLastError());
-    return 0;
-}
-
-// Logits of row t of the chunk's final stream (final norm + lm_head: the decode step's GEMV) into
-// host memory `out`.
-static int chunk_logits(cuda_ctx *cx, cuda_state *s, int t, float *out) {
-    const lily_config *c = &cx->c;
-    gv_args g;
-    memset(&g, 0, sizeof g);
-    g.nseg = 1, g.cols = c->hidden, g.x = cx->pf.x + (size_t)t * c->hidden, g.pro = PRO_RMSNORM;
-    g.norm_w = cx->final_norm, g.eps = c->norm_eps;
-    g.epi = GV_LOGITS, g.amax = cx->amax, g.temp = 0.0f, g.seed = s->seed, g.pos = s->d_pos;
-    g.nan_flag = cx->nan_flag;
-    g.seg[0].m = cx->lm_head, g.seg[0].y = cx->logits;
-    lily_cuda_gemv2 = cx->opt[LILY_CUDA_OPT_GEMV2];
-    gemv_launch(g, cx->amax_n, cx->st);
-    PF_MARK("final norm + lm_head (one row)");
-    CU_TRY(cudaGetLastError());
-    CU_TRY(cudaMemcpyAsync(s->h_log, cx->logits, (size_t)c->vocab_size * 4, cudaMemcpyDeviceToHost, cx->st));
-    CU_TRY(cudaStreamSynchronize(cx->st));
-    memcpy(out, s->h_log, (size_t)c->vocab_size * 4);
-    return 0;
-}
-
-static int forward_chunks(cuda_ctx *cx, cuda_state *s, const int *tokens, int n, float *logits,
-                          int all_logits) {
-    const size_t V = cx->c.vocab_size;
-    int rc = pf_alloc(cx);
-    if (rc) return rc;
-    lily_cuda_pdl = 0; // plain stream order for the chunk's kernels and the lm_head GEMV
-    const int C = cx->pf.C;
-    for (int i0 = 0; i0 < n; i0 += C) {
-        const int T = n - i0 < C ? n - i0 : C;
-        // Pageable source: staged by the runtime, ordered after the previous chunk's kernels.
-        CU_TRY(cudaMemcpyAsync(cx->pf.toks, tokens + i0, (size_t)T * 4, cudaMemcpyHostToDevice, cx->st));
-        if ((rc = enqueue_chunk(cx, s, T))) return rc;
-        s->pos += T;
-        if (logits && all_logits) {
-            for (int t = 0; t < T; t++)
-                if ((rc = chunk_logits(cx, s, t, logits + (size_t)(i0 + t) * V))) return rc;
-        } else if (logits && i0 + T == n) {
-            if ((rc = chunk_logits(cx, s, T - 1, logits))) return rc;
-        }
-    }
-    // The decode step reads its position from device memory.
-    CU_TRY(cudaStreamSynchronize(cx->st)); // h_tok is reused
-    *s->h_tok = s->pos;
-    CU_TRY(cudaMemcpyAsync(s->d_pos, s->h_tok, 4, cudaMemcpyHostToDevice, cx->st));
-    CU_TRY(cudaStreamSynchronize(cx->st));
     return 0;
 }
 
@@ -1025,16 +719,6 @@ extern "C" int lily_cuda_set_opt(void *ctx, int opt, int value) {
     return 0;
 }
 
-extern "C" size_t lily_cuda_prefill_scratch_bytes(void *ctx, int chunk) {
-    size_t sizes[15];
-    return pf_sizes((cuda_ctx *)ctx, chunk > 0 ? chunk : 1, sizes);
-}
-
-extern "C" int lily_cuda_prefill_chunk(void *ctx) {
-    const cuda_ctx *cx = (const cuda_ctx *)ctx;
-    return cx->pf.mem ? cx->pf.C : 0;
-}
-
 extern "C" int lily_cuda_get_opt(void *ctx, int opt) {
     return opt >= 0 && opt < LILY_CUDA_OPT_COUNT ? ((cuda_ctx *)ctx)->opt[opt] : -1;
 }
@@ -1138,7 +822,7 @@ extern "C" double lily_cuda_time_steps(void *ctx, void *p, int n, int reps) {
 
 // The recorded events as microseconds per name (the span up to each event goes to that event's
 // name), at most max names; returns how many.
-static int prof_collect(cuda_ctx *cx, const char **names, double *us, int max) {
+int prof_collect(cuda_ctx *cx, const char **names, double *us, int max) {
     int nf = 0;
     for (size_t i = 1; i < cx->prof_ev.size(); i++) {
         float ms = 0;
@@ -1171,42 +855,6 @@ extern "C" int lily_cuda_profile_step(void *ctx, void *p, const char **names, do
     }
     int nf = prof_collect(cx, names, us, max);
     cudaMemcpy(s->d_pos, &pos, 4, cudaMemcpyHostToDevice);
-    return nf;
-}
-
-// Prefill profile: the state reset, one untimed pass (scratch allocation, warm caches), then the same
-// prompt again with an event after each phase (PF_MARK), summed per phase name over chunks and layers.
-// Events between kernels cost a little overlap; *total_ms gets the plain pass's wall time.
-static cuda_ctx *g_prof_cx;
-void (*lily_pf_prof_hook)(const char *name);
-static void pf_prof_record(const char *name) { prof_mark(g_prof_cx, name); }
-
-extern "C" int lily_cuda_profile_prefill(void *ctx, void *p, const int *tokens, int n, const char **names,
-                                         double *us, int max, double *total_ms) {
-    cuda_ctx *cx = (cuda_ctx *)ctx;
-    cuda_state *s = (cuda_state *)p;
-    int prc = apply_precision(cx, s);
-    if (prc) return prc;
-    if (n < 2 || n > s->max_ctx || !prefill_usable(cx, s))
-        return lily_err_set(LILY_EINVAL, "profile_prefill: %d tokens need the prefill path and the context", n);
-    std::vector<float> logits(cx->c.vocab_size);
-    state_reset_cuda(ctx, s);
-    double t0 = lily_time();
-    int rc = forward_chunks(cx, s, tokens, n, logits.data(), 0);
-    if (rc) return rc;
-    *total_ms = (lily_time() - t0) * 1e3;
-    state_reset_cuda(ctx, s);
-    for (cudaEvent_t e : cx->prof_ev) cudaEventDestroy(e);
-    cx->prof_ev.clear(), cx->prof_name.clear();
-    g_prof_cx = cx, cx->prof = 1, lily_pf_prof_hook = pf_prof_record;
-    prof_mark(cx, "start");
-    rc = forward_chunks(cx, s, tokens, n, logits.data(), 0);
-    lily_pf_prof_hook = NULL, cx->prof = 0, g_prof_cx = NULL;
-    if (rc) return rc;
-    int nf = prof_collect(cx, names, us, max);
-    for (cudaEvent_t e : cx->prof_ev) cudaEventDestroy(e);
-    cx->prof_ev.clear(), cx->prof_name.clear();
-    state_reset_cuda(ctx, s);
     return nf;
 }
 

@@ -1,0 +1,109 @@
+// backend_cuda.cuh: the CUDA backend's private state, shared by its two forward paths: the decode
+// step (forward_cuda.cu, which also owns upload, states, snapshots and the backend table) and the
+// chunked prefill (prefill_cuda.cu). Not a public interface: lily_cuda.h is the C surface.
+#pragma once
+
+#include <vector>
+
+#include "prefill.cuh"
+
+extern "C" {
+#include "backend.h"
+}
+#include "lily_cuda.h"
+
+// ---------------------------------------------------------------------------------------------
+struct dev_layer {
+    int full;
+    const float *in_norm, *post_norm;
+    dq_mat qkv, z, b, a, out;
+    const float *conv, *dt_bias, *A, *gnorm;
+    dq_mat q, k, v, o;
+    const float *q_norm, *k_norm;
+    dq_mat router, sh_gate, sh_up, sh_down, sh_score;
+    moe_w moe;
+};
+
+struct cuda_state;
+
+// Prefill scratch for chunks of up to C tokens, one allocation per context (made at the first prefill,
+// remade when the chunk option changes); its size does not depend on the prompt length.
+struct pf_bufs {
+    int C;                                 // chunk capacity allocated (may be below the asked one)
+    int want;                              // the chunk asked for when it was allocated
+    size_t cap;                            // the fault-injection cap it was allocated under (0 = none)
+    void *mem;
+    int *toks;
+    float *x;                              // (C, H) residual stream (fp32 holding bf16 values)
+    uint16_t *xn;                          // (C, H) normed input of the projections / the MoE
+    uint16_t *qkv, *z, *b, *a, *o, *g;     // GDN projections, scan output, gated-norm output; o is
+                                           // also the attention output
+    float *qg, *k, *v, *qr;                // attention projections and the normed, rotated queries
+    float *gdn;                            // gdn_pf_chunked's per-chunk records (gdn_chunked.cu)
+    moe_pf_scratch moe;
+};
+
+struct cuda_ctx {
+    const lily_model *m;
+    lily_config c;
+    std::vector<dev_layer> L;
+    dq_mat embed_q;
+    const void *embed_dense;
+    int embed_dt;
+    const float *final_norm;
+    dq_mat lm_head;
+    char *arena;
+    size_t arena_size, arena_used;
+    // scratch activations (shared by all states: one stream serialises them)
+    float *x, *xn, *qkv, *z, *b, *a, *o, *qg, *kk, *vv, *qr, *part, *rl, *sg, *su, *ss, *h, *wts,
+        *logits;
+    int *ids, *nan_flag;
+    float2 *amax;
+    int amax_n;
+    cudaStream_t st;
+    int opt[LILY_CUDA_OPT_COUNT];
+    int opt_gen; // bumped when an option changes: graphs captured under older options are stale
+    int dump;    // LILY_CUDA_DUMP=1: print per-layer residual-stream RMS to stderr (plain launches)
+    size_t peak; // most device memory held at once (weights + scratch + states)
+    // staging for uploads and host copies
+    char *pin[2];
+    cudaEvent_t pin_ev[2];
+    int pin_i;
+    size_t uploaded, upload_total, next_report;
+    double t_start;
+    // profiling (lily_cuda_profile_step)
+    int prof;
+    std::vector<cudaEvent_t> prof_ev;
+    std::vector<const char *> prof_name;
+    pf_bufs pf;
+    int pf_warned; // the token-by-token fallback was announced
+};
+
+struct cuda_state {
+    int max_ctx, pos;
+    int kv_f32;                     // KV elements are fp32 (made under LILY_CUDA_OPT_F32ACT)
+    std::vector<void *> kc, vc;     // per layer (NULL for GDN layers)
+    std::vector<float *> ring, S;   // per layer (NULL for attention layers)
+    int *d_tok, *d_pos, *d_step, *d_ids;
+    int ids_cap;
+    int *h_tok;   // pinned
+    float *h_log; // pinned, V floats
+    cudaGraphExec_t graph[2]; // [0]: argmax only, [1]: also writes logits
+    int graph_gen[2];
+    float temp;
+    unsigned seed;
+    std::vector<void *> allocs;
+};
+
+// forward_cuda.cu, used by the prefill path too.
+void note_mem(cuda_ctx *cx);                                // peak device memory bookkeeping
+void prof_mark(cuda_ctx *cx, const char *name);            // an event on the stream when profiling
+int prof_collect(cuda_ctx *cx, const char **names, double *us, int max); // events -> us per name
+void dump_rows(cuda_ctx *cx, const float *dx, const int *dids, int l); // LILY_CUDA_DUMP line
+void state_reset_cuda(void *ctx, void *p);
+int apply_precision(cuda_ctx *cx, cuda_state *s);
+
+// prefill_cuda.cu
+bool prefill_usable(cuda_ctx *cx, cuda_state *s); // can this state's prompts take the chunked path
+int pf_alloc(cuda_ctx *cx);                       // the scratch (0, or LILY_ENOMEM when nothing fits)
+int forward_chunks(cuda_ctx *cx, cuda_state *s, const int *tokens, int n, float *logits, int all_logits);
