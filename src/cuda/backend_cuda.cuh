@@ -77,6 +77,9 @@ struct cuda_ctx {
     std::vector<const char *> prof_name;
     pf_bufs pf;
     int pf_warned; // the token-by-token fallback was announced
+    // Prefill ablations, made at first use only while their switch is on, freed with the context:
+    moe_pf_host host_route; // LILY_CUDA_OPT_HOST_ROUTE: pinned staging of the routing
+    qg_sep sep;             // LILY_CUDA_OPT_SEP_DEQUANT: cuBLAS handle, bf16 weights, fp32 products
 };
 
 struct cuda_state {

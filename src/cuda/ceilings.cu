@@ -4,8 +4,8 @@
 //     bytes written; best of 5 after a warm-up;
 //   - GEMM: bf16 8192 x 8192 x 8192 with fp32 accumulation through cuBLAS (cublasGemmEx), 10 back to
 //     back after warm-up, on non-zero data (zeros draw less power and flatter the clock).
-// cuBLAS is opened at run time with dlopen, so the build needs no -lcublas and a machine without it
-// still gets the copy ceiling (the GEMM ceiling is then 0 and bench says so).
+// cuBLAS is opened at run time with dlopen (cublas_rt.cu), so the build needs no -lcublas and a
+// machine without it still gets the copy ceiling (the GEMM ceiling is then 0 and bench says so).
 //
 // Wiring (forward_cuda.cu): declare
 //     extern "C" int lily_ceilings_cuda(void *ctx, struct lily_ceilings *out);
@@ -13,14 +13,10 @@
 // ignores ctx; it allocates ~8.4 GiB for its duration (halving the copy size if that fails).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
-#if __has_include(<cublas_v2.h>)
-#include <cublas_v2.h>
-#define LILY_HAVE_CUBLAS_H 1
-#endif
+#include "cublas_rt.cuh"
 
 extern "C" {
 #include "backend.h"
@@ -81,35 +77,22 @@ __global__ void kernel_fill_bf16(__nv_bfloat16 *x, size_t n, unsigned seed) {
 }
 
 #ifdef LILY_HAVE_CUBLAS_H
-typedef cublasStatus_t (*create_fn)(cublasHandle_t *);
-typedef cublasStatus_t (*destroy_fn)(cublasHandle_t);
-typedef cublasStatus_t (*gemm_fn)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int,
-                                  int, const void *, const void *, cudaDataType, int, const void *,
-                                  cudaDataType, int, const void *, void *, cudaDataType, int,
-                                  cublasComputeType_t, cublasGemmAlgo_t);
-
 static double measure_gemm(char *note, size_t cap) {
-    const char *libs[] = {"libcublas.so", "libcublas.so.13", "libcublas.so.12"};
-    void *h = NULL;
-    for (int i = 0; i < 3 && !h; i++) h = dlopen(libs[i], RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        snprintf(note, cap, "cuBLAS not found at run time");
+    const char *why = NULL;
+    const lily_cublas *cb = lily_cublas_get(&why);
+    if (!cb) {
+        snprintf(note, cap, "%s", why);
         return 0;
     }
-    create_fn create = (create_fn)dlsym(h, "cublasCreate_v2");
-    destroy_fn destroy = (destroy_fn)dlsym(h, "cublasDestroy_v2");
-    gemm_fn gemm = (gemm_fn)dlsym(h, "cublasGemmEx");
     double tflops = 0;
     const int N = 8192, reps = 10;
     const size_t n = (size_t)N * N;
     __nv_bfloat16 *A = NULL, *B = NULL, *C = NULL;
     cublasHandle_t handle = NULL;
-    if (!create || !destroy || !gemm) {
-        snprintf(note, cap, "cuBLAS lacks cublasGemmEx");
-    } else if (cudaMalloc(&A, n * 2) != cudaSuccess || cudaMalloc(&B, n * 2) != cudaSuccess ||
-               cudaMalloc(&C, n * 2) != cudaSuccess) {
+    if (cudaMalloc(&A, n * 2) != cudaSuccess || cudaMalloc(&B, n * 2) != cudaSuccess ||
+        cudaMalloc(&C, n * 2) != cudaSuccess) {
         snprintf(note, cap, "no memory for the GEMM test");
-    } else if (create(&handle) != CUBLAS_STATUS_SUCCESS) {
+    } else if (cb->create(&handle) != CUBLAS_STATUS_SUCCESS) {
         snprintf(note, cap, "cublasCreate failed");
     } else {
         kernel_fill_bf16<<<1024, 256>>>(A, n, 1u);
@@ -120,14 +103,14 @@ static double measure_gemm(char *note, size_t cap) {
         cudaEventCreate(&e1);
         int ok = 1;
         for (int i = 0; i < 3 && ok; i++) // warm-up: heuristics, clocks
-            ok = gemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, N, N, N, &alpha, A, CUDA_R_16BF, N, B,
-                      CUDA_R_16BF, N, &beta, C, CUDA_R_16BF, N, CUBLAS_COMPUTE_32F,
-                      CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
+            ok = cb->gemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, N, N, N, &alpha, A, CUDA_R_16BF, N, B,
+                          CUDA_R_16BF, N, &beta, C, CUDA_R_16BF, N, CUBLAS_COMPUTE_32F,
+                          CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
         cudaEventRecord(e0);
         for (int i = 0; i < reps && ok; i++)
-            ok = gemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, N, N, N, &alpha, A, CUDA_R_16BF, N, B,
-                      CUDA_R_16BF, N, &beta, C, CUDA_R_16BF, N, CUBLAS_COMPUTE_32F,
-                      CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
+            ok = cb->gemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, N, N, N, &alpha, A, CUDA_R_16BF, N, B,
+                          CUDA_R_16BF, N, &beta, C, CUDA_R_16BF, N, CUBLAS_COMPUTE_32F,
+                          CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
         cudaEventRecord(e1);
         cudaEventSynchronize(e1);
         float ms = 0;
@@ -139,12 +122,11 @@ static double measure_gemm(char *note, size_t cap) {
         cudaEventDestroy(e0);
         cudaEventDestroy(e1);
     }
-    if (handle) destroy(handle);
+    if (handle) cb->destroy(handle);
     cudaFree(A);
     cudaFree(B);
     cudaFree(C);
     cudaGetLastError();
-    dlclose(h);
     return tflops;
 }
 #else

@@ -273,6 +273,8 @@ static int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_ATTN_MULTI] = env_int("LILY_CUDA_ATTN_MULTI", 1) != 0;
     cx->dump = env_int("LILY_CUDA_DUMP", 0);
     cx->opt[LILY_CUDA_OPT_PF_CAP_KB] = env_int("LILY_CUDA_PF_MAX_KB", 0);
+    cx->opt[LILY_CUDA_OPT_HOST_ROUTE] = env_int("LILY_CUDA_HOST_ROUTE", 0) != 0;
+    cx->opt[LILY_CUDA_OPT_SEP_DEQUANT] = env_int("LILY_CUDA_SEP_DEQUANT", 0) != 0;
     *out = cx;
 #define FAIL(x) do { rc = (x); if (rc) { free_ctx(cx); *out = NULL; return rc; } } while (0)
     FAIL(cudaStreamCreateWithFlags(&cx->st, cudaStreamNonBlocking) == cudaSuccess ? 0
@@ -313,6 +315,8 @@ static void free_ctx(void *p) {
     for (float *b : bufs) cudaFree(b);
     cudaFree(cx->ids), cudaFree(cx->nan_flag), cudaFree(cx->amax), cudaFree(cx->arena);
     cudaFree(cx->pf.mem);
+    if (cx->host_route.pin) cudaFreeHost(cx->host_route.pin);
+    qgemm_sep_free(&cx->sep);
     for (int i = 0; i < 2; i++) {
         if (cx->pin[i]) cudaFreeHost(cx->pin[i]);
         if (cx->pin_ev[i]) cudaEventDestroy(cx->pin_ev[i]);
@@ -686,6 +690,7 @@ static const struct {
     {"prefill", LILY_CUDA_OPT_PREFILL, 0, 1},   {"flash", LILY_CUDA_OPT_FA, 0, 1},
     {"gemv2", LILY_CUDA_OPT_GEMV2, 0, 1},
     {"gdn_chunked", LILY_CUDA_OPT_GDN_CHUNKED, 0, 1}, {"attn_multi", LILY_CUDA_OPT_ATTN_MULTI, 0, 1},
+    {"gpu_route", LILY_CUDA_OPT_HOST_ROUTE, 1, 0},    {"fused_dequant", LILY_CUDA_OPT_SEP_DEQUANT, 1, 0},
 };
 
 extern "C" int lily_cuda_set_opt(void *ctx, int opt, int value);
@@ -694,7 +699,8 @@ static int set_flag_cuda(void *ctx, const char *name, int on) {
     for (auto &f : flag_names)
         if (!strcmp(f.name, name)) return lily_cuda_set_opt(ctx, f.opt, on ? f.on : f.off);
     return lily_err_set(LILY_EINVAL, "cuda backend: unknown flag '%s' (known: graph, split_kv, gqa, "
-                        "gdn_split, pdl, bf16act, prefill, flash, gemv2, gdn_chunked, attn_multi)", name);
+                        "gdn_split, pdl, bf16act, prefill, flash, gemv2, gdn_chunked, attn_multi, gpu_route, "
+                        "fused_dequant)", name);
 }
 
 static size_t peak_mem_cuda(void *ctx) {

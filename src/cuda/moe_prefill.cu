@@ -11,6 +11,9 @@
 //      routing weight applied, each row written to its (token, slot) place: no atomics on outputs;
 //   6. shared expert: dense gate|up GLU and down GEMMs, the 1-row sigmoid gate as a warp dot;
 //   7. combine: per token, fp32 sum of its top-k rows + gate * shared row, one rounding, + residual.
+// Ablations (moe_pf_scratch's host / sep): steps 2-4 on the CPU (moe_pf_route_host), and the dense
+// products (router, shared expert) with separate dequantisation (qgemm_sep.cu); the grouped expert
+// products stay fused in both.
 // Tile heights: one per call, from the average rows per expert (qgemm_pick_tile), or forced.
 #include "prefill.cuh"
 
@@ -176,6 +179,7 @@ void moe_pf_scratch_init(moe_pf_scratch *s, void *base, const moe_pf_w &w, int t
     s->sh_y = (float *)take(T * w.H * 4);
     s->sh_s = (float *)take(T * 4);
     s->t_max = t_max;
+    s->host = NULL, s->sep = NULL;
 }
 
 void moe_pf_route(const moe_pf_w &w, int T, int tile_m, moe_pf_scratch *s, cudaStream_t st) {
@@ -187,6 +191,90 @@ void moe_pf_route(const moe_pf_w &w, int T, int tile_m, moe_pf_scratch *s, cudaS
     int n = T * w.topk;
     scatter_kernel<<<(n + 255) / 256, 256, 0, st>>>(s->ids, n, w.topk, s->grp_off, s->cursor, s->sorted_tok,
                                                     s->sorted_pair);
+}
+
+// Host routing (ablation): the arithmetic of route_kernel, scan_kernel and scatter_kernel on the
+// CPU. Routing decisions and weights are those of the GPU except where expf differs: the device's
+// expf and the host's may differ in the last bit, which can move a bf16 weight across a rounding
+// boundary or reorder two near-equal experts (rare); everything else (the warp's max, its butterfly
+// sum order, tie-breaking to the lower id, the division, renormalisation, integer scans) is the same.
+// Scatter order inside a group is free (moe_prefill.cu, step 4): here pairs in ascending order.
+// The device scratch from ids to the end of sorted_pair is mirrored at the same offsets in pinned
+// memory, so one copy uploads it all; the logits land after it.
+int moe_pf_route_host(const moe_pf_w &w, int T, int tile_m, moe_pf_scratch *s, cudaStream_t st) {
+    moe_pf_host *h = s->host;
+    const int E = w.E, K = w.topk, R = T * K;
+    char *d0 = (char *)s->ids;
+    const size_t mirror = al((size_t)((char *)(s->sorted_pair + (size_t)s->t_max * K) - d0));
+    const size_t need = mirror + (size_t)s->t_max * E * 4;
+    if (need > h->cap) {
+        CU_TRY(cudaStreamSynchronize(st)); // an earlier upload may still read the old buffer
+        if (h->pin) cudaFreeHost(h->pin);
+        h->pin = NULL, h->cap = 0;
+        CU_TRY(cudaHostAlloc(&h->pin, need, 0));
+        h->cap = need;
+    }
+    char *b0 = (char *)h->pin;
+    auto at = [&](void *dev) { return b0 + ((char *)dev - d0); };
+    int *ids = (int *)at(s->ids), *counts = (int *)at(s->counts), *cursor = (int *)at(s->cursor);
+    int *grp_off = (int *)at(s->grp_off), *tile_off = (int *)at(s->tile_off);
+    int *sorted_tok = (int *)at(s->sorted_tok), *sorted_pair = (int *)at(s->sorted_pair);
+    float *wts = (float *)at(s->wts), *lg_all = (float *)(b0 + mirror);
+    CU_TRY(cudaMemcpyAsync(lg_all, s->logits, (size_t)T * E * 4, cudaMemcpyDeviceToHost, st));
+    CU_TRY(cudaStreamSynchronize(st));
+    memset(counts, 0, (size_t)E * 4);
+    float v[32 * MAXE_LANE];
+    for (int tok = 0; tok < T; tok++) {
+        const float *lg = lg_all + (size_t)tok * E;
+        float mx = -INFINITY;
+        for (int e = 0; e < E; e++) mx = fmaxf(mx, lg[e]);
+        float lane_sum[32];
+        for (int l = 0; l < 32; l++) { // lane l sums its experts l, l + 32, ... in that order
+            float sum = 0.0f;
+            for (int e = l; e < E; e += 32) sum += v[e] = expf(lg[e] - mx);
+            lane_sum[l] = sum;
+        }
+        for (int o = 16; o > 0; o >>= 1) { // warp_sum's butterfly: every lane ends with the same sum
+            float nx[32];
+            for (int l = 0; l < 32; l++) nx[l] = lane_sum[l] + lane_sum[l ^ o];
+            memcpy(lane_sum, nx, sizeof nx);
+        }
+        const float sum = lane_sum[0];
+        float pk[MAX_TOPK], tot = 0.0f;
+        int ik[MAX_TOPK];
+        for (int t = 0; t < K; t++) {
+            float best = -2.0f;
+            int bi = 0x7fffffff;
+            for (int e = 0; e < E; e++) // strictly greater: ties go to the lower id, as on the GPU
+                if (v[e] > best) best = v[e], bi = e;
+            v[bi] = -1.0f;
+            pk[t] = best / sum, ik[t] = bi;
+            tot += pk[t];
+        }
+        for (int t = 0; t < K; t++) {
+            ids[tok * K + t] = ik[t];
+            wts[tok * K + t] = lily_round_bf16(w.norm_topk ? pk[t] / tot : pk[t]);
+            counts[ik[t]]++;
+        }
+    }
+    grp_off[0] = 0, tile_off[0] = 0;
+    for (int e = 0; e < E; e++) {
+        grp_off[e + 1] = grp_off[e] + counts[e];
+        tile_off[e + 1] = tile_off[e] + (counts[e] + tile_m - 1) / tile_m;
+        cursor[e] = 0;
+    }
+    for (int p = 0; p < R; p++) {
+        const int e = ids[p], a = grp_off[e] + cursor[e]++;
+        sorted_tok[a] = p / K, sorted_pair[a] = p;
+    }
+    CU_TRY(cudaMemcpyAsync(s->ids, b0, (size_t)((char *)(s->sorted_pair + R) - d0), cudaMemcpyHostToDevice, st));
+    return 0;
+}
+
+// Dense products of the block (router, shared expert): fused unless the separate-dequantisation
+// ablation is on.
+static int dense_gemm(const moe_pf_scratch *s, const qg_args &g, cudaStream_t st) {
+    return s->sep ? qgemm_sep(s->sep, g, st) : qgemm_launch(g, 0, 0, st);
 }
 
 int moe_pf_tile(const moe_pf_w &w, int T) {
@@ -204,11 +292,16 @@ int moe_pf_forward(const moe_pf_w &w, const uint16_t *xn, int T, const float *re
     memset(&g, 0, sizeof g);
     g.x = xn, g.ldx = w.H, g.w = w.router, g.M = T, g.N = w.E, g.K = w.H, g.epi = QG_F32;
     g.y = s->logits, g.ldy = w.E;
-    int rc = qgemm_launch(g, 0, 0, st);
+    int rc = dense_gemm(s, g, st);
     if (rc) return rc;
     PF_MARK("moe router gemm (8-bit)");
-    moe_pf_route(w, T, tile_m, s, st);
-    PF_MARK("moe routing (top-k, histogram, scan, scatter)");
+    if (s->host) {
+        if ((rc = moe_pf_route_host(w, T, tile_m, s, st))) return rc;
+        PF_MARK("moe routing on the host (ablation)");
+    } else {
+        moe_pf_route(w, T, tile_m, s, st);
+        PF_MARK("moe routing (top-k, histogram, scan, scatter)");
+    }
     return moe_pf_experts(w, xn, T, res, out, s, tile_m, st);
 }
 
@@ -238,11 +331,11 @@ int moe_pf_experts(const moe_pf_w &w, const uint16_t *xn, int T, const float *re
         memset(&g, 0, sizeof g);
         g.x = xn, g.ldx = w.H, g.w = w.sh_gate, g.w2 = w.sh_up, g.M = T, g.N = w.Is, g.K = w.H;
         g.epi = QG_GLU, g.y = s->sh_h, g.ldy = w.Is;
-        if ((rc = qgemm_launch(g, 0, 0, st))) return rc;
+        if ((rc = dense_gemm(s, g, st))) return rc;
         memset(&g, 0, sizeof g);
         g.x = s->sh_h, g.ldx = w.Is, g.w = w.sh_down, g.M = T, g.N = w.H, g.K = w.Is;
         g.epi = QG_F32_RAW, g.y = s->sh_y, g.ldy = w.H;
-        if ((rc = qgemm_launch(g, 0, 0, st))) return rc;
+        if ((rc = dense_gemm(s, g, st))) return rc;
         if (w.sh_score.rows)
             row_dot_kernel<<<(T + 7) / 8, 256, 0, st>>>(w.sh_score, xn, T, w.H, s->sh_s);
         else

@@ -44,6 +44,24 @@ struct qg_args {
 int qgemm_launch(const qg_args &a, int tile_m, int max_tiles, cudaStream_t st);
 int qgemm_pick_tile(int rows_per_group);
 
+// ---- qgemm_sep.cu: the same dense products with separate dequantisation (ablation) ------------
+// LILY_CUDA_OPT_SEP_DEQUANT (bench flag "fused_dequant" off): W is first dequantised to a bf16 copy in
+// device memory (w = s*q + b rounded to bf16), then multiplied through cuBLAS (bf16 in, fp32
+// accumulate) into an fp32 buffer, then an element-wise kernel applies the epilogue. Dense calls only:
+// grouped (MoE expert) and gathered calls go to qgemm_launch unchanged (dequantising all experts of a
+// layer separately is out of scope). Scratch is allocated on first use and grows; none when unused.
+struct qg_sep {
+    void *blas;          // cublasHandle_t, made at the first call
+    uint16_t *w;         // bf16 weights (QG_GLU: gate rows then up rows)
+    float *y;            // fp32 products (QG_GLU: gate columns then up columns per row)
+    size_t w_cap, y_cap; // elements allocated
+};
+// Make sure the handle exists and the scratch holds w_elems weights and y_elems products (frees and
+// reallocates after a stream sync when it must grow). LILY_EBACKEND when cuBLAS cannot be loaded.
+int qgemm_sep_reserve(qg_sep *s, size_t w_elems, size_t y_elems, cudaStream_t st);
+int qgemm_sep(qg_sep *s, const qg_args &a, cudaStream_t st);
+void qgemm_sep_free(qg_sep *s);
+
 // ---- moe_prefill.cu: the MoE block for T tokens ------------------------------------------------
 struct moe_pf_w {
     dq_mat router;                   // (E, H), 8-bit in the community checkpoints
@@ -69,12 +87,24 @@ struct moe_pf_scratch {
     float *sh_y;        // (t_max, H) fp32 shared expert output (raw)
     float *sh_s;        // (t_max) shared gate logit (rb)
     int t_max;
+    // Ablations, NULL (set by moe_pf_scratch_init) for the default path; the caller owns both:
+    struct moe_pf_host *host; // LILY_CUDA_OPT_HOST_ROUTE: routing on the host (moe_pf_route_host)
+    qg_sep *sep;              // LILY_CUDA_OPT_SEP_DEQUANT: router and shared expert via qgemm_sep
+};
+// Host routing staging: pinned memory, made at the first use and grown as needed.
+struct moe_pf_host {
+    void *pin;
+    size_t cap;
 };
 size_t moe_pf_scratch_bytes(const moe_pf_w &w, int t_max);
 void moe_pf_scratch_init(moe_pf_scratch *s, void *base, const moe_pf_w &w, int t_max);
 // Routing only (router logits already in s->logits): softmax + top-k + renormalise per token, the
 // per-expert histogram, exclusive scans (rows and tiles of tile_m), the scatter into expert groups.
 void moe_pf_route(const moe_pf_w &w, int T, int tile_m, moe_pf_scratch *s, cudaStream_t st);
+// The same on the CPU (ablation "gpu_route" off): logits down (stream sync), the route kernels'
+// arithmetic in their order, ids, weights, counts, offsets and the sorted rows back up. Returns 0 or
+// a negative LILY_E* code.
+int moe_pf_route_host(const moe_pf_w &w, int T, int tile_m, moe_pf_scratch *s, cudaStream_t st);
 // The whole block: out = res + routed experts + sigmoid-gated shared expert, for T <= t_max tokens of
 // xn (bf16, already post-attention-normed). tile_m 0 = chosen from the average rows per expert.
 // out may alias res. Returns 0 or a negative LILY_E* code.

@@ -4,6 +4,8 @@
 // enqueued on the context's stream with no host synchronisation, and leaves the state exactly where
 // T decode steps would. The scratch is one allocation per context, sized by the chunk, never by the
 // prompt. Also the prefill profiler (lily-gpu-test pfprof).
+#include <algorithm>
+
 #include "backend_cuda.cuh"
 
 bool prefill_usable(cuda_ctx *cx, cuda_state *s) {
@@ -93,13 +95,31 @@ int pf_alloc(cuda_ctx *cx) {
 }
 
 // Y (T, w.rows) = X (T, K) W^T with epilogue epi (prefill.cuh); res for QG_RESID (may alias y).
-static int pf_gemm(cudaStream_t st, const uint16_t *x, int K, const dq_mat &w, int T, int epi, void *y,
-                   const float *res) {
+// sep: NULL = the fused kernel (default); else the separate-dequantisation ablation (qgemm_sep.cu).
+static int pf_gemm(cudaStream_t st, qg_sep *sep, const uint16_t *x, int K, const dq_mat &w, int T, int epi,
+                   void *y, const float *res) {
     qg_args g;
     memset(&g, 0, sizeof g);
     g.x = x, g.ldx = K, g.w = w, g.M = T, g.N = w.rows, g.K = K, g.epi = epi, g.y = y, g.ldy = w.rows;
     g.res = res;
-    return qgemm_launch(g, 0, 0, st);
+    return sep ? qgemm_sep(sep, g, st) : qgemm_launch(g, 0, 0, st);
+}
+
+// Separate-dequantisation ablation: the cuBLAS handle and scratch for the largest dense product of
+// any layer (gate and up stacked for the shared expert's GLU) at chunks of C tokens, made before the
+// first chunk so a missing cuBLAS is an error before the state moves, and nothing grows mid-prompt.
+static int sep_reserve(cuda_ctx *cx, int C) {
+    size_t wmax = 0, nmax = 0;
+    for (const dev_layer &d : cx->L) {
+        const dq_mat *ms[] = {&d.qkv, &d.z, &d.b, &d.a, &d.out, &d.q, &d.k, &d.v, &d.o, &d.router, &d.sh_down};
+        for (const dq_mat *m : ms) {
+            wmax = std::max(wmax, (size_t)m->rows * m->cols);
+            nmax = std::max(nmax, (size_t)m->rows);
+        }
+        wmax = std::max(wmax, 2 * (size_t)d.sh_gate.rows * d.sh_gate.cols);
+        nmax = std::max(nmax, 2 * (size_t)d.sh_gate.rows);
+    }
+    return qgemm_sep_reserve(&cx->sep, wmax, nmax * C, cx->st);
 }
 
 // One chunk of T tokens (already in pf.toks) at position s->pos: every layer, leaving the final
@@ -113,6 +133,9 @@ static int enqueue_chunk(cuda_ctx *cx, cuda_state *s, int T) {
     const int ad = c->n_heads * c->head_dim;
     attn_dims adm = {c->n_heads, c->n_kv_heads, c->head_dim, c->rope_dim, s->max_ctx, c->rope_theta, eps, s->kv_f32};
     gdn_dims gd = {c->lin_k_heads, c->lin_v_heads, c->lin_k_dim, c->lin_v_dim, c->conv_kernel};
+    qg_sep *sep = cx->opt[LILY_CUDA_OPT_SEP_DEQUANT] ? &cx->sep : NULL; // ablation; NULL by default
+    b->moe.sep = sep;
+    b->moe.host = cx->opt[LILY_CUDA_OPT_HOST_ROUTE] ? &cx->host_route : NULL; // ablation; NULL by default
     int rc = 0;
     pf_embed(cx->embed_q, cx->embed_dense, cx->embed_dt, H, b->toks, T, b->x, st);
     PF_MARK("embed");
@@ -121,10 +144,10 @@ static int enqueue_chunk(cuda_ctx *cx, cuda_state *s, int T) {
         pf_rmsnorm_rows(T, H, b->x, d->in_norm, eps, b->xn, st);
         PF_MARK("rmsnorm (input + post)");
         if (!d->full) {
-            if ((rc = pf_gemm(st, b->xn, H, d->qkv, T, QG_BF16, b->qkv, NULL)) ||
-                (rc = pf_gemm(st, b->xn, H, d->z, T, QG_BF16, b->z, NULL)) ||
-                (rc = pf_gemm(st, b->xn, H, d->b, T, QG_BF16, b->b, NULL)) ||
-                (rc = pf_gemm(st, b->xn, H, d->a, T, QG_BF16, b->a, NULL)))
+            if ((rc = pf_gemm(st, sep, b->xn, H, d->qkv, T, QG_BF16, b->qkv, NULL)) ||
+                (rc = pf_gemm(st, sep, b->xn, H, d->z, T, QG_BF16, b->z, NULL)) ||
+                (rc = pf_gemm(st, sep, b->xn, H, d->b, T, QG_BF16, b->b, NULL)) ||
+                (rc = pf_gemm(st, sep, b->xn, H, d->a, T, QG_BF16, b->a, NULL)))
                 break;
             PF_MARK("gdn in_proj gemms (qkv, z, b, a)");
             // The chunked form only from one whole chunk of 64 up: below that it is one partial chunk,
@@ -140,12 +163,12 @@ static int enqueue_chunk(cuda_ctx *cx, cuda_state *s, int T) {
             }
             gdn_pf_gated_norm(T, c->lin_v_heads, c->lin_v_dim, b->o, b->z, d->gnorm, eps, b->g, st);
             PF_MARK("gdn gated rmsnorm");
-            if ((rc = pf_gemm(st, b->g, vd, d->out, T, QG_RESID, b->x, b->x))) break;
+            if ((rc = pf_gemm(st, sep, b->g, vd, d->out, T, QG_RESID, b->x, b->x))) break;
             PF_MARK("gdn out_proj gemm (+residual)");
         } else {
-            if ((rc = pf_gemm(st, b->xn, H, d->q, T, QG_F32, b->qg, NULL)) ||
-                (rc = pf_gemm(st, b->xn, H, d->k, T, QG_F32, b->k, NULL)) ||
-                (rc = pf_gemm(st, b->xn, H, d->v, T, QG_F32, b->v, NULL)))
+            if ((rc = pf_gemm(st, sep, b->xn, H, d->q, T, QG_F32, b->qg, NULL)) ||
+                (rc = pf_gemm(st, sep, b->xn, H, d->k, T, QG_F32, b->k, NULL)) ||
+                (rc = pf_gemm(st, sep, b->xn, H, d->v, T, QG_F32, b->v, NULL)))
                 break;
             PF_MARK("attn q|gate, k, v gemms");
             pf_qk_norm_rope_append(adm, T, pos0, b->qg, b->k, b->v, d->q_norm, d->k_norm, b->qr, s->kc[l],
@@ -158,7 +181,7 @@ static int enqueue_chunk(cuda_ctx *cx, cuda_state *s, int T) {
                 pf_attention(adm, T, pos0, b->qr, s->kc[l], s->vc[l], b->qg, b->o, st);
                 PF_MARK("attn core (per query)");
             }
-            if ((rc = pf_gemm(st, b->o, ad, d->o, T, QG_RESID, b->x, b->x))) break;
+            if ((rc = pf_gemm(st, sep, b->o, ad, d->o, T, QG_RESID, b->x, b->x))) break;
             PF_MARK("attn o_proj gemm (+residual)");
         }
         pf_rmsnorm_rows(T, H, b->x, d->post_norm, eps, b->xn, st);
@@ -199,6 +222,7 @@ int forward_chunks(cuda_ctx *cx, cuda_state *s, const int *tokens, int n, float 
     if (rc) return rc;
     lily_cuda_pdl = 0; // plain stream order for the chunk's kernels and the lm_head GEMV
     const int C = cx->pf.C;
+    if (cx->opt[LILY_CUDA_OPT_SEP_DEQUANT] && (rc = sep_reserve(cx, C))) return rc;
     for (int i0 = 0; i0 < n; i0 += C) {
         const int T = n - i0 < C ? n - i0 : C;
         // Pageable source: staged by the runtime, ordered after the previous chunk's kernels.
