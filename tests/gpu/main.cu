@@ -222,6 +222,49 @@ static int run_e2e(uint64_t seed) {
                "e2e prefill scratch out of memory (injected): chunk 1024 (%.1f MB) -> %d (%.1f MB), same logits; "
                "nothing fits -> token by token, same logits as the decode path (chunk %d)",
                b1024 / 1e6, c64, b64 / 1e6, c0);
+        // Ablation "gpu_route" off (set through the bench flag table): MoE routing on the host. Same
+        // kernels, same routing arithmetic in the same order, so the logits should equal the GPU
+        // routing's bit for bit; the one thing not reproduced exactly is expf (the device's is not the
+        // host's, last-bit differences), which can move a bf16 routing weight across a rounding
+        // boundary or swap two near-equal experts. So: bitwise, or else within the chunked-prefill
+        // tolerance and close to GPU routing (the line says which). Chunks of 7 reuse the staging.
+        int frc = be->set_flag(ctx, "gpu_route", 0);
+        const int host_on = lily_cuda_get_opt(ctx, LILY_CUDA_OPT_HOST_ROUTE);
+        std::vector<float> hr = run_logits(be, ctx, tf, V, 0);
+        lily_cuda_set_opt(ctx, LILY_CUDA_OPT_CHUNK, 7);
+        std::vector<float> hr7 = run_logits(be, ctx, tf, V, 0);
+        be->set_flag(ctx, "gpu_route", 1);
+        std::vector<float> gr7 = run_logits(be, ctx, tf, V, 0);
+        lily_cuda_set_opt(ctx, LILY_CUDA_OPT_CHUNK, 1024);
+        const bool bit = !memcmp(hr.data(), one.data(), one.size() * 4) && !memcmp(hr7.data(), gr7.data(), gr7.size() * 4);
+        cmp_stats sh = compare(hr.data(), ref.data(), N, V, BF16_GAP);
+        const double eh = std::max(rel_l2(hr.data(), one.data(), one.size()), rel_l2(hr7.data(), gr7.data(), gr7.size()));
+        report(!frc && host_on == 1 && lily_cuda_get_opt(ctx, LILY_CUDA_OPT_HOST_ROUTE) == 0 &&
+                   (bit || (sh.rel_mean < BF16_REL_MEAN && sh.rel_worst < BF16_REL_WORST && sh.dec_agree == sh.dec_n &&
+                            eh < BF16_REL_MEAN)),
+               "e2e prefill with host routing (ablation gpu_route off) == GPU routing: %s (rel_l2 %.2e; vs CPU "
+               "backend mean %.2e worst %.2e, decisive %d/%d)", bit ? "bitwise" : "NOT bitwise, within tolerance",
+               eh, sh.rel_mean, sh.rel_worst, sh.dec_agree, sh.dec_n);
+        // Ablation "fused_dequant" off: the dense GEMMs dequantise W to bf16, then cuBLAS, then the
+        // epilogue. One more rounding (the weights), so not bitwise: the chunked-prefill tolerance.
+        frc = be->set_flag(ctx, "fused_dequant", 0);
+        const int sep_on = lily_cuda_get_opt(ctx, LILY_CUDA_OPT_SEP_DEQUANT);
+        std::vector<float> sd = run_logits(be, ctx, tf, V, 0);
+        lily_cuda_set_opt(ctx, LILY_CUDA_OPT_CHUNK, 7);
+        std::vector<float> sd7 = run_logits(be, ctx, tf, V, 0);
+        be->set_flag(ctx, "fused_dequant", 1);
+        lily_cuda_set_opt(ctx, LILY_CUDA_OPT_CHUNK, 1024);
+        for (auto *g : {&sd, &sd7}) {
+            cmp_stats ss = compare(g->data(), ref.data(), N, V, BF16_GAP);
+            double es = rel_l2(g->data(), one.data(), one.size());
+            report(!frc && sep_on == 1 && lily_cuda_get_opt(ctx, LILY_CUDA_OPT_SEP_DEQUANT) == 0 &&
+                       ss.rel_mean < BF16_REL_MEAN && ss.rel_worst < BF16_REL_WORST && ss.dec_agree == ss.dec_n &&
+                       es < BF16_REL_MEAN,
+                   "e2e prefill with separate dequantisation + cuBLAS (ablation fused_dequant off, %s) vs CPU backend: "
+                   "rel_l2 mean %.2e worst %.2e, top-1 %d/%d (decisive %d/%d); vs fused rel_l2 %.2e",
+                   g == &sd ? "one call" : "chunks of 7", ss.rel_mean, ss.rel_worst, ss.agree, N, ss.dec_agree,
+                   ss.dec_n, es);
+        }
     }
     prefill_then_decode(be, ctx, m, tf, V);
     cpu->free(cctx);
