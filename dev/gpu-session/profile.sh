@@ -18,8 +18,9 @@ timeout 170 $B/lily-gpu-test full /tmp/big > $L/full.txt 2>&1; el "full rc=$?"; 
 BB="$B/lily bench --model /tmp/big --backend cuda --no-plot --decode none --reps 2 --warmup 1"
 ab() { local name=$1; shift; env "$@" timeout 60 $BB --prefill ${LENS:-512,2K,32K} --out $L/ab_$name 2>&1 | grep -E "^prefill " | sed "s/^/$name /"; }
 ab default LILY_LOG=0; ab noflash LILY_CUDA_FA=0; ab nogdnchunked LILY_CUDA_GDN_CHUNKED=0
-ab chunk4096 LILY_CUDA_CHUNK=4096; ab chunk256 LILY_CUDA_CHUNK=256
-ab tile32 LILY_CUDA_QG_TILE=32; ab tile128 LILY_CUDA_QG_TILE=128
+ab chunk1024 LILY_CUDA_CHUNK=1024; ab chunk256 LILY_CUDA_CHUNK=256
+ab tile32 LILY_CUDA_QG_TILE=32; ab tile64 LILY_CUDA_QG_TILE=64; ab tile128 LILY_CUDA_QG_TILE=128
+ab hostroute LILY_CUDA_HOST_ROUTE=1; ab sepdequant LILY_CUDA_SEP_DEQUANT=1
 LENS=512,2K ab tokenwise LILY_CUDA_PREFILL=0
 el ablations; kill $SAFE; wait
 tar czf $OUT/logs.tgz -C /tmp logs $( [ -d /tmp/corp ] && echo corp )
