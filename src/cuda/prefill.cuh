@@ -38,6 +38,21 @@ struct qg_args {
     const float *scale; // QG_SCALE_BF16: per output row
     const float *res;   // QG_RESID
 };
+// The epilogue of one output element: row p of the product (sorted row in grouped mode), column n,
+// fp32 accumulator acc (gate for QG_GLU) and acc2 (up, QG_GLU only). Shared by every qgemm path that
+// finishes one element at a time (the generic kernel, the separate-dequantisation ablation).
+__device__ __forceinline__ void qg_store(const qg_args &a, int p, int n, float acc, float acc2) {
+    const int orow = a.y_rows ? a.y_rows[p] : p;
+    const long at = (long)orow * a.ldy + n;
+    switch (a.epi) {
+    case QG_BF16: ((uint16_t *)a.y)[at] = lily_f32_to_bf16(acc); break;
+    case QG_F32: ((float *)a.y)[at] = rb(acc); break;
+    case QG_F32_RAW: ((float *)a.y)[at] = acc; break;
+    case QG_RESID: ((float *)a.y)[at] = rb(a.res[at] + rb(acc)); break;
+    case QG_GLU: ((uint16_t *)a.y)[at] = lily_f32_to_bf16(rb(silu_f(rb(acc))) * rb(acc2)); break;
+    case QG_SCALE_BF16: ((uint16_t *)a.y)[at] = lily_f32_to_bf16(a.scale[orow] * rb(acc)); break;
+    }
+}
 // tile_m: 16, 32, 64 or 128 rows per block (0 = chosen from M / n_groups). max_tiles: grouped mode
 // only, an upper bound of tile_off[n_groups] (blocks past the real count exit at once).
 // Returns 0, or LILY_EINVAL for shapes it does not take (K % 64, bits, group, N odd).

@@ -393,16 +393,7 @@ __global__ void qgemm_generic_kernel(qg_args a) {
         acc += xv * w;
         acc2 += xv * w2;
     }
-    const int orow = a.y_rows ? a.y_rows[p] : p;
-    const long at = (long)orow * a.ldy + n;
-    switch (a.epi) {
-    case QG_BF16: ((uint16_t *)a.y)[at] = lily_f32_to_bf16(acc); break;
-    case QG_F32: ((float *)a.y)[at] = rb(acc); break;
-    case QG_F32_RAW: ((float *)a.y)[at] = acc; break;
-    case QG_RESID: ((float *)a.y)[at] = rb(a.res[at] + rb(acc)); break;
-    case QG_GLU: ((uint16_t *)a.y)[at] = lily_f32_to_bf16(rb(silu_f(rb(acc))) * rb(acc2)); break;
-    case QG_SCALE_BF16: ((uint16_t *)a.y)[at] = lily_f32_to_bf16(a.scale[orow] * rb(acc)); break;
-    }
+    qg_store(a, p, n, acc, acc2);
 }
 
 int qgemm_launch(const qg_args &a, int tile_m, int max_tiles, cudaStream_t st) {

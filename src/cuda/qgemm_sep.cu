@@ -63,20 +63,7 @@ __global__ void sep_epi_kernel(qg_args a, const float *y, int ldf) {
     if (i >= (long)a.M * a.N) return;
     const int p = (int)(i / a.N), n = (int)(i % a.N);
     const float acc = y[(long)p * ldf + n];
-    const int orow = a.y_rows ? a.y_rows[p] : p;
-    const long at = (long)orow * a.ldy + n;
-    switch (a.epi) {
-    case QG_BF16: ((uint16_t *)a.y)[at] = lily_f32_to_bf16(acc); break;
-    case QG_F32: ((float *)a.y)[at] = rb(acc); break;
-    case QG_F32_RAW: ((float *)a.y)[at] = acc; break;
-    case QG_RESID: ((float *)a.y)[at] = rb(a.res[at] + rb(acc)); break;
-    case QG_GLU: {
-        const float up = y[(long)p * ldf + a.N + n];
-        ((uint16_t *)a.y)[at] = lily_f32_to_bf16(rb(silu_f(rb(acc))) * rb(up));
-        break;
-    }
-    case QG_SCALE_BF16: ((uint16_t *)a.y)[at] = lily_f32_to_bf16(a.scale[orow] * rb(acc)); break;
-    }
+    qg_store(a, p, n, acc, a.epi == QG_GLU ? y[(long)p * ldf + a.N + n] : 0.0f);
 }
 
 #ifdef LILY_HAVE_CUBLAS_H
