@@ -58,6 +58,16 @@ __device__ __forceinline__ void qg_store(const qg_args &a, int p, int n, float a
 // Returns 0, or LILY_EINVAL for shapes it does not take (K % 64, bits, group, N odd).
 int qgemm_launch(const qg_args &a, int tile_m, int max_tiles, cudaStream_t st);
 int qgemm_pick_tile(int rows_per_group);
+// A tile height every pick returns (16/32/64/128; 0 = none; -1 = not read yet: LILY_CUDA_QG_TILE).
+extern int lily_qg_tile_force;
+
+// ---- qgemm_wg.cu: the same products on the warpgroup MMA (wgmma) for 4-bit weights, group % 64 == 0,
+// tiles of 64 or 128 rows; qgemm_launch sends every call it takes there while lily_qg_wgmma is set
+// (LILY_CUDA_OPT_WGMMA, bench flag "wgmma"; default on). lily_qg_wg_desc_swap (tests only) swaps the
+// two byte offsets of the shared-memory descriptors.
+extern int lily_qg_wgmma, lily_qg_wg_desc_swap;
+bool qgemm_wg_takes(const qg_args &a, int bm);
+void qgemm_wg_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st);
 
 // ---- qgemm_sep.cu: the same dense products with separate dequantisation (ablation) ------------
 // LILY_CUDA_OPT_SEP_DEQUANT (bench flag "fused_dequant" off): W is first dequantised to a bf16 copy in

@@ -221,6 +221,7 @@ int forward_chunks(cuda_ctx *cx, cuda_state *s, const int *tokens, int n, float 
     int rc = pf_alloc(cx);
     if (rc) return rc;
     lily_cuda_pdl = 0; // plain stream order for the chunk's kernels and the lm_head GEMV
+    lily_qg_wgmma = cx->opt[LILY_CUDA_OPT_WGMMA] != 0; // which GEMM kernel qgemm_launch picks
     const int C = cx->pf.C;
     if (cx->opt[LILY_CUDA_OPT_SEP_DEQUANT] && (rc = sep_reserve(cx, C))) return rc;
     for (int i0 = 0; i0 < n; i0 += C) {

@@ -353,17 +353,21 @@ static void launch_tile(const qg_args &a, int tile_m, int grid_x, cudaStream_t s
 
 // Tile height for an expected number of rows per group (expert) or a dense M: the smallest tile that
 // wastes little of its last tile, capped at 128 (LILY_CUDA_QG_TILE forces one).
+int lily_qg_tile_force = -1;
 int qgemm_pick_tile(int rows) {
-    static int forced = -1;
-    if (forced < 0) {
+    if (lily_qg_tile_force < 0) {
         const char *e = getenv("LILY_CUDA_QG_TILE");
-        forced = e ? atoi(e) : 0;
+        lily_qg_tile_force = e ? atoi(e) : 0;
     }
+    const int forced = lily_qg_tile_force;
     if (forced == 16 || forced == 32 || forced == 64 || forced == 128) return forced;
     // Measured on the H200 (docs/PERF.md, prefill ablations): 32 beat 16 at 16 rows per expert (512
     // tokens), 64 beat 128 at 128 rows (4K tokens), 128 forced at 32 rows lost 21 %.
+    // With the wgmma kernel (64/128-row tiles only) 64 beat 32 at 32 rows per expert (MoE block at
+    // T=1024: 0.98 vs 1.06 ms) and lost to 16 at 8 rows (T=256: 0.80 vs 0.60 ms; device run of
+    // 2026-11-29 21:0x, docs/PERF.md): 32 stays for the rows in between.
     if (rows <= 8) return 16;
-    if (rows <= 48) return 32;
+    if (rows <= (lily_qg_wgmma ? 20 : 48)) return 32;
     if (rows <= 384) return 64;
     return 128;
 }
@@ -420,6 +424,10 @@ int qgemm_launch(const qg_args &a, int tile_m, int max_tiles, cudaStream_t st) {
     int bm = tile_m == 16 || tile_m == 32 || tile_m == 64 ? tile_m : 128;
     int grid_x = a.tile_off ? max_tiles : (a.M + bm - 1) / bm;
     if (grid_x <= 0 || a.N <= 0) return 0;
+    if (qgemm_wg_takes(a, bm)) {
+        qgemm_wg_launch(a, bm, grid_x, st);
+        return 0;
+    }
     const bool g32 = a.w.group == 32;
     if (a.w.bits == 4) g32 ? launch_tile<4, 2>(a, bm, grid_x, st) : launch_tile<4, 1>(a, bm, grid_x, st);
     else g32 ? launch_tile<8, 2>(a, bm, grid_x, st) : launch_tile<8, 1>(a, bm, grid_x, st);

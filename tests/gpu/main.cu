@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "gpu_test.h"
+extern int lily_qg_tile_force; // src/cuda/qgemm.cu
 #include "../../src/cuda/lily_cuda.h"
 
 extern "C" {
@@ -29,6 +30,7 @@ extern "C" const struct lily_backend lily_backend_cuda;
 extern "C" const struct lily_backend lily_backend_cpu;
 void run_kernel_tests(uint64_t seed);
 void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small);
+void run_qg_once(int M, int N, int K, int tile, int wg);
 void report(bool ok, const char *fmt, ...);
 extern int g_fail, g_pass;
 
@@ -265,6 +267,34 @@ static int run_e2e(uint64_t seed) {
                    g == &sd ? "one call" : "chunks of 7", ss.rel_mean, ss.rel_worst, ss.agree, N, ss.dec_agree,
                    ss.dec_n, es);
         }
+    }
+    // The wgmma GEMM kernel (flag wgmma) against the mma.sync one: this prompt is too short for
+    // the tile heights it takes, so force tiles of 64 rows for every GEMM. Both must meet the
+    // chunked-prefill tolerance; they compute the same exact-weight products, in a different
+    // summation order, so they differ by float rounding only.
+    {
+        lily_cuda_set_opt(ctx, LILY_CUDA_OPT_PREFILL, 1);
+        const int saved = lily_qg_tile_force;
+        lily_qg_tile_force = 64;
+        std::vector<float> w1 = run_logits(be, ctx, tf, V, 0);
+        int frc = be->set_flag(ctx, "wgmma", 0);
+        std::vector<float> w0 = run_logits(be, ctx, tf, V, 0);
+        be->set_flag(ctx, "wgmma", 1);
+        lily_cuda_set_opt(ctx, LILY_CUDA_OPT_CHUNK, 7);
+        std::vector<float> w17 = run_logits(be, ctx, tf, V, 0);
+        lily_cuda_set_opt(ctx, LILY_CUDA_OPT_CHUNK, 1024);
+        lily_qg_tile_force = saved;
+        cmp_stats a1 = compare(w1.data(), ref.data(), N, V, BF16_GAP), a0 = compare(w0.data(), ref.data(), N, V, BF16_GAP);
+        cmp_stats a7 = compare(w17.data(), ref.data(), N, V, BF16_GAP);
+        const double e10 = rel_l2(w1.data(), w0.data(), w0.size());
+        report(!frc && a1.rel_mean < BF16_REL_MEAN && a1.rel_worst < BF16_REL_WORST && a1.dec_agree == a1.dec_n &&
+                   a0.rel_mean < BF16_REL_MEAN && a0.rel_worst < BF16_REL_WORST && a0.dec_agree == a0.dec_n &&
+                   a7.rel_mean < BF16_REL_MEAN && a7.rel_worst < BF16_REL_WORST && a7.dec_agree == a7.dec_n &&
+                   e10 < BF16_REL_MEAN,
+               "e2e prefill, every GEMM on 64-row tiles: wgmma kernel vs CPU backend rel_l2 mean %.2e worst %.2e "
+               "(chunks of 7: %.2e, %.2e), decisive %d/%d; mma.sync kernel mean %.2e worst %.2e; wgmma vs mma.sync "
+               "rel_l2 %.2e", a1.rel_mean, a1.rel_worst, a7.rel_mean, a7.rel_worst, a1.dec_agree, a1.dec_n,
+               a0.rel_mean, a0.rel_worst, e10);
     }
     prefill_then_decode(be, ctx, m, tf, V);
     cpu->free(cctx);
@@ -627,11 +657,13 @@ int main(int argc, char **argv) {
     else if (!strcmp(mode, "compare") && argc > 2) run_compare(argv[2], argc > 3 ? atoi(argv[3]) : 16, argc > 4 ? argv[4] : NULL);
     else if (!strcmp(mode, "full") && argc > 2) run_full(argv[2]);
     else if (!strcmp(mode, "pfprof") && argc > 3) run_pfprof(argv[2], argv[3]);
+    else if (!strcmp(mode, "qgone") && argc > 6)
+        run_qg_once(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), atoi(argv[6]));
     else if (!strcmp(mode, "prefill"))
         run_prefill_tests(seed, argc > 3 && (!strcmp(argv[3], "bench") || !strcmp(argv[3], "quick")),
                           argc > 3 && !strcmp(argv[3], "quick"), argc > 3 && !strcmp(argv[3], "small"));
     else {
-        fprintf(stderr, "usage: lily-gpu-test kernels|e2e [seed] | prefill [seed] [bench|quick|small] | fixtures DIR... | compare DIR [positions] [layers,...] | full DIR | pfprof DIR LEN[,LEN...]\n");
+        fprintf(stderr, "usage: lily-gpu-test kernels|e2e [seed] | prefill [seed] [bench|quick|small] | qgone M N K TILE WG | fixtures DIR... | compare DIR [positions] [layers,...] | full DIR | pfprof DIR LEN[,LEN...]\n");
         return 2;
     }
     printf("%d passed, %d failed\n", g_pass, g_fail);

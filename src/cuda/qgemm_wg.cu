@@ -1,0 +1,369 @@
+// qgemm_wg.cu: the prefill GEMM Y = X . W^T of qgemm.cu on Hopper's warpgroup MMA (wgmma, sm_90a),
+// for the shape every 4-bit Qwen3.5/3.6 checkpoint has: 4-bit codes, groups of 64 (or a multiple).
+// Same arguments, row mapping (dense, grouped, gather, scatter) and epilogues as qgemm_kernel; the
+// tensor-core kernel of qgemm.cu stays for 8-bit weights, group 32, and tiles of 16/32 rows.
+//
+// Exactness as in qgemm.cu: the MMA multiplies the activations by the integer codes q (exact bf16
+// numbers), one 64-k stage at a time, into a partial accumulator; a column of ones in the same MMA
+// gives the stage's activation sum; then acc += s*part + b*sum, i.e. x . (s*q + b) with the weights
+// never rounded. No weight in any form is written to device memory: the codes are turned into bf16 q
+// in shared memory, once per block for all its rows.
+//
+// Why faster than the mma.sync kernel (docs/PERF.md, ncu of 2026-11-29: register-bound occupancy,
+// IPC 2 of 4, ALU the busiest pipe): one wgmma m64n136k16 replaces 34 mma.sync and their fragment
+// loads; the codes are dequantised once per block instead of once per warp row; the accumulator
+// zeroing is the instruction's scale-d flag; and the wgmma of stage k runs while the threads turn
+// stage k+1's codes into bf16.
+//
+// Block: WGS warpgroups (BM = 64*WGS rows) x 128 output columns, 64 k per stage, 3-stage cp.async
+// pipeline for X rows, code rows and scale words, double-buffered bf16 B. Shared memory holds both
+// operands in the canonical no-swizzle K-major layout: 8x8 "core matrices" of 128 contiguous bytes
+// (8 rows of 16 bytes); the descriptors give the byte distance between core matrices along K (LBO)
+// and along M/N (SBO).
+#include <cuda_bf16.h>
+
+#include "prefill.cuh"
+
+#define WG_BK 64
+#define WG_BN 128
+#define WG_STAGES 3
+#define WG_BQ_STEP (17 * 256) // bf16 B of one k16 step: 17 column groups (16 + ones) x 2 core matrices
+#define WG_BQ_BYTES (4 * WG_BQ_STEP)
+
+int lily_qg_wgmma = 1;
+int lily_qg_wg_desc_swap = 0;
+
+__device__ __forceinline__ uint32_t wg_smem(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void wg_cp16(void *dst, const void *src, bool ok) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(wg_smem(dst)), "l"(src), "r"(ok ? 16 : 0));
+}
+__device__ __forceinline__ void wg_cp4(void *dst, const void *src, bool ok) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(wg_smem(dst)), "l"(src), "r"(ok ? 4 : 0));
+}
+__device__ __forceinline__ void wg_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void wg_cpwait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+// Generic-proxy writes (cp.async, st.shared) become visible to the wgmma's async proxy.
+__device__ __forceinline__ void wg_fence_proxy() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// Shared-memory matrix descriptor, no swizzle: start address, LBO and SBO in 16-byte units.
+__device__ __forceinline__ uint64_t wg_desc(const void *p, uint32_t lbo, uint32_t sbo, int swap) {
+    if (swap) { uint32_t t = lbo; lbo = sbo; sbo = t; }
+    return (uint64_t)((wg_smem(p) & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32);
+}
+
+#define WG_F4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
+#define WG_D68                                                                                                 \
+    WG_F4(0), WG_F4(4), WG_F4(8), WG_F4(12), WG_F4(16), WG_F4(20), WG_F4(24), WG_F4(28), WG_F4(32), WG_F4(36), \
+        WG_F4(40), WG_F4(44), WG_F4(48), WG_F4(52), WG_F4(56), WG_F4(60), WG_F4(64)
+
+// d (64 x 136 per warpgroup, fp32) = (acc ? d : 0) + A (64 x 16) . B (16 x 136), both from shared memory.
+__device__ __forceinline__ void wg_mma(float *d, uint64_t da, uint64_t db, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %70, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n136k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
+                 "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, "
+                 "%37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, "
+                 "%55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67}, "
+                 "%68, %69, p, 1, 1, 0, 0;\n}\n"
+                 : WG_D68
+                 : "l"(da), "l"(db), "r"(acc));
+}
+// Pins the accumulator registers around the asynchronous MMA: the compiler may neither read them
+// before the wait nor move them while the MMA writes them.
+__device__ __forceinline__ void wg_fence(float *d) {
+    asm volatile("wgmma.fence.sync.aligned;\n" : WG_D68 ::"memory");
+}
+__device__ __forceinline__ void wg_commit_mma(float *d) {
+    asm volatile("wgmma.commit_group.sync.aligned;\n" : WG_D68 ::"memory");
+}
+__device__ __forceinline__ void wg_wait_mma(float *d) {
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" : WG_D68 ::"memory");
+}
+
+__device__ __forceinline__ uint32_t wg_bf2_fma(uint32_t a, uint32_t b, uint32_t c) {
+    uint32_t d;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+__device__ __forceinline__ uint32_t wg_pack(float lo, float hi) {
+    uint32_t d;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
+    return d;
+}
+// The 8 codes of a word (nibble i = k offset i) as 16 bytes of bf16 q in k order (one core-matrix row).
+__device__ __forceinline__ uint4 wg_codes(uint32_t w) {
+    const uint32_t w4 = w >> 4;
+    uint32_t r[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        // byte i of w (low nibble = code 2i) to bits 0-7, byte i of w>>4 (code 2i+1) to bits 16-23
+        uint32_t v = (__byte_perm(w, w4, i | ((4 + i) << 8)) & 0x000F000Fu) | 0x43004300u;
+        r[i] = wg_bf2_fma(v, 0x3F803F80u, 0xC300C300u); // 128 + q - 128: q exactly
+    }
+    return make_uint4(r[0], r[1], r[2], r[3]);
+}
+
+template <int WGS>
+struct wg_cfg {
+    static constexpr int BM = 64 * WGS;
+    static constexpr int THREADS = 128 * WGS;
+    static constexpr int A_BYTES = BM * 128;   // bf16 X rows, 64 k
+    static constexpr int C_BYTES = WG_BN * 32; // 4-bit codes, 64 k per column
+    static constexpr int S_BYTES = WG_BN * 4;  // one scale|bias word per column
+    static constexpr int STAGE = A_BYTES + C_BYTES + S_BYTES;
+    static constexpr int SMEM = WG_STAGES * STAGE + 2 * WG_BQ_BYTES + BM * 4 + 2 * WG_BN * 8;
+};
+
+// One output pair (columns col, col+1 of sorted row p) through the epilogue (QG_GLU is handled apart).
+__device__ __forceinline__ void wg_store2(const qg_args &a, int p, int col, float v0, float v1) {
+    const int orow = a.y_rows ? __ldg(a.y_rows + p) : p;
+    const long at = (long)orow * a.ldy + col;
+    switch (a.epi) {
+    case QG_BF16: *(uint32_t *)((uint16_t *)a.y + at) = wg_pack(v0, v1); break;
+    case QG_F32: *(float2 *)((float *)a.y + at) = make_float2(rb(v0), rb(v1)); break;
+    case QG_F32_RAW: *(float2 *)((float *)a.y + at) = make_float2(v0, v1); break;
+    case QG_RESID: {
+        float2 rs = *(const float2 *)(a.res + at);
+        *(float2 *)((float *)a.y + at) = make_float2(rb(rs.x + rb(v0)), rb(rs.y + rb(v1)));
+        break;
+    }
+    case QG_SCALE_BF16: {
+        const float sc = __ldg(a.scale + orow);
+        *(uint32_t *)((uint16_t *)a.y + at) = wg_pack(sc * rb(v0), sc * rb(v1));
+        break;
+    }
+    }
+}
+
+// MINB: blocks per SM the register budget is cut for (3 of 64 rows: 168 registers, a few spilled).
+template <int WGS, int MINB>
+__global__ void __launch_bounds__(wg_cfg<WGS>::THREADS, MINB) qgemm_wg_kernel(qg_args a, int swap) {
+    using C = wg_cfg<WGS>;
+    constexpr int BM = C::BM;
+    extern __shared__ __align__(128) char smem[];
+    char *bq = smem + WG_STAGES * C::STAGE; // two bf16 B buffers
+    int *a_row = (int *)(bq + 2 * WG_BQ_BYTES);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
+    const int g = lane >> 2, t = lane & 3;
+    const bool glu = a.epi == QG_GLU;
+    const int n0 = blockIdx.y * (glu ? WG_BN / 2 : WG_BN);
+
+    int m0, rows, grp = 0;
+    if (a.tile_off) {
+        const int tile = blockIdx.x;
+        if (tile >= __ldg(a.tile_off + a.n_groups)) return;
+        int lo = 0, hi = a.n_groups;
+        while (hi - lo > 1) {
+            int mid = (lo + hi) >> 1;
+            if (__ldg(a.tile_off + mid) <= tile) lo = mid; else hi = mid;
+        }
+        grp = lo;
+        m0 = __ldg(a.grp_off + grp) + (tile - __ldg(a.tile_off + grp)) * BM;
+        rows = min(BM, __ldg(a.grp_off + grp + 1) - m0);
+    } else {
+        m0 = blockIdx.x * BM;
+        rows = min(BM, a.M - m0);
+    }
+    for (int r = tid; r < BM; r += C::THREADS)
+        a_row[r] = r < rows ? (a.x_rows ? __ldg(a.x_rows + m0 + r) : m0 + r) : -1;
+    // The ones columns (128..135) of every k16 step of both B buffers: written once.
+    for (int i = tid; i < 2 * 4 * 16; i += C::THREADS) {
+        const int buf = i >> 6, step = (i >> 4) & 3, part = i & 15; // 16 x 16 bytes = 2 core matrices
+        *(uint4 *)(bq + buf * WG_BQ_BYTES + step * WG_BQ_STEP + 16 * 256 + part * 16) =
+            make_uint4(0x3F803F80u, 0x3F803F80u, 0x3F803F80u, 0x3F803F80u);
+    }
+    __syncthreads();
+
+    const long wrow0 = (long)grp * a.N;
+    const long row_bytes = (long)a.K / 2;
+    const int ng = a.K / a.w.group;
+    const int KT = a.K / WG_BK;
+
+    // Each thread's cp.async sources, fixed for the whole k loop (a stage adds its k offset):
+    // A: chunks i = tid + it*THREADS (it < AIT); eight consecutive threads fill one core matrix
+    // (128 contiguous bytes: no bank conflict). Codes: two 16-byte halves of columns (i >> 1).
+    // Scales: one word of column tid (tid < 128).
+    constexpr int AIT = BM * 8 / C::THREADS, CIT = WG_BN * 2 / C::THREADS;
+    const uint16_t *a_src[AIT];
+    uint32_t a_ok = 0;
+#pragma unroll
+    for (int it = 0; it < AIT; it++) {
+        const int i = tid + it * C::THREADS, r = (i >> 6) * 8 + (i & 7), c = (i >> 3) & 7, xr = a_row[r];
+        a_src[it] = a.x + (xr >= 0 ? (long)xr * a.ldx + c * 8 : 0);
+        a_ok |= (xr >= 0) << it;
+    }
+    const int a_dst = ((tid >> 6) * 1024 + ((tid >> 3) & 7) * 128 + (tid & 7) * 16); // + it * (THREADS/64)*1024
+    const char *c_src[CIT];
+    uint32_t c_ok = 0;
+#pragma unroll
+    for (int it = 0; it < CIT; it++) {
+        const int i = tid + it * C::THREADS, j = i >> 1, c = i & 1;
+        const dq_mat &m = (glu && j >= 64) ? a.w2 : a.w;
+        const int n = n0 + (glu ? (j & 63) : j);
+        c_src[it] = (const char *)m.codes + (n < a.N ? (wrow0 + n) * row_bytes + c * 16 : 0);
+        c_ok |= (n < a.N) << it;
+    }
+    const uint32_t *s_src = NULL;
+    bool s_ok = false;
+    if (tid < WG_BN) {
+        const dq_mat &m = (glu && tid >= 64) ? a.w2 : a.w;
+        const int n = n0 + (glu ? (tid & 63) : tid);
+        s_ok = n < a.N;
+        s_src = m.sb + (s_ok ? (wrow0 + n) * ng : 0);
+    }
+    const int gshift = 31 - __clz(a.w.group); // group is a power of two (64, 128, ...)
+
+    auto load_stage = [&](int st, int kt) {
+        char *As = smem + st * C::STAGE, *Cs = As + C::A_BYTES;
+        uint32_t *Ss = (uint32_t *)(Cs + C::C_BYTES);
+#pragma unroll
+        for (int it = 0; it < AIT; it++)
+            wg_cp16(As + a_dst + it * (C::THREADS / 64) * 1024, a_src[it] + kt * WG_BK, (a_ok >> it) & 1);
+#pragma unroll
+        for (int it = 0; it < CIT; it++)
+            wg_cp16(Cs + (tid + it * C::THREADS) * 16, c_src[it] + kt * 32, (c_ok >> it) & 1);
+        if (tid < WG_BN) wg_cp4(Ss + tid, s_src + ((kt * WG_BK) >> gshift), s_ok);
+    };
+    // Codes of stage slot st -> bf16 q in B buffer b: column j, k16 step s, half h (k 8h..8h+7) is
+    // row j%8 of core matrix (j/8, h) of step s. Consecutive threads take consecutive columns, so
+    // a warp phase's 16-byte stores fill one 128-byte core matrix. The column's scale word becomes
+    // (scale, bias) floats for the fold.
+    float2 *sf = (float2 *)(a_row + BM); // [2][WG_BN] (scale, bias) per B buffer
+    auto dequant = [&](int st, int b) {
+        const char *Cs = smem + st * C::STAGE + C::A_BYTES;
+        char *B = bq + b * WG_BQ_BYTES;
+#pragma unroll
+        for (int it = 0; it < CIT; it++) {
+            const int i = tid + it * C::THREADS, j = i & (WG_BN - 1), half = i >> 7;
+            const uint4 w = *(const uint4 *)(Cs + j * 32 + half * 16);
+            const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const int word = 4 * half + q, s = word >> 1, h = word & 1;
+                *(uint4 *)(B + s * WG_BQ_STEP + (j >> 3) * 256 + h * 128 + (j & 7) * 16) = wg_codes(ws[q]);
+            }
+            if (half == 0) {
+                const uint32_t sb = *(const uint32_t *)(Cs + C::C_BYTES + 4 * j);
+                sf[b * WG_BN + j] = make_float2(__uint_as_float(sb << 16), __uint_as_float(sb & 0xffff0000u));
+            }
+        }
+    };
+
+    float acc[64], part[68];
+#pragma unroll
+    for (int i = 0; i < 64; i++) acc[i] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 68; i++) part[i] = 0.0f;
+
+#pragma unroll
+    for (int s = 0; s < WG_STAGES - 1; s++) {
+        if (s < KT) load_stage(s, s);
+        wg_commit();
+    }
+    wg_cpwait<WG_STAGES - 2>();
+    __syncthreads();
+    dequant(0, 0);
+    wg_fence_proxy();
+    __syncthreads();
+
+    // Descriptors of stage 0 / buffer 0, step 0; a stage, buffer or step adds its byte offset / 16
+    // to the address field (all of shared memory is below 256 KB: no carry out of the field).
+    const uint64_t da0 = wg_desc(smem + wg * 8192, 128, 1024, swap), db0 = wg_desc(bq, 128, 256, swap);
+    for (int kt = 0; kt < KT; kt++) {
+        const int st = kt % WG_STAGES, b = kt & 1;
+        wg_fence(part);
+#pragma unroll
+        for (int s = 0; s < 4; s++)
+            wg_mma(part, da0 + ((st * C::STAGE + s * 256) >> 4), db0 + ((b * WG_BQ_BYTES + s * WG_BQ_STEP) >> 4), s);
+        wg_commit_mma(part);
+        // While it runs: refill the slot of stage kt-1 and turn stage kt+1's codes into bf16.
+        if (kt + WG_STAGES - 1 < KT) load_stage((kt + WG_STAGES - 1) % WG_STAGES, kt + WG_STAGES - 1);
+        wg_commit();
+        if (kt + 1 < KT) {
+            wg_cpwait<WG_STAGES - 2>();
+            __syncthreads();
+            dequant((kt + 1) % WG_STAGES, b ^ 1);
+        }
+        wg_wait_mma(part);
+        // Fold: acc += s*part + b*sum; the sums of rows g and g+8 sit in the ones columns.
+        const float4 *sfb = (const float4 *)(sf + b * WG_BN);
+        const float xs0 = part[64], xs1 = part[66];
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            const float4 f = sfb[4 * j + t]; // columns 8j+2t, 8j+2t+1: (scale, bias) each
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const float sc = e ? f.z : f.x, bi = e ? f.w : f.y;
+                acc[4 * j + e] = fmaf(sc, part[4 * j + e], fmaf(bi, xs0, acc[4 * j + e]));
+                acc[4 * j + 2 + e] = fmaf(sc, part[4 * j + 2 + e], fmaf(bi, xs1, acc[4 * j + 2 + e]));
+            }
+        }
+        wg_fence_proxy();
+        __syncthreads();
+    }
+    wg_cpwait<0>();
+
+    // Epilogue: thread holds rows r, r+8 (r = 16*warp + g) and columns 8j+2t, 8j+2t+1.
+    const int r0 = 16 * warp + g;
+    if (glu) {
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            const int r = r0 + 8 * hr;
+            if (r >= rows) continue;
+            const int p = m0 + r, orow = a.y_rows ? __ldg(a.y_rows + p) : p;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const int col = n0 + 8 * j + 2 * t;
+                if (col >= a.N) continue;
+                float o[2];
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const float gv = rb(acc[4 * j + 2 * hr + e]), uv = rb(acc[4 * (j + 8) + 2 * hr + e]);
+                    o[e] = rb(silu_f(gv)) * uv;
+                }
+                *(uint32_t *)((uint16_t *)a.y + (long)orow * a.ldy + col) = wg_pack(o[0], o[1]);
+            }
+        }
+        return;
+    }
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        const int r = r0 + 8 * hr;
+        if (r >= rows) continue;
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            const int col = n0 + 8 * j + 2 * t;
+            if (col < a.N) wg_store2(a, m0 + r, col, acc[4 * j + 2 * hr], acc[4 * j + 2 * hr + 1]);
+        }
+    }
+}
+
+template <int WGS, int MINB>
+static void wg_launch_t(const qg_args &a, int grid_x, cudaStream_t st) {
+    using C = wg_cfg<WGS>;
+    static bool attr = false;
+    if (!attr) {
+        cudaFuncSetAttribute(qgemm_wg_kernel<WGS, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
+        attr = true;
+    }
+    const int cols = a.epi == QG_GLU ? WG_BN / 2 : WG_BN;
+    dim3 grid(grid_x, (a.N + cols - 1) / cols);
+    qgemm_wg_kernel<WGS, MINB><<<grid, C::THREADS, C::SMEM, st>>>(a, lily_qg_wg_desc_swap);
+}
+
+bool qgemm_wg_takes(const qg_args &a, int bm) {
+    return lily_qg_wgmma && (bm == 64 || bm == 128) && a.w.fmt != DQ_DENSE && a.w.bits == 4 && a.w.group % WG_BK == 0 && !(a.w.group & (a.w.group - 1)) &&
+           a.K % WG_BK == 0 && a.N % 2 == 0 &&
+           (a.epi != QG_GLU || (a.w2.bits == 4 && a.w2.group == a.w.group && a.w2.fmt == a.w.fmt));
+}
+
+void qgemm_wg_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st) {
+    static int minb = -1; // experiment: LILY_CUDA_WG_MINB=2 gives the 64-row kernel all 237 registers
+    if (minb < 0) {
+        const char *e = getenv("LILY_CUDA_WG_MINB");
+        minb = e ? atoi(e) : 3;
+    }
+    if (bm == 128) wg_launch_t<2, 1>(a, grid_x, st);
+    else if (minb == 2) wg_launch_t<1, 2>(a, grid_x, st);
+    else wg_launch_t<1, 3>(a, grid_x, st);
+}
