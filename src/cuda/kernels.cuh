@@ -52,6 +52,8 @@ void moe_gate_up(const moe_w &w, const float *router_logits, const float *x, flo
                  float *wts, cudaStream_t st);
 // out = res + sum_k wts[k] down_{ids[k]} h[k] + sigmoid(*sh_score) * sh_down (silu(sg) * su).
 // sh_down may have rows 0 (no shared expert).
+// moe_down's split of each row's chunks over 1, 2 or 4 warps (LILY_CUDA_MOE_KS; default 4).
+extern int lily_cuda_moe_ks;
 void moe_down(const moe_w &w, const float *h, const int *ids, const float *wts, dq_mat sh_down,
               const float *sg, const float *su, const float *sh_score, const float *res, float *out,
               cudaStream_t st);

@@ -146,10 +146,16 @@ __global__ void __launch_bounds__(MOE_THREADS)
     }
 }
 
+// KS: warps that split one row pair's chunks (1 = a warp per row pair). With KS > 1 a block owns
+// MOE_WARPS * PPW / KS rows, so the grid is KS times larger and KS times more loads are in flight
+// (2048 rows at KS = 1 are 128 blocks: one per SM, ncu in docs/PERF.md); the KS partial sums of a
+// row meet in shared memory and are added in a fixed order.
+template <int KS>
 __global__ void __launch_bounds__(MOE_THREADS)
     moe_down_kernel(moe_w w, const float *h, const int *ids_in, const float *wts_in, dq_mat sd,
                     const float *sg, const float *su, const float *sh_score, const float *res,
                     float *out) {
+    constexpr int RG = MOE_WARPS / KS; // row groups (of PPW rows) per block
     extern __shared__ float smem[];
     __shared__ int ids[MAX_TOPK];
     __shared__ float wts[MAX_TOPK + 1];
@@ -159,7 +165,7 @@ __global__ void __launch_bounds__(MOE_THREADS)
     float *xs = smem, *xsum = smem + K * xs_floats(I) + xs_floats(Is);
     // The shared expert's down rows of this block are known before routing: prefetch them.
     if (Is) {
-        const int rr0 = blockIdx.x * MOE_WARPS * PPW, nr = min(MOE_WARPS * PPW, H - rr0);
+        const int rr0 = blockIdx.x * RG * PPW, nr = min(RG * PPW, H - rr0);
         prefetch_block((const char *)sd.codes + (long)rr0 * dq_row_bytes(sd), (long)nr * dq_row_bytes(sd));
     }
     pdl_wait();
@@ -182,16 +188,17 @@ __global__ void __launch_bounds__(MOE_THREADS)
     const int bits = w.down.bits;
     const int ncr = I * bits / 128, ncs = Is * sd.bits / 128 * (Is > 0);
     const int total = K * ncr + ncs;
-    const int r0 = (blockIdx.x * MOE_WARPS + warp) * PPW;
+    const int kpart = warp / RG, r0 = (blockIdx.x * RG + warp % RG) * PPW;
     float acc[PPW] = {};
-    for (int c0 = lane; c0 < total; c0 += 32 * MUNR) {
+    // Part kpart takes the 32-chunk units kpart, kpart + KS, ... of every batch of MUNR * KS units.
+    for (int c0 = lane + 32 * kpart; c0 < total; c0 += 32 * MUNR * KS) {
         uint4 code[PPW][MUNR];
         uint32_t sb[PPW][MUNR];
 #pragma unroll
         for (int p = 0; p < PPW; p++)
 #pragma unroll
             for (int u = 0; u < MUNR; u++) {
-                int c = c0 + 32 * u, r = r0 + p;
+                int c = c0 + 32 * KS * u, r = r0 + p;
                 bool ok = c < total && r < H;
                 code[p][u] = make_uint4(0, 0, 0, 0);
                 sb[p][u] = 0u;
@@ -209,7 +216,7 @@ __global__ void __launch_bounds__(MOE_THREADS)
             }
 #pragma unroll
         for (int u = 0; u < MUNR; u++) {
-            int c = c0 + 32 * u;
+            int c = c0 + 32 * KS * u;
             if (c >= total) break;
             int k, cc, b;
             const float *xp, *sp;
@@ -225,13 +232,34 @@ __global__ void __launch_bounds__(MOE_THREADS)
         }
     }
     pdl_trigger();
+    if (KS == 1) {
+#pragma unroll
+        for (int p = 0; p < PPW; p++) {
+            float s = warp_sum(acc[p]);
+            int r = r0 + p;
+            if (lane == 0 && r < H) out[r] = rb(res[r] + rb(s));
+        }
+        return;
+    }
+    __shared__ float part[KS][RG][PPW];
 #pragma unroll
     for (int p = 0; p < PPW; p++) {
         float s = warp_sum(acc[p]);
-        int r = r0 + p;
-        if (lane == 0 && r < H) out[r] = rb(res[r] + rb(s));
+        if (lane == 0) part[kpart][warp % RG][p] = s;
+    }
+    __syncthreads();
+    if (kpart == 0 && lane < PPW) {
+        float s = 0.0f;
+#pragma unroll
+        for (int q = 0; q < KS; q++) s += part[q][warp][lane];
+        int r = r0 + lane;
+        if (r < H) out[r] = rb(res[r] + rb(s));
     }
 }
+
+// -1: read LILY_CUDA_MOE_KS (1, 2 or 4; default 4: +3.1 % decode at 4K, +2.0 % at 32K against 1,
+// docs/PERF.md) at the first launch.
+int lily_cuda_moe_ks = -1;
 
 // Generic forms (dense or odd-shaped experts: the test fixtures), one warp per output row, plain
 // per-element loops, the same rounding points as the fast kernels.
@@ -311,7 +339,20 @@ void moe_down(const moe_w &w, const float *h, const int *ids, const float *wts, 
     int Is = sh_down.rows ? sh_down.cols : 0;
     size_t smem = (size_t)(w.topk * xs_floats(w.inter) + xs_floats(Is) + (w.topk * w.inter + Is) / 16) *
                   sizeof(float);
-    set_smem((const void *)moe_down_kernel, smem);
-    int grid = (w.hidden + MOE_WARPS * PPW - 1) / (MOE_WARPS * PPW);
-    launch_k(moe_down_kernel, grid, MOE_THREADS, smem, st, w, h, ids, wts, sh_down, sg, su, sh_score, res, out);
+    if (lily_cuda_moe_ks < 0) {
+        const char *e = getenv("LILY_CUDA_MOE_KS");
+        lily_cuda_moe_ks = e ? atoi(e) : 4;
+    }
+    const int ks = lily_cuda_moe_ks == 2 || lily_cuda_moe_ks == 4 ? lily_cuda_moe_ks : 1;
+    const int rows = MOE_WARPS * PPW / ks, grid = (w.hidden + rows - 1) / rows;
+    if (ks == 4) {
+        set_smem((const void *)moe_down_kernel<4>, smem);
+        launch_k(moe_down_kernel<4>, grid, MOE_THREADS, smem, st, w, h, ids, wts, sh_down, sg, su, sh_score, res, out);
+    } else if (ks == 2) {
+        set_smem((const void *)moe_down_kernel<2>, smem);
+        launch_k(moe_down_kernel<2>, grid, MOE_THREADS, smem, st, w, h, ids, wts, sh_down, sg, su, sh_score, res, out);
+    } else {
+        set_smem((const void *)moe_down_kernel<1>, smem);
+        launch_k(moe_down_kernel<1>, grid, MOE_THREADS, smem, st, w, h, ids, wts, sh_down, sg, su, sh_score, res, out);
+    }
 }

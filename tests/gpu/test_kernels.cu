@@ -224,8 +224,18 @@ static void test_moe(rng &r) {
         int *ids = poisoned<int>(k.K);
         float *dres = dup(res);
         moe_gate_up(w, dup(lg), dup(x), h, ids, wts, 0);
-        moe_down(w, h, ids, wts, dsd, dup(sgv), dup(suv), dup(ssv), dres, out, 0);
-        CK(cudaGetLastError());
+        // moe_down with each split of a row's chunks over warps (LILY_CUDA_MOE_KS): 1, 2, 4.
+        const int ks_default = lily_cuda_moe_ks;
+        const float *dsg = dup(sgv), *dsu = dup(suv), *dss = dup(ssv);
+        std::vector<float> go_ks[3];
+        for (int i = 0; i < 3; i++) {
+            lily_cuda_moe_ks = 1 << i;
+            CK(cudaMemset(out, 0xff, k.H * sizeof(float)));
+            moe_down(w, h, ids, wts, dsd, dsg, dsu, dss, dres, out, 0);
+            CK(cudaGetLastError());
+            go_ks[i] = back(out, k.H);
+        }
+        lily_cuda_moe_ks = ks_default;
         // Reference.
         float mx = -INFINITY;
         for (float v : lg) mx = fmaxf(mx, v);
@@ -263,11 +273,16 @@ static void test_moe(rng &r) {
         std::vector<float> outr(k.H);
         for (int i = 0; i < k.H; i++) outr[i] = bfr(res[i] + bfr((float)acc[i]));
         std::vector<int> gid = back(ids, k.K);
-        std::vector<float> gh = back(h, k.K * k.I), go = back(out, k.H);
+        std::vector<float> gh = back(h, k.K * k.I);
         bool ids_ok = gid == rid;
-        double eh = rel_l2(gh.data(), hr.data(), gh.size()), eo = rel_l2(go.data(), outr.data(), go.size());
-        report(ids_ok && eh < 5e-3 && eo < 5e-3, "moe H=%d I=%d E=%d top%d Is=%d: ids %s, h rel_l2 %.2e, out rel_l2 %.2e",
-               k.H, k.I, k.E, k.K, k.Is, ids_ok ? "equal" : "DIFFER", eh, eo);
+        double eh = rel_l2(gh.data(), hr.data(), gh.size());
+        for (int i = 0; i < 3; i++) {
+            const std::vector<float> &go = go_ks[i];
+            double eo = rel_l2(go.data(), outr.data(), go.size());
+            report(ids_ok && eh < 5e-3 && eo < 5e-3 && !count_nonfinite(go.data(), go.size()),
+                   "moe H=%d I=%d E=%d top%d Is=%d down split %d: ids %s, h rel_l2 %.2e, out rel_l2 %.2e",
+                   k.H, k.I, k.E, k.K, k.Is, 1 << i, ids_ok ? "equal" : "DIFFER", eh, eo);
+        }
     }
 }
 
@@ -329,7 +344,11 @@ static void test_gdn(rng &r) {
             double eo = rel_l2(go.data(), orf.data(), go.size()), es = rel_l2(st.data(), Sr.data(), st.size());
             worst_o = eo > worst_o ? eo : worst_o, worst_s = es > worst_s ? es : worst_s;
         }
-        report(finite && worst_o < 5e-3 && worst_s < 1e-4, "gdn hk=%d hv=%d dk=%d dv=%d K=%d nsplit=%d, 6 steps: o rel_l2 %.2e, state rel_l2 %.2e",
+        // State tolerance: the reference rounds the conv output to bf16 (u), and the GPU's fp32 conv
+        // sum may land on the other side of a rounding edge; one flipped element of a head's k moves
+        // that head's state by ~2^-8 / sqrt(dk) (seed 1795984978: 1.2e-4 at dk = 64). A wrong index or
+        // a missed decay is O(1).
+        report(finite && worst_o < 5e-3 && worst_s < 1e-3, "gdn hk=%d hv=%d dk=%d dv=%d K=%d nsplit=%d, 6 steps: o rel_l2 %.2e, state rel_l2 %.2e",
                k.hk, k.hv, k.dk, k.dv, k.K, k.nsplit, worst_o, worst_s);
     }
 }
