@@ -276,6 +276,7 @@ static int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_HOST_ROUTE] = env_int("LILY_CUDA_HOST_ROUTE", 0) != 0;
     cx->opt[LILY_CUDA_OPT_SEP_DEQUANT] = env_int("LILY_CUDA_SEP_DEQUANT", 0) != 0;
     cx->opt[LILY_CUDA_OPT_WGMMA] = env_int("LILY_CUDA_WGMMA", 1) != 0;
+    cx->opt[LILY_CUDA_OPT_MOE_KS] = env_int("LILY_CUDA_MOE_KS", 4);
     *out = cx;
 #define FAIL(x) do { rc = (x); if (rc) { free_ctx(cx); *out = NULL; return rc; } } while (0)
     FAIL(cudaStreamCreateWithFlags(&cx->st, cudaStreamNonBlocking) == cudaSuccess ? 0
@@ -458,6 +459,7 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
     lily_cuda_pdl = cx->opt[LILY_CUDA_OPT_PDL] && !cx->prof; // profiling times kernels one by one
     lily_cuda_gemv2 = cx->opt[LILY_CUDA_OPT_GEMV2];
     lily_cuda_attn_multi = cx->opt[LILY_CUDA_OPT_ATTN_MULTI];
+    lily_cuda_moe_ks = cx->opt[LILY_CUDA_OPT_MOE_KS];
     prof_mark(cx, "start");
     embed_row(cx->embed_q, cx->embed_dense, cx->embed_dt, c->hidden, s->d_tok, cx->x, st);
     prof_mark(cx, "embed");
@@ -692,7 +694,7 @@ static const struct {
     {"gemv2", LILY_CUDA_OPT_GEMV2, 0, 1},
     {"gdn_chunked", LILY_CUDA_OPT_GDN_CHUNKED, 0, 1}, {"attn_multi", LILY_CUDA_OPT_ATTN_MULTI, 0, 1},
     {"gpu_route", LILY_CUDA_OPT_HOST_ROUTE, 1, 0},    {"fused_dequant", LILY_CUDA_OPT_SEP_DEQUANT, 1, 0},
-    {"wgmma", LILY_CUDA_OPT_WGMMA, 0, 1},
+    {"wgmma", LILY_CUDA_OPT_WGMMA, 0, 1},       {"moe_split", LILY_CUDA_OPT_MOE_KS, 1, 4},
 };
 
 extern "C" int lily_cuda_set_opt(void *ctx, int opt, int value);
@@ -702,7 +704,7 @@ static int set_flag_cuda(void *ctx, const char *name, int on) {
         if (!strcmp(f.name, name)) return lily_cuda_set_opt(ctx, f.opt, on ? f.on : f.off);
     return lily_err_set(LILY_EINVAL, "cuda backend: unknown flag '%s' (known: graph, split_kv, gqa, "
                         "gdn_split, pdl, bf16act, prefill, flash, gemv2, gdn_chunked, attn_multi, gpu_route, "
-                        "fused_dequant, wgmma)", name);
+                        "fused_dequant, wgmma, moe_split)", name);
 }
 
 static size_t peak_mem_cuda(void *ctx) {

@@ -10,13 +10,13 @@ extern "C" {
 // Ablation switches; also read from the environment at init (LILY_CUDA_GRAPH, LILY_CUDA_ATTN_SPLIT,
 // LILY_CUDA_GQA, LILY_CUDA_GDN_SPLIT, LILY_CUDA_F32ACT, LILY_CUDA_PREFILL, LILY_CUDA_CHUNK,
 // LILY_CUDA_FA, LILY_CUDA_GEMV2, LILY_CUDA_GDN_CHUNKED, LILY_CUDA_ATTN_MULTI, LILY_CUDA_HOST_ROUTE,
-// LILY_CUDA_SEP_DEQUANT, LILY_CUDA_WGMMA). Setting one drops captured graphs. The same
+// LILY_CUDA_SEP_DEQUANT, LILY_CUDA_WGMMA, LILY_CUDA_MOE_KS). Setting one drops captured graphs. The same
 // switches are reachable by name through the backend's set_flag hook (`lily bench --ablate NAME`):
 // graph, split_kv, gqa, gdn_split, pdl, bf16act (off = fp32 activations), prefill, flash, gemv2,
 // gdn_chunked, attn_multi (on = the newer kernel: `--ablate flash` / `--ablate gdn_chunked` measure the older
 // one; gemv2 is off by default, so `--ablate gemv2` with LILY_CUDA_GEMV2=1 measures the first GEMV),
 // gpu_route (off = prefill routing on the host), fused_dequant (off = separate dequantisation),
-// wgmma (off = the prefill GEMMs on mma.sync only).
+// wgmma (off = the prefill GEMMs on mma.sync only), moe_split (off = one warp per expert down row pair).
 enum lily_cuda_opt {
     LILY_CUDA_OPT_GRAPH = 0,      // 1 = the whole step as one CUDA graph (default), 0 = plain launches
     LILY_CUDA_OPT_ATTN_SPLIT = 1, // split-KV blocks per KV head (1 = no split); 0 = automatic
@@ -48,6 +48,8 @@ enum lily_cuda_opt {
     LILY_CUDA_OPT_WGMMA = 15,       // 1 = prefill GEMMs with 4-bit weights (group % 64 == 0) on tiles of
                                     // 64/128 rows run on the warpgroup-MMA kernel (qgemm_wg.cu; default;
                                     // LILY_CUDA_WGMMA; flag wgmma), 0 = the mma.sync kernel (qgemm.cu)
+    LILY_CUDA_OPT_MOE_KS = 16,      // decode: warps that split each row of the expert down products
+                                    // (1, 2 or 4; default 4; LILY_CUDA_MOE_KS; flag moe_split: off = 1)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

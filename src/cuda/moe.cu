@@ -257,8 +257,8 @@ __global__ void __launch_bounds__(MOE_THREADS)
     }
 }
 
-// -1: read LILY_CUDA_MOE_KS (1, 2 or 4; default 4: +3.1 % decode at 4K, +2.0 % at 32K against 1,
-// docs/PERF.md) at the first launch.
+// Set per step by forward_cuda.cu from LILY_CUDA_OPT_MOE_KS (default 4: +3.1 % decode at 4K, +2.0 %
+// at 32K against 1, docs/PERF.md); -1 (kernel tests that do not set it) reads LILY_CUDA_MOE_KS.
 int lily_cuda_moe_ks = -1;
 
 // Generic forms (dense or odd-shaped experts: the test fixtures), one warp per output row, plain
