@@ -23,88 +23,12 @@
 // operands in the canonical no-swizzle K-major layout: 8x8 "core matrices" of 128 contiguous bytes
 // (8 rows of 16 bytes); the descriptors give the byte distance between core matrices along K (LBO)
 // and along M/N (SBO).
-#include <cuda_bf16.h>
+#include "qgemm_wg.cuh"
 
-#include "prefill.cuh"
-
-#define WG_BK 64
-#define WG_BN 128
 #define WG_STAGES 3
-#define WG_BQ_STEP (17 * 256) // bf16 B of one k16 step: 17 column groups (16 + ones) x 2 core matrices
-#define WG_BQ_BYTES (4 * WG_BQ_STEP)
 
 int lily_qg_wgmma = 1;
 int lily_qg_wg_desc_swap = 0;
-
-__device__ __forceinline__ uint32_t wg_smem(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void wg_cp16(void *dst, const void *src, bool ok) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(wg_smem(dst)), "l"(src), "r"(ok ? 16 : 0));
-}
-__device__ __forceinline__ void wg_cp4(void *dst, const void *src, bool ok) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(wg_smem(dst)), "l"(src), "r"(ok ? 4 : 0));
-}
-__device__ __forceinline__ void wg_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void wg_cpwait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-// Generic-proxy writes (cp.async, st.shared) become visible to the wgmma's async proxy.
-__device__ __forceinline__ void wg_fence_proxy() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-
-// Shared-memory matrix descriptor, no swizzle: start address, LBO and SBO in 16-byte units.
-__device__ __forceinline__ uint64_t wg_desc(const void *p, uint32_t lbo, uint32_t sbo, int swap) {
-    if (swap) { uint32_t t = lbo; lbo = sbo; sbo = t; }
-    return (uint64_t)((wg_smem(p) & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32);
-}
-
-#define WG_F4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
-#define WG_D68                                                                                                 \
-    WG_F4(0), WG_F4(4), WG_F4(8), WG_F4(12), WG_F4(16), WG_F4(20), WG_F4(24), WG_F4(28), WG_F4(32), WG_F4(36), \
-        WG_F4(40), WG_F4(44), WG_F4(48), WG_F4(52), WG_F4(56), WG_F4(60), WG_F4(64)
-
-// d (64 x 136 per warpgroup, fp32) = (acc ? d : 0) + A (64 x 16) . B (16 x 136), both from shared memory.
-__device__ __forceinline__ void wg_mma(float *d, uint64_t da, uint64_t db, int acc) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %70, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n136k16.f32.bf16.bf16 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
-                 "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, "
-                 "%37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, "
-                 "%55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67}, "
-                 "%68, %69, p, 1, 1, 0, 0;\n}\n"
-                 : WG_D68
-                 : "l"(da), "l"(db), "r"(acc));
-}
-// Pins the accumulator registers around the asynchronous MMA: the compiler may neither read them
-// before the wait nor move them while the MMA writes them.
-__device__ __forceinline__ void wg_fence(float *d) {
-    asm volatile("wgmma.fence.sync.aligned;\n" : WG_D68 ::"memory");
-}
-__device__ __forceinline__ void wg_commit_mma(float *d) {
-    asm volatile("wgmma.commit_group.sync.aligned;\n" : WG_D68 ::"memory");
-}
-__device__ __forceinline__ void wg_wait_mma(float *d) {
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" : WG_D68 ::"memory");
-}
-
-__device__ __forceinline__ uint32_t wg_bf2_fma(uint32_t a, uint32_t b, uint32_t c) {
-    uint32_t d;
-    asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-    return d;
-}
-__device__ __forceinline__ uint32_t wg_pack(float lo, float hi) {
-    uint32_t d;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
-    return d;
-}
-// The 8 codes of a word (nibble i = k offset i) as 16 bytes of bf16 q in k order (one core-matrix row).
-__device__ __forceinline__ uint4 wg_codes(uint32_t w) {
-    const uint32_t w4 = w >> 4;
-    uint32_t r[4];
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        // byte i of w (low nibble = code 2i) to bits 0-7, byte i of w>>4 (code 2i+1) to bits 16-23
-        uint32_t v = (__byte_perm(w, w4, i | ((4 + i) << 8)) & 0x000F000Fu) | 0x43004300u;
-        r[i] = wg_bf2_fma(v, 0x3F803F80u, 0xC300C300u); // 128 + q - 128: q exactly
-    }
-    return make_uint4(r[0], r[1], r[2], r[3]);
-}
 
 template <int WGS>
 struct wg_cfg {
@@ -116,27 +40,6 @@ struct wg_cfg {
     static constexpr int STAGE = A_BYTES + C_BYTES + S_BYTES;
     static constexpr int SMEM = WG_STAGES * STAGE + 2 * WG_BQ_BYTES + BM * 4 + 2 * WG_BN * 8;
 };
-
-// One output pair (columns col, col+1 of sorted row p) through the epilogue (QG_GLU is handled apart).
-__device__ __forceinline__ void wg_store2(const qg_args &a, int p, int col, float v0, float v1) {
-    const int orow = a.y_rows ? __ldg(a.y_rows + p) : p;
-    const long at = (long)orow * a.ldy + col;
-    switch (a.epi) {
-    case QG_BF16: *(uint32_t *)((uint16_t *)a.y + at) = wg_pack(v0, v1); break;
-    case QG_F32: *(float2 *)((float *)a.y + at) = make_float2(rb(v0), rb(v1)); break;
-    case QG_F32_RAW: *(float2 *)((float *)a.y + at) = make_float2(v0, v1); break;
-    case QG_RESID: {
-        float2 rs = *(const float2 *)(a.res + at);
-        *(float2 *)((float *)a.y + at) = make_float2(rb(rs.x + rb(v0)), rb(rs.y + rb(v1)));
-        break;
-    }
-    case QG_SCALE_BF16: {
-        const float sc = __ldg(a.scale + orow);
-        *(uint32_t *)((uint16_t *)a.y + at) = wg_pack(sc * rb(v0), sc * rb(v1));
-        break;
-    }
-    }
-}
 
 // MINB: blocks per SM the register budget is cut for (3 of 64 rows: 168 registers, a few spilled).
 template <int WGS, int MINB>
@@ -151,22 +54,8 @@ __global__ void __launch_bounds__(wg_cfg<WGS>::THREADS, MINB) qgemm_wg_kernel(qg
     const bool glu = a.epi == QG_GLU;
     const int n0 = blockIdx.y * (glu ? WG_BN / 2 : WG_BN);
 
-    int m0, rows, grp = 0;
-    if (a.tile_off) {
-        const int tile = blockIdx.x;
-        if (tile >= __ldg(a.tile_off + a.n_groups)) return;
-        int lo = 0, hi = a.n_groups;
-        while (hi - lo > 1) {
-            int mid = (lo + hi) >> 1;
-            if (__ldg(a.tile_off + mid) <= tile) lo = mid; else hi = mid;
-        }
-        grp = lo;
-        m0 = __ldg(a.grp_off + grp) + (tile - __ldg(a.tile_off + grp)) * BM;
-        rows = min(BM, __ldg(a.grp_off + grp + 1) - m0);
-    } else {
-        m0 = blockIdx.x * BM;
-        rows = min(BM, a.M - m0);
-    }
+    int m0, rows, grp;
+    if (!wg_block_rows(a, BM, &m0, &rows, &grp)) return;
     for (int r = tid; r < BM; r += C::THREADS)
         a_row[r] = r < rows ? (a.x_rows ? __ldg(a.x_rows + m0 + r) : m0 + r) : -1;
     // The ones columns (128..135) of every k16 step of both B buffers: written once.
