@@ -177,57 +177,13 @@ __global__ void __launch_bounds__(wg_cfg<WGS>::THREADS, MINB) qgemm_wg_kernel(qg
             dequant((kt + 1) % WG_STAGES, b ^ 1);
         }
         wg_wait_mma(part);
-        // Fold: acc += s*part + b*sum; the sums of rows g and g+8 sit in the ones columns.
-        const float4 *sfb = (const float4 *)(sf + b * WG_BN);
-        const float xs0 = part[64], xs1 = part[66];
-#pragma unroll
-        for (int j = 0; j < 16; j++) {
-            const float4 f = sfb[4 * j + t]; // columns 8j+2t, 8j+2t+1: (scale, bias) each
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const float sc = e ? f.z : f.x, bi = e ? f.w : f.y;
-                acc[4 * j + e] = fmaf(sc, part[4 * j + e], fmaf(bi, xs0, acc[4 * j + e]));
-                acc[4 * j + 2 + e] = fmaf(sc, part[4 * j + 2 + e], fmaf(bi, xs1, acc[4 * j + 2 + e]));
-            }
-        }
+        wg_fold(acc, part, (const float4 *)(sf + b * WG_BN), t);
         wg_fence_proxy();
         __syncthreads();
     }
     wg_cpwait<0>();
 
-    // Epilogue: thread holds rows r, r+8 (r = 16*warp + g) and columns 8j+2t, 8j+2t+1.
-    const int r0 = 16 * warp + g;
-    if (glu) {
-#pragma unroll
-        for (int hr = 0; hr < 2; hr++) {
-            const int r = r0 + 8 * hr;
-            if (r >= rows) continue;
-            const int p = m0 + r, orow = a.y_rows ? __ldg(a.y_rows + p) : p;
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const int col = n0 + 8 * j + 2 * t;
-                if (col >= a.N) continue;
-                float o[2];
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const float gv = rb(acc[4 * j + 2 * hr + e]), uv = rb(acc[4 * (j + 8) + 2 * hr + e]);
-                    o[e] = rb(silu_f(gv)) * uv;
-                }
-                *(uint32_t *)((uint16_t *)a.y + (long)orow * a.ldy + col) = wg_pack(o[0], o[1]);
-            }
-        }
-        return;
-    }
-#pragma unroll
-    for (int hr = 0; hr < 2; hr++) {
-        const int r = r0 + 8 * hr;
-        if (r >= rows) continue;
-#pragma unroll
-        for (int j = 0; j < 16; j++) {
-            const int col = n0 + 8 * j + 2 * t;
-            if (col < a.N) wg_store2(a, m0 + r, col, acc[4 * j + 2 * hr], acc[4 * j + 2 * hr + 1]);
-        }
-    }
+    wg_epilogue(a, acc, 16 * warp + g, t, m0, rows, n0);
 }
 
 template <int WGS, int MINB>

@@ -129,3 +129,56 @@ __device__ __forceinline__ bool wg_block_rows(const qg_args &a, int BM, int *m0,
     }
     return true;
 }
+
+// acc += s*part + b*sum for one 64-k stage: part from the m64n136 MMA (columns 128..135 hold the
+// activation sums of rows g and g+8), sf the stage's (scale, bias) per column as float4 pairs.
+__device__ __forceinline__ void wg_fold(float *acc, const float *part, const float4 *sf, int t) {
+    const float xs0 = part[64], xs1 = part[66];
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const float4 f = sf[4 * j + t]; // columns 8j+2t, 8j+2t+1: (scale, bias) each
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const float sc = e ? f.z : f.x, bi = e ? f.w : f.y;
+            acc[4 * j + e] = fmaf(sc, part[4 * j + e], fmaf(bi, xs0, acc[4 * j + e]));
+            acc[4 * j + 2 + e] = fmaf(sc, part[4 * j + 2 + e], fmaf(bi, xs1, acc[4 * j + 2 + e]));
+        }
+    }
+}
+
+// The block's output: the thread holds rows r0, r0+8 of the tile (r0 = 16*warp + g over the
+// multiplying warps) and columns 8j+2t, 8j+2t+1 of each of the 16 column groups.
+__device__ __forceinline__ void wg_epilogue(const qg_args &a, const float *acc, int r0, int t, int m0,
+                                            int rows, int n0) {
+    if (a.epi == QG_GLU) {
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            const int r = r0 + 8 * hr;
+            if (r >= rows) continue;
+            const int p = m0 + r, orow = a.y_rows ? __ldg(a.y_rows + p) : p;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const int col = n0 + 8 * j + 2 * t;
+                if (col >= a.N) continue;
+                float o[2];
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const float gv = rb(acc[4 * j + 2 * hr + e]), uv = rb(acc[4 * (j + 8) + 2 * hr + e]);
+                    o[e] = rb(silu_f(gv)) * uv;
+                }
+                *(uint32_t *)((uint16_t *)a.y + (long)orow * a.ldy + col) = wg_pack(o[0], o[1]);
+            }
+        }
+        return;
+    }
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        const int r = r0 + 8 * hr;
+        if (r >= rows) continue;
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            const int col = n0 + 8 * j + 2 * t;
+            if (col < a.N) wg_store2(a, m0 + r, col, acc[4 * j + 2 * hr], acc[4 * j + 2 * hr + 1]);
+        }
+    }
+}
