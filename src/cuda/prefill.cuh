@@ -68,6 +68,12 @@ extern int lily_qg_tile_force;
 extern int lily_qg_wgmma, lily_qg_wg_desc_swap;
 bool qgemm_wg_takes(const qg_args &a, int bm);
 void qgemm_wg_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st);
+// qgemm_ws.cu: the same calls in warp-specialised form (a producer warp pair, one or two consumer
+// warpgroups, mbarriers); taken instead of qgemm_wg_launch when qgemm_ws_on() (lily_qg_ws; -1 =
+// read LILY_CUDA_QG_WS at the first call; default 0: not yet run on a GPU).
+extern int lily_qg_ws;
+bool qgemm_ws_on(void);
+void qgemm_ws_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st);
 
 // ---- qgemm_sep.cu: the same dense products with separate dequantisation (ablation) ------------
 // LILY_CUDA_OPT_SEP_DEQUANT (bench flag "fused_dequant" off): W is first dequantised to a bf16 copy in

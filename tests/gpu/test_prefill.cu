@@ -130,11 +130,12 @@ static void test_qgemm(rng &r) {
         {65, 512, 512, 4, 64, 32, QG_BF16},      {513, 64, 4096, 4, 64, 0, QG_F32},
     };
     int idx = 0;
-    const int wg_default = lily_qg_wgmma;
+    const int wg_default = lily_qg_wgmma, ws_default = qgemm_ws_on();
     for (auto &k : cases)
-    for (int wg = 0; wg < 2; wg++) {
-        if (g_small && idx++ >= 8) break;
-        lily_qg_wgmma = wg;
+    for (int wg = 0; wg < 3; wg++) { // mma.sync, wgmma, wgmma warp-specialised (qgemm_ws.cu)
+        if (g_small && idx++ >= 12) break;
+        lily_qg_wgmma = wg > 0;
+        lily_qg_ws = wg == 2;
         host_mat hw, hw2;
         make_qmat(hw, k.N, k.K, k.bits, k.group, 1.0f / sqrtf((float)k.K), r);
         make_qmat(hw2, k.N, k.K, k.bits, k.group, 1.0f / sqrtf((float)k.K), r);
@@ -187,10 +188,11 @@ static void test_qgemm(rng &r) {
         if (wg_path)
             snprintf(probe, sizeof probe, "; swapped descriptors: rel_l2 %.1e", rel_l2(swapped.data(), ex.data(), n));
         report(ok, "qgemm%s M=%d N=%d K=%d bits=%d group=%d tile=%d epi=%d: rel_l2 %.1e vs exact weights (tol %.0e)%s",
-               wg_path ? " (wgmma)" : "", k.M, k.N, k.K, k.bits, k.group, k.tile, k.epi, dx, tol, probe);
+               wg_path ? (wg == 2 ? " (wgmma, warp-specialised)" : " (wgmma)") : "", k.M, k.N, k.K, k.bits, k.group, k.tile, k.epi, dx, tol, probe);
         free_all();
     }
     lily_qg_wgmma = wg_default;
+    lily_qg_ws = ws_default;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -678,17 +680,21 @@ static void bench_prefill(rng &r, bool quick) {
             memset(&a, 0, sizeof a);
             a.x = dup(xb), a.ldx = dc.K, a.w = w, a.M = M, a.N = dc.N, a.K = dc.K, a.epi = QG_BF16;
             a.y = poisoned<uint16_t>((size_t)M * dc.N), a.ldy = dc.N;
-            int tiles[] = {16, 32, 64, 128, -64, -128}; // negative: the same tile on the wgmma kernel
+            // negative: the same tile on the wgmma kernel; +1000: warp-specialised wgmma
+            int tiles[] = {16, 32, 64, 128, -64, -128, -1064, -1128};
+            const int ws_was = qgemm_ws_on();
             for (int tv : tiles) {
-                const int tm = abs(tv);
+                const int tm = abs(tv) % 1000;
                 if (quick && tm != 64 && tm != 128) continue;
                 lily_qg_wgmma = tv < 0;
+                lily_qg_ws = tv <= -1000;
                 double ms = gpu_time_ms([&] { qgemm_launch(a, tm, 0, 0); }, 10);
                 double tf = 2.0 * M * dc.N * dc.K / (ms * 1e-3) / 1e12;
-                printf("| %s | %d | %d%s | %.3f | %.1f | %.1f %% |\n", dc.name, M, tm, tv < 0 ? " wgmma" : "", ms, tf,
-                       100 * tf / peak);
+                printf("| %s | %d | %d%s | %.3f | %.1f | %.1f %% |\n", dc.name, M, tm,
+                       tv <= -1000 ? " wgmma-ws" : tv < 0 ? " wgmma" : "", ms, tf, 100 * tf / peak);
             }
             lily_qg_wgmma = 1;
+            lily_qg_ws = ws_was;
         }
         free_all();
     }
@@ -725,18 +731,22 @@ static void bench_prefill(rng &r, bool quick) {
     int Ts[] = {256, 1024, 4096};
     for (int T : Ts) {
         double flop = 2.0 * T * ((double)K * 3 * I * H + 3.0 * Is * H + (double)E * H);
-        int tiles[] = {0, 16, 32, 64, 128, -64, -128}; // negative: 64/128 on the mma.sync kernel
+        // negative: 64/128 on the mma.sync kernel; +1000: on the warp-specialised wgmma kernel
+        int tiles[] = {0, 16, 32, 64, 128, -64, -128, 1064, 1128};
+        const int ws_was = qgemm_ws_on();
         for (int tv : tiles) {
-            const int tm = abs(tv);
+            const int tm = abs(tv) % 1000;
             if (quick && tv != 0) continue;
             lily_qg_wgmma = tv >= 0;
+            lily_qg_ws = tv >= 1000;
             int used = tm ? tm : moe_pf_tile(w, T);
             double ms = gpu_time_ms([&] { moe_pf_forward(w, dx, T, res, out, &s, tm, 0); }, 5);
             double tf = flop / (ms * 1e-3) / 1e12;
             printf("| MoE | %d | %d%s%s | %.3f | %.0f | %.1f | %.1f %% |\n", T, used, tm ? "" : " (auto)",
-                   tv < 0 ? " mma.sync" : "", ms, T / (ms * 1e-3), tf, 100 * tf / peak);
+                   tv < 0 ? " mma.sync" : tv >= 1000 ? " wgmma-ws" : "", ms, T / (ms * 1e-3), tf, 100 * tf / peak);
         }
         lily_qg_wgmma = 1;
+        lily_qg_ws = ws_was;
     }
     CK(cudaGetLastError());
     std::vector<float> o = back(out, (size_t)Tmax * H);
@@ -772,6 +782,11 @@ void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
     printf("(the same MoE cases on the mma.sync kernel)\n");
     test_moe_pf(r);
     lily_qg_wgmma = 1;
+    const int ws_default = qgemm_ws_on();
+    lily_qg_ws = 1;
+    printf("(the same MoE cases on the warp-specialised wgmma kernel where it takes them)\n");
+    test_moe_pf(r);
+    lily_qg_ws = ws_default;
     test_gdn_pf(r);
     test_gdn_chunked(r);
     test_attn_pf(r);
@@ -789,11 +804,13 @@ void run_qg_once(int M, int N, int K, int tile, int wg) {
     memset(&a, 0, sizeof a);
     a.x = dup(xb), a.ldx = K, a.w = up_mat(hw.m), a.M = M, a.N = N, a.K = K, a.epi = QG_BF16;
     a.y = poisoned<uint16_t>((size_t)M * N), a.ldy = N;
-    lily_qg_wgmma = wg;
+    lily_qg_wgmma = wg > 0;
+    lily_qg_ws = wg == 2; // WG: 0 mma.sync, 1 wgmma, 2 warp-specialised wgmma
     for (int i = 0; i < 2; i++) qgemm_launch(a, tile, 0, 0);
     CK(cudaDeviceSynchronize());
     double ms = gpu_time_ms([&] { qgemm_launch(a, tile, 0, 0); }, 10);
-    printf("qgone M=%d N=%d K=%d tile=%d %s: %.3f ms, %.1f TFLOP/s\n", M, N, K, tile, wg ? "wgmma" : "mma.sync", ms,
+    printf("qgone M=%d N=%d K=%d tile=%d %s: %.3f ms, %.1f TFLOP/s\n", M, N, K, tile,
+           wg == 2 ? "wgmma-ws" : wg ? "wgmma" : "mma.sync", ms,
            2.0 * M * N * K / (ms * 1e-3) / 1e12);
     free_all();
 }
