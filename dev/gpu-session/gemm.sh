@@ -13,7 +13,6 @@ timeout 60 $B/lily-gpu-test e2e 13 > $L/e2e.txt 2>&1; el "e2e rc=$?"; grep -E "F
 timeout 100 compute-sanitizer --tool memcheck --error-exitcode 9 $B/lily-gpu-test prefill 7 small > $L/memcheck.txt 2>&1; el "memcheck rc=$?"; tail -2 $L/memcheck.txt
 for s in "4096 8192 2048" "4096 2048 4096" "256 8192 2048" "1024 1024 2048"; do
   for v in "64 1" "128 1" "64 0" "64 2" "128 2"; do $B/lily-gpu-test qgone $s $v | grep qgone; done
-  LILY_CUDA_WG_MINB=2 $B/lily-gpu-test qgone $s 64 1 | grep qgone | sed 's/$/ (MINB 2)/'
 done
 timeout 60 ncu --set full -k regex:qgemm --launch-skip 1 --launch-count 1 $B/lily-gpu-test qgone 4096 8192 2048 64 1 > $OUT/ncu-wg.txt 2>&1; el "ncu wg rc=$?"
 timeout 100 $B/lily-gpu-test prefill 5 bench > $L/bench.txt 2>&1; el "bench rc=$?"; grep -E "^\| MoE " $L/bench.txt

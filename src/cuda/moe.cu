@@ -257,9 +257,9 @@ __global__ void __launch_bounds__(MOE_THREADS)
     }
 }
 
-// Set per step by forward_cuda.cu from LILY_CUDA_OPT_MOE_KS (default 4: +3.1 % decode at 4K, +2.0 %
-// at 32K against 1, docs/PERF.md); -1 (kernel tests that do not set it) reads LILY_CUDA_MOE_KS.
-int lily_cuda_moe_ks = -1;
+// Set per step by forward_cuda.cu from LILY_CUDA_OPT_MOE_KS (env LILY_CUDA_MOE_KS; default 4: +3.1 %
+// decode at 4K, +2.0 % at 32K against 1, docs/PERF.md); the kernel tests set it directly.
+int lily_cuda_moe_ks = 4;
 
 // Generic forms (dense or odd-shaped experts: the test fixtures), one warp per output row, plain
 // per-element loops, the same rounding points as the fast kernels.
@@ -339,10 +339,6 @@ void moe_down(const moe_w &w, const float *h, const int *ids, const float *wts, 
     int Is = sh_down.rows ? sh_down.cols : 0;
     size_t smem = (size_t)(w.topk * xs_floats(w.inter) + xs_floats(Is) + (w.topk * w.inter + Is) / 16) *
                   sizeof(float);
-    if (lily_cuda_moe_ks < 0) {
-        const char *e = getenv("LILY_CUDA_MOE_KS");
-        lily_cuda_moe_ks = e ? atoi(e) : 4;
-    }
     const int ks = lily_cuda_moe_ks == 2 || lily_cuda_moe_ks == 4 ? lily_cuda_moe_ks : 1;
     const int rows = MOE_WARPS * PPW / ks, grid = (w.hidden + rows - 1) / rows;
     if (ks == 4) {

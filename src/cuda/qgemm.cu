@@ -23,38 +23,12 @@
 // QG_GLU: the 128 columns are 64 gate rows then the same 64 up rows, combined in the epilogue.
 #include <cuda_bf16.h>
 
-#include "prefill.cuh"
+#include "qgemm_wg.cuh" // cp.async and bf16x2 helpers (wg_cp16, wg_bf2_fma, ...)
 
 #define QG_BK 64
 #define QG_BN 128
 #define QG_STAGES 3
 
-__device__ __forceinline__ uint32_t smem_u32(const void *p) {
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-__device__ __forceinline__ void cp16(void *dst, const void *src, bool ok) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
-                 "r"(ok ? 16 : 0));
-}
-__device__ __forceinline__ void cp4(void *dst, const void *src, bool ok) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
-                 "r"(ok ? 4 : 0));
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-__device__ __forceinline__ uint32_t bf2_fma(uint32_t a, uint32_t b, uint32_t c) {
-    uint32_t d;
-    asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-    return d;
-}
-__device__ __forceinline__ uint32_t pack_bf2(float lo, float hi) {
-    uint32_t d;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
-    return d;
-}
 __device__ __forceinline__ void mma16816(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
                  "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
@@ -70,7 +44,7 @@ __device__ __forceinline__ void codes8(uint32_t u, uint32_t u_hi, uint32_t *r) {
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             uint32_t v = ((u >> (4 * j)) & 0x000F000Fu) | 0x43004300u; // bf16 (128 + q_j, 128 + q_j+4)
-            r[j] = bf2_fma(v, 0x3F803F80u, 0xC300C300u);               // q exactly
+            r[j] = wg_bf2_fma(v, 0x3F803F80u, 0xC300C300u);               // q exactly
         }
     } else {
         // 8-bit: codes 0..3 in u, 4..7 in u_hi; 0x4B0000qq is the float 2^23 + q.
@@ -78,7 +52,7 @@ __device__ __forceinline__ void codes8(uint32_t u, uint32_t u_hi, uint32_t *r) {
         for (int j = 0; j < 4; j++) {
             float lo = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7440 + j)) - 8388608.0f;
             float hi = __uint_as_float(__byte_perm(u_hi, 0x4B000000u, 0x7440 + j)) - 8388608.0f;
-            r[j] = pack_bf2(lo, hi);
+            r[j] = wg_pack(lo, hi);
         }
     }
 }
@@ -139,7 +113,7 @@ __global__ void __launch_bounds__(qg_cfg<MF, WM, BITS>::THREADS) qgemm_kernel(qg
         for (int i = tid; i < BM * 8; i += C::THREADS) {
             int r = i >> 3, c = i & 7, xr = a_row[r];
             const uint16_t *src = a.x + (xr >= 0 ? (long)xr * a.ldx + kt * QG_BK + c * 8 : 0);
-            cp16(As + r * 128 + ((c ^ (r & 1)) << 4), src, xr >= 0);
+            wg_cp16(As + r * 128 + ((c ^ (r & 1)) << 4), src, xr >= 0);
         }
         constexpr int CPR = C::B_ROW / 16;
         for (int i = tid; i < QG_BN * CPR; i += C::THREADS) {
@@ -148,7 +122,7 @@ __global__ void __launch_bounds__(qg_cfg<MF, WM, BITS>::THREADS) qgemm_kernel(qg
             int n = n0 + (glu ? (j & 63) : j);
             bool ok = n < a.N;
             const char *src = (const char *)m.codes + (ok ? (wrow0 + n) * row_bytes + kt * C::B_ROW + c * 16 : 0);
-            cp16(Bs + j * C::B_ROW + c * 16, src, ok);
+            wg_cp16(Bs + j * C::B_ROW + c * 16, src, ok);
         }
         for (int i = tid; i < QG_BN * 2; i += C::THREADS) {
             int j = i >> 1, h = i & 1;
@@ -156,7 +130,7 @@ __global__ void __launch_bounds__(qg_cfg<MF, WM, BITS>::THREADS) qgemm_kernel(qg
             int n = n0 + (glu ? (j & 63) : j);
             bool ok = n < a.N;
             const uint32_t *src = m.sb + (ok ? (wrow0 + n) * ng + (kt * QG_BK + 32 * h) / m.group : 0);
-            cp4(Ss + i, src, ok);
+            wg_cp4(Ss + i, src, ok);
         }
     };
 
@@ -171,15 +145,15 @@ __global__ void __launch_bounds__(qg_cfg<MF, WM, BITS>::THREADS) qgemm_kernel(qg
 #pragma unroll
     for (int s = 0; s < QG_STAGES - 1; s++) {
         if (s < KT) load_stage(s, s);
-        cp_commit();
+        wg_commit();
     }
     for (int kt = 0; kt < KT; kt++) {
-        cp_wait<QG_STAGES - 2>();
+        wg_cpwait<QG_STAGES - 2>();
         __syncthreads();
         {
             int nk = kt + QG_STAGES - 1;
             if (nk < KT) load_stage(nk % QG_STAGES, nk);
-            cp_commit();
+            wg_commit();
         }
         const int st = kt % QG_STAGES;
         const char *As = smem + st * C::STAGE, *Bs = As + C::A_BYTES;
@@ -257,7 +231,7 @@ __global__ void __launch_bounds__(qg_cfg<MF, WM, BITS>::THREADS) qgemm_kernel(qg
                 }
         }
     }
-    cp_wait<0>();
+    wg_cpwait<0>();
 
     // Epilogue. Thread holds (row g / g+8, columns 2t, 2t+1) of each 16x8 fragment.
     if (glu) {
@@ -293,7 +267,7 @@ __global__ void __launch_bounds__(qg_cfg<MF, WM, BITS>::THREADS) qgemm_kernel(qg
                         o[e] = rb(silu_f(gv)) * uv;
                     }
                     int p = m0 + r, orow = a.y_rows ? __ldg(a.y_rows + p) : p;
-                    *(uint32_t *)((uint16_t *)a.y + (long)orow * a.ldy + col) = pack_bf2(o[0], o[1]);
+                    *(uint32_t *)((uint16_t *)a.y + (long)orow * a.ldy + col) = wg_pack(o[0], o[1]);
                 }
         return;
     }
@@ -312,7 +286,7 @@ __global__ void __launch_bounds__(qg_cfg<MF, WM, BITS>::THREADS) qgemm_kernel(qg
                 float v0 = acc[mf][nf][2 * hr], v1 = acc[mf][nf][2 * hr + 1];
                 const long at = (long)orow * a.ldy + col;
                 switch (a.epi) {
-                case QG_BF16: *(uint32_t *)((uint16_t *)a.y + at) = pack_bf2(v0, v1); break;
+                case QG_BF16: *(uint32_t *)((uint16_t *)a.y + at) = wg_pack(v0, v1); break;
                 case QG_F32: *(float2 *)((float *)a.y + at) = make_float2(rb(v0), rb(v1)); break;
                 case QG_F32_RAW: *(float2 *)((float *)a.y + at) = make_float2(v0, v1); break;
                 case QG_RESID: {
@@ -321,7 +295,7 @@ __global__ void __launch_bounds__(qg_cfg<MF, WM, BITS>::THREADS) qgemm_kernel(qg
                     break;
                 }
                 case QG_SCALE_BF16:
-                    *(uint32_t *)((uint16_t *)a.y + at) = pack_bf2(sc * rb(v0), sc * rb(v1));
+                    *(uint32_t *)((uint16_t *)a.y + at) = wg_pack(sc * rb(v0), sc * rb(v1));
                     break;
                 }
             }

@@ -56,14 +56,7 @@ __global__ void __launch_bounds__(wg_cfg<WGS>::THREADS, MINB) qgemm_wg_kernel(qg
 
     int m0, rows, grp;
     if (!wg_block_rows(a, BM, &m0, &rows, &grp)) return;
-    for (int r = tid; r < BM; r += C::THREADS)
-        a_row[r] = r < rows ? (a.x_rows ? __ldg(a.x_rows + m0 + r) : m0 + r) : -1;
-    // The ones columns (128..135) of every k16 step of both B buffers: written once.
-    for (int i = tid; i < 2 * 4 * 16; i += C::THREADS) {
-        const int buf = i >> 6, step = (i >> 4) & 3, part = i & 15; // 16 x 16 bytes = 2 core matrices
-        *(uint4 *)(bq + buf * WG_BQ_BYTES + step * WG_BQ_STEP + 16 * 256 + part * 16) =
-            make_uint4(0x3F803F80u, 0x3F803F80u, 0x3F803F80u, 0x3F803F80u);
-    }
+    wg_block_setup<C::THREADS>(a, BM, m0, rows, a_row, bq, 2, WG_BQ_BYTES);
     __syncthreads();
 
     const long wrow0 = (long)grp * a.N;
@@ -206,12 +199,8 @@ bool qgemm_wg_takes(const qg_args &a, int bm) {
 }
 
 void qgemm_wg_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st) {
-    static int minb = -1; // experiment: LILY_CUDA_WG_MINB=2 gives the 64-row kernel all 237 registers
-    if (minb < 0) {
-        const char *e = getenv("LILY_CUDA_WG_MINB");
-        minb = e ? atoi(e) : 3;
-    }
+    // 64-row tiles: registers cut for 3 blocks per SM (measured against 2 blocks with all registers,
+    // LILY_CUDA_WG_MINB of 2026-11-29: 158 vs 148 TFLOP/s at 4096 x 8192 x 2048, docs/PERF.md).
     if (bm == 128) wg_launch_t<2, 1>(a, grid_x, st);
-    else if (minb == 2) wg_launch_t<1, 2>(a, grid_x, st);
     else wg_launch_t<1, 3>(a, grid_x, st);
 }

@@ -182,3 +182,18 @@ __device__ __forceinline__ void wg_epilogue(const qg_args &a, const float *acc, 
         }
     }
 }
+
+// Block set-up after wg_block_rows: a_row[r] = the X row of tile row r (-1 past the tile's rows),
+// and the ones columns (128..135) of all 4 k16 steps of nbuf bf16 B buffers `stride` bytes apart
+// (written once: nothing else writes them). NT: the block's thread count.
+template <int NT>
+__device__ __forceinline__ void wg_block_setup(const qg_args &a, int BM, int m0, int rows, int *a_row, char *b0,
+                                               int nbuf, int stride) {
+    for (int r = threadIdx.x; r < BM; r += NT)
+        a_row[r] = r < rows ? (a.x_rows ? __ldg(a.x_rows + m0 + r) : m0 + r) : -1;
+    for (int i = threadIdx.x; i < nbuf * 4 * 16; i += NT) {
+        const int buf = i >> 6, step = (i >> 4) & 3, part = i & 15; // 16 x 16 bytes = 2 core matrices
+        *(uint4 *)(b0 + buf * stride + step * WG_BQ_STEP + 16 * 256 + part * 16) =
+            make_uint4(0x3F803F80u, 0x3F803F80u, 0x3F803F80u, 0x3F803F80u);
+    }
+}

@@ -67,14 +67,7 @@ __global__ void __launch_bounds__(ws_cfg<CONS>::THREADS, CONS == 1 ? 2 : 1) qgem
     const int n0 = blockIdx.y * (glu ? WG_BN / 2 : WG_BN);
     int m0, rows, grp;
     if (!wg_block_rows(a, BM, &m0, &rows, &grp)) return;
-    for (int r = tid; r < BM; r += C::THREADS)
-        a_row[r] = r < rows ? (a.x_rows ? __ldg(a.x_rows + m0 + r) : m0 + r) : -1;
-    // The ones columns (128..135) of every k16 step of every slot's B: written once.
-    for (int i = tid; i < S * 4 * 16; i += C::THREADS) {
-        const int slot = i >> 6, step = (i >> 4) & 3, part = i & 15;
-        *(uint4 *)(smem + slot * C::STAGE + C::B_OFF + step * WG_BQ_STEP + 16 * 256 + part * 16) =
-            make_uint4(0x3F803F80u, 0x3F803F80u, 0x3F803F80u, 0x3F803F80u);
-    }
+    wg_block_setup<C::THREADS>(a, BM, m0, rows, a_row, smem + C::B_OFF, S, C::STAGE);
     if (tid == 0)
         for (int s = 0; s < S; s++) ws_bar_init(full + s, WS_PROD), ws_bar_init(empty + s, NCONS);
     wg_fence_proxy();
