@@ -2,7 +2,7 @@
 # fuzz.sh SECONDS (device, from the repository root): every libFuzzer target of .carry/fuzz.tar.xz on
 # the spare cores (nice 10) for SECONDS, from the committed corpus; logs with CPU time in /tmp/logs,
 # grown corpora in /tmp/corp (the caller tars both).
-C=$(pwd)/.carry; L=/tmp/logs; mkdir -p /tmp/fz $L && tar xJf $C/fuzz.tar.xz -C /tmp/fz
+C=$(pwd)/.carry; L=/tmp/logs; export LD_LIBRARY_PATH=$C/lib; mkdir -p /tmp/fz $L && tar xJf $C/fuzz.tar.xz -C /tmp/fz
 for t in $(ls /tmp/fz); do
     mkdir -p /tmp/corp/$t && cp -r tests/fuzz/corpus/$t/. /tmp/corp/$t/
     ( TIMEFORMAT="$t cpu_user=%U cpu_sys=%S wall=%R"

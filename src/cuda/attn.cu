@@ -12,7 +12,7 @@
 
 #include "cuda_common.cuh"
 
-LILY_CUDA_F32ACT_SETTER(attn)
+LILY_CUDA_MODE_SETTER(attn)
 
 __device__ __forceinline__ float kv_load(const uint16_t *p) { return lily_bf16_to_f32(*p); }
 __device__ __forceinline__ float kv_load(const float *p) { return *p; }
@@ -27,7 +27,7 @@ __global__ void __launch_bounds__(AT_THREADS)
                 const int *posp, int nsplit, int nh) {
     typedef typename std::conditional<KVF, float, uint16_t>::type kv_t;
     const kv_t *kc = (const kv_t *)kc_, *vc = (const kv_t *)vc_;
-    pdl_wait();
+    pdl_wait_early();
     __shared__ float qs[NH][DPL * 32];
     __shared__ float wm[AT_WARPS][NH], wl[AT_WARPS][NH];
     __shared__ float osum[NH][DPL * 32];

@@ -50,12 +50,16 @@ __device__ __forceinline__ float dq_get(const dq_mat &m, long r, int c) {
 // Precision switch. By default activations are rounded to bf16 where the HF reference stores them
 // (spec §7) and the KV cache is bf16. With LILY_CUDA_F32ACT=1 (or lily_cuda_set_opt F32ACT) rb() is
 // the identity and the KV cache is fp32, so the GPU computes the CPU backend's all-fp32 function and
-// the two can be compared to ~1e-5 (docs/PERF.md). Constant memory is per translation unit, so each
-// .cu file that rounds defines its own setter with LILY_CUDA_F32ACT_SETTER(file) and forward_cuda.cu
-// calls them all when the mode changes.
+// the two can be compared to ~1e-5 (docs/PERF.md). c_pdl_early: pdl_begin() below. Constant memory
+// is per translation unit, so each .cu file of the decode step defines its own setter with
+// LILY_CUDA_MODE_SETTER(file) and forward_cuda.cu calls them all when a mode changes.
 static __constant__ int c_f32act;
-#define LILY_CUDA_F32ACT_SETTER(tu) \
-    void tu##_set_f32act(int on) { cudaMemcpyToSymbol(c_f32act, &on, sizeof on); }
+static __constant__ int c_pdl_early;
+#define LILY_CUDA_MODE_SETTER(tu)                                                   \
+    void tu##_set_modes(int f32act, int pdl_early) {                                \
+        cudaMemcpyToSymbol(c_f32act, &f32act, sizeof f32act);                       \
+        cudaMemcpyToSymbol(c_pdl_early, &pdl_early, sizeof pdl_early);              \
+    }
 
 // Round to bf16 and back: the storage points of the HF reference (spec §7).
 __device__ __forceinline__ float rb(float f) {
@@ -141,6 +145,17 @@ __device__ __forceinline__ float chunk_apply(float dot, float xsum, uint32_t sb,
 extern int lily_cuda_pdl;
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+// Early trigger (LILY_CUDA_PDL_EARLY=1 or 2): a decode kernel lets the next one launch as soon as
+// its own wait is over, instead of after its main loop. The next kernel's blocks then prefetch their
+// weights during the whole of this kernel's run rather than its tail; their pdl_wait() still waits
+// for this kernel's completion, so only the overlap changes. Called right after pdl_wait(): a
+// trigger before it let a chain of kernels launch ahead, each prefetching (measured 12 % slower,
+// docs/PERF.md); after it, at most one kernel runs ahead. No deadlock: dependents launch only once
+// every block of this grid has started.
+__device__ __forceinline__ void pdl_wait_early() {
+    pdl_wait();
+    if (c_pdl_early) pdl_trigger();
+}
 __device__ __forceinline__ void prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 // Prefetch bytes [0, n) of p into L2 with the block's threads, one 128-byte line each.
 __device__ __forceinline__ void prefetch_block(const void *p, long n) {

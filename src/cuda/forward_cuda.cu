@@ -277,6 +277,9 @@ static int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_SEP_DEQUANT] = env_int("LILY_CUDA_SEP_DEQUANT", 0) != 0;
     cx->opt[LILY_CUDA_OPT_WGMMA] = env_int("LILY_CUDA_WGMMA", 1) != 0;
     cx->opt[LILY_CUDA_OPT_MOE_KS] = env_int("LILY_CUDA_MOE_KS", 4);
+    cx->opt[LILY_CUDA_OPT_PDL_EARLY] = env_int("LILY_CUDA_PDL_EARLY", 0);
+    cx->opt[LILY_CUDA_OPT_MOE_PF] = env_int("LILY_CUDA_MOE_PF", 0) != 0;
+    cx->opt[LILY_CUDA_OPT_GV_PRO] = env_int("LILY_CUDA_GV_PRO", 1) != 0;
     *out = cx;
 #define FAIL(x) do { rc = (x); if (rc) { free_ctx(cx); *out = NULL; return rc; } } while (0)
     FAIL(cudaStreamCreateWithFlags(&cx->st, cudaStreamNonBlocking) == cudaSuccess ? 0
@@ -460,6 +463,8 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
     lily_cuda_gemv2 = cx->opt[LILY_CUDA_OPT_GEMV2];
     lily_cuda_attn_multi = cx->opt[LILY_CUDA_OPT_ATTN_MULTI];
     lily_cuda_moe_ks = cx->opt[LILY_CUDA_OPT_MOE_KS];
+    lily_cuda_moe_pf = cx->opt[LILY_CUDA_OPT_MOE_PF];
+    lily_cuda_gv_pro = cx->opt[LILY_CUDA_OPT_GV_PRO];
     prof_mark(cx, "start");
     embed_row(cx->embed_q, cx->embed_dense, cx->embed_dt, c->hidden, s->d_tok, cx->x, st);
     prof_mark(cx, "embed");
@@ -560,19 +565,22 @@ static int run_step(cuda_ctx *cx, cuda_state *s, int want_logits, int *ids_out) 
     return 0;
 }
 
-// The rounding mode lives in constant memory (one copy per .cu file, process-wide); set it to the
-// state's mode before running that state. A state keeps the mode it was made in (its KV dtype).
+// The rounding mode and the early PDL trigger live in constant memory (one copy per .cu file,
+// process-wide); set them to the state's mode and the context's option before running that state.
+// A state keeps the rounding mode it was made in (its KV dtype).
 int apply_precision(cuda_ctx *cx, cuda_state *s) {
-    static int current = -1;
+    static int current = -1, current_early = -1;
     if (s->kv_f32 != (cx->opt[LILY_CUDA_OPT_F32ACT] != 0))
         return lily_err_set(LILY_EINVAL, "cuda backend: state made with %s activations, context now "
                             "set to %s", s->kv_f32 ? "fp32" : "bf16", s->kv_f32 ? "bf16" : "fp32");
-    if (current != s->kv_f32) {
+    const int early = cx->opt[LILY_CUDA_OPT_PDL_EARLY];
+    if (current != s->kv_f32 || current_early != early) {
+        const int f = s->kv_f32;
         CU_TRY(cudaStreamSynchronize(cx->st));
-        gemv_set_f32act(s->kv_f32), moe_set_f32act(s->kv_f32), gdn_set_f32act(s->kv_f32);
-        attn_set_f32act(s->kv_f32), norm_rope_set_f32act(s->kv_f32), sample_set_f32act(s->kv_f32);
+        gemv_set_modes(f, early), moe_set_modes(f, early), gdn_set_modes(f, early);
+        attn_set_modes(f, early), norm_rope_set_modes(f, early), sample_set_modes(f, early);
         CU_TRY(cudaDeviceSynchronize());
-        current = s->kv_f32;
+        current = f, current_early = early;
     }
     return 0;
 }
@@ -695,6 +703,8 @@ static const struct {
     {"gdn_chunked", LILY_CUDA_OPT_GDN_CHUNKED, 0, 1}, {"attn_multi", LILY_CUDA_OPT_ATTN_MULTI, 0, 1},
     {"gpu_route", LILY_CUDA_OPT_HOST_ROUTE, 1, 0},    {"fused_dequant", LILY_CUDA_OPT_SEP_DEQUANT, 1, 0},
     {"wgmma", LILY_CUDA_OPT_WGMMA, 0, 1},       {"moe_split", LILY_CUDA_OPT_MOE_KS, 1, 4},
+    {"pdl_early", LILY_CUDA_OPT_PDL_EARLY, 0, 1}, {"moe_prefetch", LILY_CUDA_OPT_MOE_PF, 0, 1},
+    {"gemv_pro_regs", LILY_CUDA_OPT_GV_PRO, 0, 1},
 };
 
 extern "C" int lily_cuda_set_opt(void *ctx, int opt, int value);
@@ -704,7 +714,7 @@ static int set_flag_cuda(void *ctx, const char *name, int on) {
         if (!strcmp(f.name, name)) return lily_cuda_set_opt(ctx, f.opt, on ? f.on : f.off);
     return lily_err_set(LILY_EINVAL, "cuda backend: unknown flag '%s' (known: graph, split_kv, gqa, "
                         "gdn_split, pdl, bf16act, prefill, flash, gemv2, gdn_chunked, attn_multi, gpu_route, "
-                        "fused_dequant, wgmma, moe_split)", name);
+                        "fused_dequant, wgmma, moe_split, pdl_early, moe_prefetch, gemv_pro_regs)", name);
 }
 
 static size_t peak_mem_cuda(void *ctx) {

@@ -10,7 +10,7 @@
 // previous slots and writes its own, so no block reads what another writes.
 #include "cuda_common.cuh"
 
-LILY_CUDA_F32ACT_SETTER(gdn)
+LILY_CUDA_MODE_SETTER(gdn)
 
 #define GDN_THREADS 128
 #define KPL 4 // max dk / 32
@@ -29,7 +29,7 @@ __global__ void __launch_bounds__(GDN_THREADS)
     // This block's slice of the state was last written by this layer's kernel of the previous
     // step, long complete: stream it towards L2 while the in_proj GEMV finishes.
     prefetch_block(state + ((long)h * d.dv + j0) * d.dk, (long)dvs * d.dk * 4);
-    pdl_wait();
+    pdl_wait_early();
     const int p = *posp, slot = p % K;
     const bool qk_writer = (h % (d.hv / d.hk)) == 0 && split == 0;
 

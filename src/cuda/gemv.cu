@@ -11,7 +11,7 @@
 // per-warp path inside the same launch.
 #include "cuda_common.cuh"
 
-LILY_CUDA_F32ACT_SETTER(gemv)
+LILY_CUDA_MODE_SETTER(gemv)
 
 #define GV_THREADS 256
 #define GV_WARPS (GV_THREADS / 32)
@@ -85,9 +85,86 @@ __device__ __forceinline__ void gv_rows_generic(const gv_seg &s, int tile, const
     for (int r = 0; r < RPW; r++) acc[r] = warp_sum(acc[r]);
 }
 
+// Register path of the prologue: thread t owns columns 8 (t + GV_THREADS j) .. +7, j < PRO_NJ. All
+// its loads (x, the gain, z) are issued before any arithmetic: one round trip to L2 instead of one
+// per pass or per head, which the chain benchmark showed dominating the small GEMVs (docs/PERF.md).
+#define PRO_NJ 2
+__device__ __forceinline__ bool gv_pro_fast(const gv_args &a) {
+    const int gl = a.ghd / 8; // lanes per gated-norm head
+    const uintptr_t al = (uintptr_t)a.x | (uintptr_t)a.norm_w | (uintptr_t)a.gz | (uintptr_t)a.x_out;
+    return a.cols % 16 == 0 && a.cols <= 8 * GV_THREADS * PRO_NJ && (al & 15) == 0 &&
+           (a.pro != PRO_GATED || (a.ghd % 8 == 0 && gl <= 32 && (gl & (gl - 1)) == 0 && a.cols % a.ghd == 0));
+}
+__device__ __forceinline__ void ld8(float *v, const float *p) {
+    const float4 u = *(const float4 *)p, w = *(const float4 *)(p + 4);
+    v[0] = u.x, v[1] = u.y, v[2] = u.z, v[3] = u.w, v[4] = w.x, v[5] = w.y, v[6] = w.z, v[7] = w.w;
+}
+__device__ __forceinline__ void gv_prologue_regs(const gv_args &a, float *xs, float *xsum, float *red) {
+    const int cols = a.cols, tid = threadIdx.x;
+    float v[PRO_NJ][8], g[PRO_NJ][8], zz[PRO_NJ][8];
+#pragma unroll
+    for (int j = 0; j < PRO_NJ; j++) {
+        const int c0 = 8 * (tid + GV_THREADS * j);
+#pragma unroll
+        for (int k = 0; k < 8; k++) v[j][k] = g[j][k] = zz[j][k] = 0.0f;
+        if (c0 >= cols) continue;
+        ld8(v[j], a.x + c0);
+        if (a.pro == PRO_RMSNORM) ld8(g[j], a.norm_w + c0);
+        if (a.pro == PRO_GATED) ld8(g[j], a.norm_w + c0 % a.ghd), ld8(zz[j], a.gz + c0);
+    }
+    if (a.pro == PRO_RMSNORM) {
+        float ss = 0.0f;
+#pragma unroll
+        for (int j = 0; j < PRO_NJ; j++)
+#pragma unroll
+            for (int k = 0; k < 8; k++) ss += v[j][k] * v[j][k];
+        const float r = rsqrtf(block_sum(ss, red) / cols + a.eps);
+#pragma unroll
+        for (int j = 0; j < PRO_NJ; j++)
+#pragma unroll
+            for (int k = 0; k < 8; k++) v[j][k] = rb(v[j][k] * r * g[j][k]);
+    } else if (a.pro == PRO_GATED) {
+        // Per head of ghd values, i.e. ghd / 8 adjacent lanes: rb(rb(w * rb(x * rms)) * silu(z)).
+        const int gl = a.ghd / 8;
+#pragma unroll
+        for (int j = 0; j < PRO_NJ; j++) {
+            float ss = 0.0f;
+#pragma unroll
+            for (int k = 0; k < 8; k++) ss += v[j][k] * v[j][k];
+            for (int o = 1; o < gl; o <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+            const float r = rsqrtf(ss / a.ghd + a.eps);
+#pragma unroll
+            for (int k = 0; k < 8; k++) v[j][k] = rb(rb(g[j][k] * rb(v[j][k] * r)) * silu_f(zz[j][k]));
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < PRO_NJ; j++) {
+        const int c0 = 8 * (tid + GV_THREADS * j);
+        float s8 = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 8; k++) s8 += v[j][k];
+        const float s16 = s8 + __shfl_xor_sync(0xffffffffu, s8, 1); // columns c0 & ~15 .. +15
+        if (c0 >= cols) continue;
+        float *d = xs + xs_index(c0); // 8 columns never straddle a padded run of 32
+        *(float4 *)d = make_float4(v[j][0], v[j][1], v[j][2], v[j][3]);
+        *(float4 *)(d + 4) = make_float4(v[j][4], v[j][5], v[j][6], v[j][7]);
+        if ((tid & 1) == 0) xsum[c0 / 16] = s16;
+        if (a.x_out && blockIdx.x == 0) {
+            *(float4 *)(a.x_out + c0) = make_float4(v[j][0], v[j][1], v[j][2], v[j][3]);
+            *(float4 *)(a.x_out + c0 + 4) = make_float4(v[j][4], v[j][5], v[j][6], v[j][7]);
+        }
+    }
+    __syncthreads();
+}
+
 // Prologue shared by both kernels: x (plain, RMS-normed or gated-normed) into padded shared memory,
-// its 16-value sums, and the prepared x to a.x_out from block 0. Ends with a barrier.
-__device__ __forceinline__ void gv_prologue(const gv_args &a, float *xs, float *xsum, float *red) {
+// its 16-value sums, and the prepared x to a.x_out from block 0. Ends with a barrier. The loops
+// below serve the shapes the register path does not take (wider rows, odd head sizes).
+// regs: the caller may take the register path (gemv2 only: the first kernel's sums cancel
+// dot - sum(x) in fp32, and a different summation order of sum(x) moved an fp32-activation fixture
+// past its tolerance, docs/PERF.md).
+__device__ __forceinline__ void gv_prologue(const gv_args &a, float *xs, float *xsum, float *red, bool regs) {
+    if (regs && a.pro_regs && gv_pro_fast(a)) return gv_prologue_regs(a, xs, xsum, red);
     const int cols = a.cols, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     if (a.pro == PRO_RMSNORM) {
         float ss = 0.0f;
@@ -164,23 +241,28 @@ __device__ __forceinline__ void gv_amax_finish(const gv_args &a, float best, int
 __device__ __forceinline__ int gv_tile_rows(const gv_seg &s) {
     return s.ks ? 16 * GV_WARPS / s.ks : GV_WARPS * (32 / s.lpr) * RPW;
 }
-__device__ __forceinline__ void gv_prefetch_tile(const gv_seg &s, int tile) {
+__device__ __forceinline__ long gv_prefetch_tile(const gv_seg &s, int tile) {
     const int rpt = gv_tile_rows(s), r0 = tile * rpt, nr = min(rpt, s.m.rows - r0);
     const long rb_ = dq_row_bytes(s.m);
     prefetch_block((const char *)s.m.codes + r0 * rb_, nr * rb_);
     if (s.m.sb) prefetch_block(s.m.sb + (long)r0 * (s.m.cols / s.m.group), (long)nr * (s.m.cols / s.m.group) * 4);
+    return nr * rb_;
 }
 
-// The weights of this block's first tile do not depend on the previous kernel: start them towards
-// L2 before waiting for it (rows of a tile are contiguous, and so are their scales). Returns the
+// The weights do not depend on the previous kernel: start this block's towards L2 before waiting
+// for it (rows of a tile are contiguous, and so are their scales). With the early trigger (mode 1)
+// the wait spans the previous kernel's whole run, so all of the block's tiles go, up to GV_PF_BYTES
+// (lm_head's 280 MB would only evict each other); otherwise (mode 2 too) the first tile. Returns the
 // launch's tile count.
+#define GV_PF_BYTES (64 * 1024)
 __device__ __forceinline__ int gv_prefetch_first(const gv_args &a) {
     int total = 0;
     for (int s = 0; s < a.nseg; s++) total += a.seg[s].tiles;
-    if (blockIdx.x < total) {
-        int si = 0, tile = blockIdx.x;
+    long budget = c_pdl_early == 1 ? GV_PF_BYTES : 1;
+    for (int t = blockIdx.x; t < total && budget > 0; t += gridDim.x) {
+        int si = 0, tile = t;
         while (tile >= a.seg[si].tiles) tile -= a.seg[si++].tiles;
-        gv_prefetch_tile(a.seg[si], tile);
+        budget -= gv_prefetch_tile(a.seg[si], tile);
     }
     return total;
 }
@@ -215,9 +297,9 @@ __global__ void __launch_bounds__(GV_THREADS) gemv_kernel(gv_args a) {
     float *xs = smem, *xsum = smem + xs_floats(cols);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int total = gv_prefetch_first(a);
-    pdl_wait();
+    pdl_wait_early();
 
-    gv_prologue(a, xs, xsum, red);
+    gv_prologue(a, xs, xsum, red, false);
 
     float best = -INFINITY;
     int best_row = 0x7fffffff;
@@ -371,9 +453,9 @@ __global__ void __launch_bounds__(GV_THREADS, GV2_MIN_BLOCKS) gemv2_kernel(gv_ar
     uint4 *bsm = smem4, *zero4 = bsm + cols * 3 / 8;
     float *xs = (float *)(zero4 + 1), *xsum = xs + xs_floats(cols), *xsg = xsum + cols / 16;
     const int total = gv_prefetch_first(a);
-    pdl_wait();
+    pdl_wait_early();
 
-    gv_prologue(a, xs, xsum, red);
+    gv_prologue(a, xs, xsum, red, true);
     // x split into three bf16 parts in B-fragment order, and per group the sum of each part and of
     // x. Thread i takes columns 8i..8i+7 (step i/16, chunk (i/4)%4, word i%4); the G/8 threads of a
     // group are adjacent lanes.
@@ -501,7 +583,10 @@ template <int HPG> static void gv2_launch(const gv_args &a, int grid, size_t sme
     launch_k(gemv2_kernel<HPG>, grid, GV_THREADS, smem, st, a);
 }
 
+int lily_cuda_gv_pro = 1;
+
 int gemv_launch(gv_args a, int max_blocks, cudaStream_t st) {
+    a.pro_regs = lily_cuda_gv_pro;
     int group2 = 0; // gemv2's group size, 0 = the first kernel
     for (int s = 0; s < a.nseg && lily_cuda_gemv2 && !group2; s++)
         if (gv2_takes(a.seg[s].m, a.cols)) group2 = a.seg[s].m.group;

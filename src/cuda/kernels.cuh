@@ -31,6 +31,7 @@ struct gv_args {
     unsigned seed;
     const int *pos;      // GV_LOGITS: position (device), mixed into the sampling noise
     int *nan_flag;       // GV_LOGITS: set to 1 when a logit is NaN or infinite (may be NULL)
+    int pro_regs;        // filled by gemv_launch from lily_cuda_gv_pro
 };
 // Launch; returns the grid size used (GV_LOGITS needs it to size amax). max_blocks 0 = default.
 int gemv_launch(gv_args a, int max_blocks, cudaStream_t st);
@@ -38,6 +39,9 @@ int gemv_max_blocks(void);
 // 1 = gemv_launch uses gemv2_kernel (tensor-core 4-bit path) where a segment allows it (default 0;
 // forward_cuda.cu sets it per step from LILY_CUDA_OPT_GEMV2, the tests set it directly).
 extern int lily_cuda_gemv2;
+// 1 = gemv2's prologue loads x (and gain, z) into registers in one round trip where the shape
+// allows (default; LILY_CUDA_GV_PRO), 0 = the per-pass loops (the first kernel always uses those).
+extern int lily_cuda_gv_pro;
 // attn.cu: 1 = several positions per warp pass (loads in flight) on the D = 256 bf16 path (default).
 extern int lily_cuda_attn_multi;
 
@@ -54,6 +58,8 @@ void moe_gate_up(const moe_w &w, const float *router_logits, const float *x, flo
 // sh_down may have rows 0 (no shared expert).
 // moe_down's split of each row's chunks over 1, 2 or 4 warps (LILY_CUDA_MOE_KS; default 4).
 extern int lily_cuda_moe_ks;
+// 1 = moe_gate_up prefetches the selected experts' down matrices into L2 (LILY_CUDA_MOE_PF).
+extern int lily_cuda_moe_pf;
 void moe_down(const moe_w &w, const float *h, const int *ids, const float *wts, dq_mat sh_down,
               const float *sg, const float *su, const float *sh_score, const float *res, float *out,
               cudaStream_t st);
@@ -93,10 +99,10 @@ size_t attn_part_floats(attn_dims d, int nsplit);
 void sample_finish(const float2 *amax, int nblocks, int *tok, int *ids_out, int *step, int *pos,
                    cudaStream_t st);
 
-// ---- precision mode setters (cuda_common.cuh, LILY_CUDA_F32ACT_SETTER), one per file that rounds --
-void gemv_set_f32act(int on);
-void moe_set_f32act(int on);
-void gdn_set_f32act(int on);
-void attn_set_f32act(int on);
-void norm_rope_set_f32act(int on);
-void sample_set_f32act(int on);
+// ---- mode setters (cuda_common.cuh, LILY_CUDA_MODE_SETTER), one per file of the decode step ------
+void gemv_set_modes(int f32act, int pdl_early);
+void moe_set_modes(int f32act, int pdl_early);
+void gdn_set_modes(int f32act, int pdl_early);
+void attn_set_modes(int f32act, int pdl_early);
+void norm_rope_set_modes(int f32act, int pdl_early);
+void sample_set_modes(int f32act, int pdl_early);

@@ -50,6 +50,17 @@ enum lily_cuda_opt {
                                     // LILY_CUDA_WGMMA; flag wgmma), 0 = the mma.sync kernel (qgemm.cu)
     LILY_CUDA_OPT_MOE_KS = 16,      // decode: warps that split each row of the expert down products
                                     // (1, 2 or 4; default 4; LILY_CUDA_MOE_KS; flag moe_split: off = 1)
+    LILY_CUDA_OPT_PDL_EARLY = 17,   // decode: 1 = each kernel lets the next launch as soon as its own
+                                    // wait is over (pdl_wait_early, cuda_common.cuh), so the next one's
+                                    // weight prefetch overlaps its whole run; 2 = the same, prefetching
+                                    // only the first tile (LILY_CUDA_PDL_EARLY; flag pdl_early); 0 =
+                                    // after the main loops
+    LILY_CUDA_OPT_MOE_PF = 18,      // decode: 1 = the expert gate/up kernel prefetches the selected
+                                    // experts' down matrices into L2 for the next launch
+                                    // (LILY_CUDA_MOE_PF; flag moe_prefetch)
+    LILY_CUDA_OPT_GV_PRO = 19,      // decode: 1 = gemv2's prologue loads x (and gain, z) into registers
+                                    // in one round trip (default; LILY_CUDA_GV_PRO; flag gemv_pro_regs),
+                                    // 0 = a loop per pass / per head
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

@@ -8,7 +8,7 @@
 // Only the selected experts' weights are read.
 #include "cuda_common.cuh"
 
-LILY_CUDA_F32ACT_SETTER(moe)
+LILY_CUDA_MODE_SETTER(moe)
 
 #define MOE_THREADS 256
 #define MOE_WARPS 8
@@ -86,20 +86,32 @@ __device__ __forceinline__ float chunk_contrib(uint4 code, uint32_t sb, const fl
 
 __global__ void __launch_bounds__(MOE_THREADS)
     moe_gate_up_kernel(moe_w w, const float *logits, const float *x, float *h, int *ids_out,
-                       float *wts_out) {
+                       float *wts_out, int pf_down) {
     extern __shared__ float smem[];
     __shared__ int ids[MAX_TOPK];
     __shared__ float wts[MAX_TOPK];
     const int H = w.hidden, I = w.inter, bits = w.gate.bits;
     float *xs = smem, *xsum = smem + xs_floats(H);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    pdl_wait();
+    pdl_wait_early();
     if (warp == 0) router_topk(logits, w.n_experts, w.topk, w.norm_topk, ids, wts);
     load_x(x, H, xs, xsum);
     __syncthreads();
     if (blockIdx.x == 0 && threadIdx.x < w.topk) {
         ids_out[threadIdx.x] = ids[threadIdx.x];
         wts_out[threadIdx.x] = wts[threadIdx.x];
+    }
+    // The selected experts' down matrices are known now, a launch before moe_down needs them: each
+    // block starts its share of them towards L2 (LILY_CUDA_MOE_PF).
+    if (pf_down) {
+        const long per = (long)w.hidden * dq_row_bytes(w.down), tot = (long)w.topk * per;
+        const long pers = (long)w.hidden * (w.inter / w.down.group) * 4, tots = (long)w.topk * pers;
+        const long c = (tot + gridDim.x - 1) / gridDim.x, o1 = min(tot, (blockIdx.x + 1) * c);
+        for (long o = blockIdx.x * c + threadIdx.x * 128; o < o1; o += MOE_THREADS * 128)
+            prefetch_l2((const char *)w.down.codes + ids[o / per] * per + o % per);
+        const long cs = (tots + gridDim.x - 1) / gridDim.x, s1 = min(tots, (blockIdx.x + 1) * cs);
+        for (long o = blockIdx.x * cs + threadIdx.x * 128; o < s1; o += MOE_THREADS * 128)
+            prefetch_l2((const char *)w.down.sb + ids[o / pers] * pers + o % pers);
     }
     const int nchunk = H * bits / 128, cpg = w.gate.group * bits / 128, ng = H / w.gate.group;
     const int p0 = (blockIdx.x * MOE_WARPS + warp) * PPW; // first (expert slot, row) pair
@@ -168,7 +180,7 @@ __global__ void __launch_bounds__(MOE_THREADS)
         const int rr0 = blockIdx.x * RG * PPW, nr = min(RG * PPW, H - rr0);
         prefetch_block((const char *)sd.codes + (long)rr0 * dq_row_bytes(sd), (long)nr * dq_row_bytes(sd));
     }
-    pdl_wait();
+    pdl_wait_early();
     if (threadIdx.x < K) ids[threadIdx.x] = ids_in[threadIdx.x], wts[threadIdx.x] = wts_in[threadIdx.x];
     if (threadIdx.x == 0) wts[K] = Is ? rb(sigmoid_f(*sh_score)) : 0.0f;
     for (int k = 0; k < K; k++)
@@ -260,6 +272,7 @@ __global__ void __launch_bounds__(MOE_THREADS)
 // Set per step by forward_cuda.cu from LILY_CUDA_OPT_MOE_KS (env LILY_CUDA_MOE_KS; default 4: +3.1 %
 // decode at 4K, +2.0 % at 32K against 1, docs/PERF.md); the kernel tests set it directly.
 int lily_cuda_moe_ks = 4;
+int lily_cuda_moe_pf = 0; // from LILY_CUDA_OPT_MOE_PF
 
 // Generic forms (dense or odd-shaped experts: the test fixtures), one warp per output row, plain
 // per-element loops, the same rounding points as the fast kernels.
@@ -325,7 +338,8 @@ void moe_gate_up(const moe_w &w, const float *router_logits, const float *x, flo
     size_t smem = (size_t)(xs_floats(w.hidden) + w.hidden / 16) * sizeof(float);
     set_smem((const void *)moe_gate_up_kernel, smem);
     int pairs = w.topk * w.inter, grid = (pairs + MOE_WARPS * PPW - 1) / (MOE_WARPS * PPW);
-    launch_k(moe_gate_up_kernel, grid, MOE_THREADS, smem, st, w, router_logits, x, h, ids, wts);
+    launch_k(moe_gate_up_kernel, grid, MOE_THREADS, smem, st, w, router_logits, x, h, ids, wts,
+             lily_cuda_moe_pf);
 }
 
 void moe_down(const moe_w &w, const float *h, const int *ids, const float *wts, dq_mat sh_down,

@@ -2,7 +2,7 @@
 // (q/k RMSNorm, partial NeoX RoPE, KV-cache append, spec §2.3) and the embedding lookup.
 #include "cuda_common.cuh"
 
-LILY_CUDA_F32ACT_SETTER(norm_rope)
+LILY_CUDA_MODE_SETTER(norm_rope)
 
 // One block per head: blocks [0, hq) are query heads, [hq, hq + hkv) key heads (which also append v).
 __global__ void qk_kernel(attn_dims d, const float *qg, const float *k, const float *v,

@@ -4,7 +4,7 @@
 // consecutive steps chain on the GPU with no host round trip.
 #include "cuda_common.cuh"
 
-LILY_CUDA_F32ACT_SETTER(sample)
+LILY_CUDA_MODE_SETTER(sample)
 
 __global__ void sample_finish_kernel(const float2 *amax, int n, int *tok, int *ids_out, int *step,
                                      int *pos) {

@@ -12,6 +12,8 @@
 //   lily-gpu-test full DIR            decode speed at 256/4K/32K/128K vs the measured roofline,
 //                                     per-kernel breakdown, ablations, long greedy generation
 //   lily-gpu-test pfprof DIR LEN,...  prefill per-phase breakdown at each prompt length (4K, 64K...)
+//   lily-gpu-test chain               decode kernels at real shapes launched back to back in a graph:
+//                                     time per launch with and without PDL (bench_chain.cu)
 // Exit status 0 only when every check passed.
 #include <algorithm>
 #include <stdarg.h>
@@ -31,6 +33,7 @@ extern "C" const struct lily_backend lily_backend_cpu;
 void run_kernel_tests(uint64_t seed);
 void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small);
 void run_qg_once(int M, int N, int K, int tile, int wg);
+void run_chain(void);
 void report(bool ok, const char *fmt, ...);
 extern int g_fail, g_pass;
 
@@ -314,6 +317,25 @@ static int run_e2e(uint64_t seed) {
         if ((rc = be->forward(ctx, st, &toks[i], 1, b.data() + (size_t)i * V, 0))) die("forward", rc);
     report(!memcmp(a.data(), b.data(), a.size() * 4), "e2e graph + all-logits prefill == plain launches token by token (bitwise)");
     lily_cuda_set_opt(ctx, LILY_CUDA_OPT_GRAPH, 1);
+    // The early PDL trigger changes only when kernels start, never what they compute: the same
+    // graph-replayed decode steps, bitwise (a kernel reading before its wait would show here).
+    const int early0 = lily_cuda_get_opt(ctx, LILY_CUDA_OPT_PDL_EARLY);
+    for (int early = 0; early < 3; early++) {
+        lily_cuda_set_opt(ctx, LILY_CUDA_OPT_PDL_EARLY, early);
+        be->state_reset(ctx, st);
+        if ((rc = be->forward(ctx, st, toks.data(), 24, b.data(), 1))) die("forward", rc);
+        report(!memcmp(a.data(), b.data(), a.size() * 4), "e2e graph decode with the early PDL trigger at %d == "
+               "the same with the option at %d (bitwise)", early, early0);
+    }
+    lily_cuda_set_opt(ctx, LILY_CUDA_OPT_PDL_EARLY, early0);
+    // So does the L2 prefetch of the selected experts' down matrices.
+    const int pf0 = lily_cuda_get_opt(ctx, LILY_CUDA_OPT_MOE_PF);
+    lily_cuda_set_opt(ctx, LILY_CUDA_OPT_MOE_PF, !pf0);
+    be->state_reset(ctx, st);
+    if ((rc = be->forward(ctx, st, toks.data(), 24, b.data(), 1))) die("forward", rc);
+    report(!memcmp(a.data(), b.data(), a.size() * 4), "e2e graph decode with the expert down prefetch %s == %s (bitwise)",
+           pf0 ? "off" : "on", pf0 ? "on" : "off");
+    lily_cuda_set_opt(ctx, LILY_CUDA_OPT_MOE_PF, pf0);
     lily_cuda_set_opt(ctx, LILY_CUDA_OPT_PREFILL, 1);
     // Snapshot at 10, run 5, restore, run the same 5: same logits.
     be->state_reset(ctx, st);
@@ -657,6 +679,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(mode, "compare") && argc > 2) run_compare(argv[2], argc > 3 ? atoi(argv[3]) : 16, argc > 4 ? argv[4] : NULL);
     else if (!strcmp(mode, "full") && argc > 2) run_full(argv[2]);
     else if (!strcmp(mode, "pfprof") && argc > 3) run_pfprof(argv[2], argv[3]);
+    else if (!strcmp(mode, "chain")) run_chain();
     else if (!strcmp(mode, "qgone") && argc > 6)
         run_qg_once(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), atoi(argv[6]));
     else if (!strcmp(mode, "prefill"))

@@ -97,6 +97,8 @@ static void test_gemv(rng &r) {
         {8191, 2048, 4, 32, PRO_PLAIN, GV_STORE, 1, 1}, {4097, 2048, 4, 128, PRO_RMSNORM, GV_STORE, 1, 1},
         {511, 2048, 4, 32, PRO_RMSNORM, GV_STORE, 2, 0}, {2047, 512, 4, 128, PRO_PLAIN, GV_RESID, 1, 0},
         {3001, 2048, 4, 64, PRO_PLAIN, GV_LOGITS, 1, 0}, {1999, 1024, 4, 32, PRO_PLAIN, GV_LOGITS, 1, 0},
+        // Rows wider than the register prologue takes (the loop path even when it is on).
+        {65, 8192, 4, 64, PRO_RMSNORM, GV_STORE, 2, 0}, {40, 8192, 4, 64, PRO_GATED, GV_RESID, 1, 0},
     };
     for (auto &k : cases) {
         const int cols = k.cols, ghd = 96 % 32 == 0 && cols % 96 == 0 ? 96 : 64;
@@ -143,8 +145,10 @@ static void test_gemv(rng &r) {
         int *tok = poisoned<int>(1), *step = dup(std::vector<int>{0}), *pos = dup(std::vector<int>{5});
         a.amax = amax, a.pos = pos;
         double ms[2] = {0, 0};
-        for (int v2 = 0; v2 < 2; v2++) {
-            lily_cuda_gemv2 = v2;
+        const int pro_default = lily_cuda_gv_pro;
+        for (int vv = 0; vv < 3; vv++) { // the first kernel; gemv2 with the register and the loop prologue
+            const int v2 = vv > 0, pro_regs = vv == 1;
+            lily_cuda_gemv2 = v2, lily_cuda_gv_pro = pro_regs;
             for (int s = 0; s < k.nseg; s++) CK(cudaMemset(a.seg[s].y, 0xff, (k.rows + 13 * s) * sizeof(float)));
             CK(cudaMemset(xo, 0xff, cols * sizeof(float)));
             CK(cudaMemcpy(step, std::vector<int>{0}.data(), 4, cudaMemcpyHostToDevice));
@@ -183,11 +187,12 @@ static void test_gemv(rng &r) {
             std::vector<float> xob = back(xo, cols);
             double ex = rel_l2(xob.data(), xr.data(), cols);
             double tol = k.epi == GV_LOGITS ? (k.pro == PRO_PLAIN ? 2e-6 : 2e-3) : 5e-3;
-            report(ok && worst < tol && ex < 2e-3, "%s rows=%d cols=%d bits=%d group=%d pro=%d epi=%d nseg=%d: rel_l2 %.2e (tol %.0e), x_out %.1e",
-                   v2 ? "gemv2" : "gemv", k.rows, cols, k.bits, k.group, k.pro, k.epi, k.nseg, worst, tol, ex);
-            if (k.bench) ms[v2] = gpu_time_ms([&] { gemv_launch(a, 0, 0); }, 20, true);
+            report(ok && worst < tol && ex < 2e-3, "%s (%s prologue) rows=%d cols=%d bits=%d group=%d pro=%d epi=%d nseg=%d: rel_l2 %.2e (tol %.0e), x_out %.1e",
+                   v2 ? "gemv2" : "gemv", pro_regs ? "register" : "loop", k.rows, cols, k.bits, k.group, k.pro, k.epi,
+                   k.nseg, worst, tol, ex);
+            if (k.bench && vv < 2) ms[v2] = gpu_time_ms([&] { gemv_launch(a, 0, 0); }, 20, true);
         }
-        lily_cuda_gemv2 = 0;
+        lily_cuda_gemv2 = 0, lily_cuda_gv_pro = pro_default;
         if (k.bench) {
             double bytes = 0;
             for (int s = 0; s < k.nseg; s++) {

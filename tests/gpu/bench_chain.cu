@@ -1,0 +1,241 @@
+// bench_chain.cu: `lily-gpu-test chain` — what one decode kernel costs inside a step. Each kernel
+// family is launched back to back at the real model's shapes, N launches captured as one CUDA graph
+// (as a decode step is), and the replay time is divided by N. Dense weights rotate through copies
+// that together exceed the 50 MB L2 and the routed experts change with every launch, so the bytes
+// come from DRAM as in a step. Each chain runs with PDL (the step's default), without it, and with
+// the early trigger (LILY_CUDA_PDL_EARLY 1 and 2), next to an empty kernel's chain: the difference
+// between a family and the empty kernel is its own latency, and GB/s is against its own bytes.
+// A benchmark, not a test: it prints numbers and checks nothing.
+#include "gpu_test.h"
+#include "../../src/cuda/cuda_common.cuh"
+
+__global__ void chain_fill(uint32_t *p, size_t n, uint32_t seed, uint32_t mask, uint32_t or_) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t h = (uint32_t)i * 0x9E3779B1u ^ seed * 0x85EBCA77u;
+        h ^= h >> 15, h *= 0x2C1B3C6Du, h ^= h >> 12;
+        p[i] = (h & mask) | or_;
+    }
+}
+__global__ void chain_empty(int *sink) {
+    pdl_wait();
+    pdl_trigger();
+    if (threadIdx.x == 0 && blockIdx.x == 0 && sink) *sink = 0;
+}
+
+static uint32_t *chain_alloc(size_t words, uint32_t seed, uint32_t mask = 0xffffffffu, uint32_t or_ = 0) {
+    uint32_t *p;
+    CK(cudaMalloc(&p, words * 4 + 16));
+    chain_fill<<<1024, 256>>>(p, words, seed, mask, or_);
+    CK(cudaGetLastError());
+    return p;
+}
+static float *chain_floats(size_t n, uint32_t seed) {
+    // bf16 pairs in [0.5, 1): finite, moderate activations (the low half is ignored as fp32 noise).
+    return (float *)chain_alloc(n, seed, 0x007f0000u, 0x3f000000u);
+}
+// A random quantised matrix: any codes; scale|bias words kept small and finite.
+static dq_mat chain_mat(int rows, int cols, int bits, int group, uint32_t seed) {
+    dq_mat m = {};
+    m.rows = rows, m.cols = cols, m.bits = bits, m.group = group, m.fmt = DQ_FAST;
+    m.codes = (const uint4 *)chain_alloc((size_t)rows * cols * bits / 32, seed);
+    m.sb = chain_alloc((size_t)rows * (cols / group), seed + 1, 0x003f003fu, 0xbc003c00u);
+    return m;
+}
+static double mat_bytes(const dq_mat &m) {
+    return (double)m.rows * m.cols * m.bits / 8 + (double)m.rows * (m.cols / m.group) * 4;
+}
+
+static void set_early(int e) {
+    gemv_set_modes(0, e), moe_set_modes(0, e), gdn_set_modes(0, e);
+    attn_set_modes(0, e), norm_rope_set_modes(0, e), sample_set_modes(0, e);
+    CK(cudaDeviceSynchronize());
+}
+
+// Microseconds per launch of n launches replayed as one graph (median of 5 replays).
+template <class F> static double chain_us(F launch, int n) {
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < n; i++) launch(i, s);
+    CK(cudaStreamEndCapture(s, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    CK(cudaGraphLaunch(ge, s));
+    CK(cudaStreamSynchronize(s));
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0), cudaEventCreate(&e1);
+    std::vector<float> t;
+    for (int r = 0; r < 5; r++) {
+        cudaEventRecord(e0, s);
+        cudaGraphLaunch(ge, s);
+        cudaEventRecord(e1, s);
+        CK(cudaEventSynchronize(e1));
+        float ms;
+        cudaEventElapsedTime(&ms, e0, e1);
+        t.push_back(ms);
+    }
+    std::sort(t.begin(), t.end());
+    cudaGraphExecDestroy(ge), cudaGraphDestroy(g), cudaStreamDestroy(s);
+    cudaEventDestroy(e0), cudaEventDestroy(e1);
+    return t[2] * 1e3 / n;
+}
+
+// One family: PDL on, off, early 1, early 2. bytes: weights + state one launch reads (0: none).
+template <class F> static void chain_row(const char *name, double bytes, F launch, int n = 240) {
+    double us[4];
+    const int pdl0 = lily_cuda_pdl;
+    for (int v = 0; v < 4; v++) {
+        lily_cuda_pdl = v != 1;
+        set_early(v >= 2 ? v - 1 : 0);
+        us[v] = chain_us(launch, n);
+    }
+    lily_cuda_pdl = pdl0;
+    set_early(0);
+    printf("| %s | %.2f | %.0f | %.2f | %.2f | %.2f |\n", name, bytes / 1e6, bytes > 0 ? bytes / us[0] / 1e3 : 0.0,
+           us[0], us[1], us[2] > us[3] ? us[3] : us[2]);
+    printf("  (%s: early 1 %.2f us, early 2 %.2f us)\n", name, us[2], us[3]);
+    fflush(stdout);
+}
+
+void run_chain(void) {
+    const int H = 2048, E = 256, K = 8, I = 512, V = 248320;
+    printf("| kernel (real shapes, weights from DRAM) | MB | GB/s (PDL) | us/launch PDL | no PDL | early trigger (best) |\n|---|---|---|---|---|---|\n");
+    int *sink;
+    CK(cudaMalloc(&sink, 64));
+    for (int grid : {132, 396, 1056})
+        chain_row(grid == 132 ? "empty kernel, 132 blocks" : grid == 396 ? "empty kernel, 396 blocks" : "empty kernel, 1056 blocks",
+                  0, [&](int, cudaStream_t s) { launch_k(chain_empty, grid, 256, 0, s, sink); });
+
+    float *x = chain_floats(8192, 1), *w = chain_floats(8192, 2), *z = chain_floats(8192, 3);
+    float *y0 = chain_floats(16384, 4), *y1 = chain_floats(16384, 5), *y2 = chain_floats(16384, 6),
+          *y3 = chain_floats(16384, 7), *y4 = chain_floats(16384, 8);
+    lily_cuda_gemv2 = 1;
+    // Router + shared expert gate/up + shared gate score (8-bit router/score, 4-bit shared).
+    {
+        const int C = 40;
+        std::vector<gv_args> a(C);
+        double bytes = 0;
+        for (int c = 0; c < C; c++) {
+            memset(&a[c], 0, sizeof(gv_args));
+            a[c].nseg = 4, a[c].cols = H, a[c].x = x, a[c].pro = PRO_RMSNORM, a[c].norm_w = w, a[c].eps = 1e-6f;
+            a[c].x_out = y4;
+            a[c].seg[0].m = chain_mat(E, H, 8, 64, 100 + c), a[c].seg[0].y = y0;
+            a[c].seg[1].m = chain_mat(I, H, 4, 64, 200 + c), a[c].seg[1].y = y1;
+            a[c].seg[2].m = chain_mat(I, H, 4, 64, 300 + c), a[c].seg[2].y = y2;
+            a[c].seg[3].m = chain_mat(1, H, 8, 64, 400 + c), a[c].seg[3].y = y3;
+        }
+        for (int s = 0; s < 4; s++) bytes += mat_bytes(a[0].seg[s].m);
+        chain_row("norm + router + shared gate/up (gemv2)", bytes, [&](int i, cudaStream_t s) { gemv_launch(a[i % C], 0, s); });
+        lily_cuda_gv_pro = 0;
+        chain_row("  the same with the loop prologue", bytes, [&](int i, cudaStream_t s) { gemv_launch(a[i % C], 0, s); });
+        lily_cuda_gv_pro = 1;
+        for (auto &g : a) g.pro = PRO_PLAIN, g.x_out = NULL;
+        chain_row("  the same without the norm prologue", bytes, [&](int i, cudaStream_t s) { gemv_launch(a[i % C], 0, s); });
+        lily_cuda_gemv2 = 0;
+        chain_row("  the same on the first GEMV kernel", bytes, [&](int i, cudaStream_t s) { gemv_launch(a[i % C], 0, s); });
+        lily_cuda_gemv2 = 1;
+    }
+    // GDN in_proj: qkv 8192 + z 4096 + b 32 + a 32 rows of 2048.
+    {
+        const int C = 8;
+        std::vector<gv_args> a(C);
+        for (int c = 0; c < C; c++) {
+            memset(&a[c], 0, sizeof(gv_args));
+            a[c].nseg = 4, a[c].cols = H, a[c].x = x, a[c].pro = PRO_RMSNORM, a[c].norm_w = w, a[c].eps = 1e-6f;
+            a[c].seg[0].m = chain_mat(8192, H, 4, 64, 500 + c), a[c].seg[0].y = y0;
+            a[c].seg[1].m = chain_mat(4096, H, 4, 64, 600 + c), a[c].seg[1].y = y1;
+            a[c].seg[2].m = chain_mat(32, H, 4, 64, 700 + c), a[c].seg[2].y = y2;
+            a[c].seg[3].m = chain_mat(32, H, 4, 64, 800 + c), a[c].seg[3].y = y3;
+        }
+        double bytes = 0;
+        for (int s = 0; s < 4; s++) bytes += mat_bytes(a[0].seg[s].m);
+        chain_row("GDN in_proj (norm + qkv/z/b/a, gemv2)", bytes, [&](int i, cudaStream_t s) { gemv_launch(a[i % C], 0, s); });
+        lily_cuda_gemv2 = 0;
+        chain_row("  the same on the first GEMV kernel", bytes, [&](int i, cudaStream_t s) { gemv_launch(a[i % C], 0, s); });
+        lily_cuda_gemv2 = 1;
+    }
+    // GDN out_proj: gated norm over heads of 128, 2048 rows of 4096, residual epilogue.
+    {
+        const int C = 24;
+        std::vector<gv_args> a(C);
+        for (int c = 0; c < C; c++) {
+            memset(&a[c], 0, sizeof(gv_args));
+            a[c].nseg = 1, a[c].cols = 4096, a[c].x = x, a[c].pro = PRO_GATED, a[c].norm_w = w, a[c].eps = 1e-6f;
+            a[c].gz = z, a[c].ghd = 128, a[c].epi = GV_RESID;
+            a[c].seg[0].m = chain_mat(H, 4096, 4, 64, 900 + c), a[c].seg[0].y = y0, a[c].seg[0].res = y1;
+        }
+        chain_row("GDN out_proj (gated norm + 2048x4096 + residual, gemv2)", mat_bytes(a[0].seg[0].m),
+                  [&](int i, cudaStream_t s) { gemv_launch(a[i % C], 0, s); });
+        lily_cuda_gv_pro = 0;
+        chain_row("  the same with the loop prologue", mat_bytes(a[0].seg[0].m),
+                  [&](int i, cudaStream_t s) { gemv_launch(a[i % C], 0, s); });
+        lily_cuda_gv_pro = 1;
+        lily_cuda_gemv2 = 0;
+        chain_row("  the same on the first GEMV kernel", mat_bytes(a[0].seg[0].m),
+                  [&](int i, cudaStream_t s) { gemv_launch(a[i % C], 0, s); });
+        lily_cuda_gemv2 = 1;
+    }
+    // Routed experts: a different top-8 every launch (64 logit vectors).
+    {
+        moe_w mw = {chain_mat(E * I, H, 4, 64, 1000), chain_mat(E * I, H, 4, 64, 1001), chain_mat(E * H, I, 4, 64, 1002), E, K, I, H, 1};
+        const int NL = 64;
+        float *lg = chain_floats((size_t)NL * E, 1003);
+        int *ids;
+        float *wts, *h = chain_floats(K * I, 1004);
+        CK(cudaMalloc(&ids, NL * K * 4));
+        CK(cudaMalloc(&wts, NL * K * 4));
+        std::vector<int> hid(NL * K);
+        rng r(5);
+        for (int l = 0; l < NL; l++)
+            for (int k = 0; k < K; k++) hid[l * K + k] = (int)(r.next() % E);
+        CK(cudaMemcpy(ids, hid.data(), NL * K * 4, cudaMemcpyHostToDevice));
+        CK(cudaMemset(wts, 0, NL * K * 4));
+        const double gu = 2.0 * K * I * ((double)H / 2 + H / 64 * 4), dn = K * H * ((double)I / 2 + I / 64 * 4);
+        chain_row("experts gate/up (top-k + silu*up, 8 x 1024 rows)", gu, [&](int i, cudaStream_t s) {
+            moe_gate_up(mw, lg + (i % NL) * E, x, h, ids + (i % NL) * K, wts + (i % NL) * K, s);
+        });
+        std::vector<dq_mat> sd(40);
+        for (int c = 0; c < 40; c++) sd[c] = chain_mat(H, I, 4, 64, 1100 + c);
+        const double sdb = mat_bytes(sd[0]);
+        for (int ks : {4, 1}) {
+            lily_cuda_moe_ks = ks;
+            chain_row(ks == 4 ? "experts down + shared down (split 4)" : "  the same, split 1", dn + sdb, [&](int i, cudaStream_t s) {
+                moe_down(mw, h, ids + (i % NL) * K, wts + (i % NL) * K, sd[i % 40], y1, y2, y3, y0, y4, s);
+            });
+        }
+        lily_cuda_moe_ks = 4;
+    }
+    // GDN conv + delta rule: 32 v heads of 128, 16 k heads, fp32 state 2 MB per layer (30 layers).
+    {
+        gdn_dims d = {16, 32, 128, 128, 4};
+        const int L = 30, C = 2 * 16 * 128 + 32 * 128;
+        std::vector<float *> S(L), ring(L);
+        for (int l = 0; l < L; l++) {
+            S[l] = chain_floats((size_t)32 * 128 * 128, 2000 + l);
+            ring[l] = chain_floats((size_t)4 * C, 3000 + l);
+        }
+        float *cw = chain_floats((size_t)C * 4, 4000), *dtb = chain_floats(32, 4001), *A = chain_floats(32, 4002);
+        int *pos;
+        CK(cudaMalloc(&pos, 4));
+        CK(cudaMemset(pos, 0, 4));
+        for (int ns : {8, 16})
+            chain_row(ns == 8 ? "GDN conv + delta rule (split 8, state read + write)" : "  the same, split 16", 2.0 * 32 * 128 * 128 * 4,
+                      [&](int i, cudaStream_t s) { gdn_step(d, y0, y1, y2, cw, dtb, A, ring[i % L], S[i % L], y3, pos, ns, s); });
+    }
+    // lm_head with the argmax epilogue (286 MB: 20 launches).
+    {
+        gv_args a;
+        memset(&a, 0, sizeof a);
+        a.nseg = 1, a.cols = H, a.x = x, a.pro = PRO_RMSNORM, a.norm_w = w, a.eps = 1e-6f, a.epi = GV_LOGITS;
+        a.seg[0].m = chain_mat(V, H, 4, 64, 5000);
+        float2 *amax;
+        CK(cudaMalloc(&amax, gemv_max_blocks() * sizeof(float2)));
+        int *pos;
+        CK(cudaMalloc(&pos, 4));
+        CK(cudaMemset(pos, 0, 4));
+        a.amax = amax, a.pos = pos;
+        chain_row("lm_head (norm + 248320x2048 + argmax)", mat_bytes(a.seg[0].m), [&](int, cudaStream_t s) { gemv_launch(a, 0, s); }, 20);
+    }
+    lily_cuda_gemv2 = 0;
+}
