@@ -8,7 +8,8 @@
 #   make fuzz            build the libFuzzer targets (clang) and run each for FUZZ_SECONDS
 #   make format          clang-format every source file
 #
-# Knobs: CUDA=0|1, SAN=1, ARCH=<-march value>, NVCC=<path>, CUDA_HOME=<path>.
+# Knobs: CUDA=0|1, SAN=1, ARCH=<-march value>, NVCC=<path>, CUDA_HOME=<path>, NVEXTRA=<nvcc flags>
+# (compile-time experiments, e.g. NVEXTRA=-DGC_SPLIT=0; the flags stamp rebuilds what they change).
 
 CC      ?= gcc
 ARCH    ?= x86-64-v3
@@ -50,7 +51,7 @@ ifeq ($(CUDA),1)
   CU_SRC   := $(wildcard src/cuda/*.cu)
   CU_OBJ   := $(CU_SRC:%.cu=$(BUILD)/%.o)
   NVFLAGS  := -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -lineinfo -Isrc \
-              -Xcompiler -Wall,-Wextra,-Werror -MMD -MP
+              -Xcompiler -Wall,-Wextra,-Werror -MMD -MP $(NVEXTRA)
   CFLAGS   += -DLILY_CUDA=1
   LDLIBS   += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/targets/x86_64-linux/lib -lcudart_static -ldl -lrt -lstdc++
 else
