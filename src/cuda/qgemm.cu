@@ -283,21 +283,7 @@ __global__ void __launch_bounds__(qg_cfg<MF, WM, BITS>::THREADS) qgemm_kernel(qg
             for (int nf = 0; nf < NF; nf++) {
                 const int col = n0 + wn * 32 + nf * 8 + 2 * t;
                 if (col >= a.N) continue;
-                float v0 = acc[mf][nf][2 * hr], v1 = acc[mf][nf][2 * hr + 1];
-                const long at = (long)orow * a.ldy + col;
-                switch (a.epi) {
-                case QG_BF16: *(uint32_t *)((uint16_t *)a.y + at) = wg_pack(v0, v1); break;
-                case QG_F32: *(float2 *)((float *)a.y + at) = make_float2(rb(v0), rb(v1)); break;
-                case QG_F32_RAW: *(float2 *)((float *)a.y + at) = make_float2(v0, v1); break;
-                case QG_RESID: {
-                    float2 rs = *(const float2 *)(a.res + at);
-                    *(float2 *)((float *)a.y + at) = make_float2(rb(rs.x + rb(v0)), rb(rs.y + rb(v1)));
-                    break;
-                }
-                case QG_SCALE_BF16:
-                    *(uint32_t *)((uint16_t *)a.y + at) = wg_pack(sc * rb(v0), sc * rb(v1));
-                    break;
-                }
+                qg_store2_at(a, (long)orow * a.ldy + col, [&] { return sc; }, acc[mf][nf][2 * hr], acc[mf][nf][2 * hr + 1]);
             }
         }
 }

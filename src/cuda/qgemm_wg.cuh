@@ -86,10 +86,11 @@ __device__ __forceinline__ uint4 wg_codes(uint32_t w) {
     return make_uint4(r[0], r[1], r[2], r[3]);
 }
 
-// One output pair (columns col, col+1 of sorted row p) through the epilogue (QG_GLU is handled apart).
-__device__ __forceinline__ void wg_store2(const qg_args &a, int p, int col, float v0, float v1) {
-    const int orow = a.y_rows ? __ldg(a.y_rows + p) : p;
-    const long at = (long)orow * a.ldy + col;
+// One output pair at element offset `at` of y (row orow, columns col and col + 1) through the
+// epilogue (QG_GLU is handled apart); scale() gives the row's scale, read only for QG_SCALE_BF16
+// (qgemm.cu hoists it and orow out of its column loop, wg_store2 reads it here).
+template <class S>
+__device__ __forceinline__ void qg_store2_at(const qg_args &a, long at, S scale, float v0, float v1) {
     switch (a.epi) {
     case QG_BF16: *(uint32_t *)((uint16_t *)a.y + at) = wg_pack(v0, v1); break;
     case QG_F32: *(float2 *)((float *)a.y + at) = make_float2(rb(v0), rb(v1)); break;
@@ -100,11 +101,17 @@ __device__ __forceinline__ void wg_store2(const qg_args &a, int p, int col, floa
         break;
     }
     case QG_SCALE_BF16: {
-        const float sc = __ldg(a.scale + orow);
+        const float sc = scale();
         *(uint32_t *)((uint16_t *)a.y + at) = wg_pack(sc * rb(v0), sc * rb(v1));
         break;
     }
     }
+}
+
+// One output pair (columns col, col+1 of sorted row p) through the epilogue (QG_GLU is handled apart).
+__device__ __forceinline__ void wg_store2(const qg_args &a, int p, int col, float v0, float v1) {
+    const int orow = a.y_rows ? __ldg(a.y_rows + p) : p;
+    qg_store2_at(a, (long)orow * a.ldy + col, [&] { return __ldg(a.scale + orow); }, v0, v1);
 }
 
 // The rows of X this block multiplies: dense (tile blockIdx.x of BM rows) or grouped (a tile of one
