@@ -50,7 +50,7 @@ __device__ __forceinline__ float dq_get(const dq_mat &m, long r, int c) {
 // Precision switch. By default activations are rounded to bf16 where the HF reference stores them
 // (spec §7) and the KV cache is bf16. With LILY_CUDA_F32ACT=1 (or lily_cuda_set_opt F32ACT) rb() is
 // the identity and the KV cache is fp32, so the GPU computes the CPU backend's all-fp32 function and
-// the two can be compared to ~1e-5 (docs/PERF.md). c_pdl_early: pdl_begin() below. Constant memory
+// the two can be compared to ~1e-5 (docs/PERF.md). c_pdl_early: pdl_wait_early() below. Constant memory
 // is per translation unit, so each .cu file of the decode step defines its own setter with
 // LILY_CUDA_MODE_SETTER(file) and forward_cuda.cu calls them all when a mode changes.
 static __constant__ int c_f32act;

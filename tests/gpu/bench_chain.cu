@@ -45,6 +45,25 @@ static double mat_bytes(const dq_mat &m) {
     return (double)m.rows * m.cols * m.bits / 8 + (double)m.rows * (m.cols / m.group) * 4;
 }
 
+struct chain_seg { int rows, bits; float *y; };
+// C copies of one RMS-normed launch over `cols` inputs with these segments (group 64, fresh random
+// weights per copy, seeds from seed0); *bytes = one launch's weight bytes.
+static std::vector<gv_args> chain_gemvs(int C, int cols, const float *x, const float *w,
+                                        std::initializer_list<chain_seg> segs, uint32_t seed0, double *bytes) {
+    std::vector<gv_args> a(C);
+    *bytes = 0;
+    for (int c = 0; c < C; c++) {
+        memset(&a[c], 0, sizeof(gv_args));
+        a[c].cols = cols, a[c].x = x, a[c].pro = PRO_RMSNORM, a[c].norm_w = w, a[c].eps = 1e-6f;
+        for (const chain_seg &s : segs) {
+            gv_seg &g = a[c].seg[a[c].nseg++];
+            g.m = chain_mat(s.rows, cols, s.bits, 64, seed0 + 100 * a[c].nseg + c), g.y = s.y;
+            if (c == 0) *bytes += mat_bytes(g.m);
+        }
+    }
+    return a;
+}
+
 static void set_early(int e) {
     gemv_set_modes(0, e), moe_set_modes(0, e), gdn_set_modes(0, e);
     attn_set_modes(0, e), norm_rope_set_modes(0, e), sample_set_modes(0, e);
@@ -114,18 +133,9 @@ void run_chain(void) {
     // Router + shared expert gate/up + shared gate score (8-bit router/score, 4-bit shared).
     {
         const int C = 40;
-        std::vector<gv_args> a(C);
-        double bytes = 0;
-        for (int c = 0; c < C; c++) {
-            memset(&a[c], 0, sizeof(gv_args));
-            a[c].nseg = 4, a[c].cols = H, a[c].x = x, a[c].pro = PRO_RMSNORM, a[c].norm_w = w, a[c].eps = 1e-6f;
-            a[c].x_out = y4;
-            a[c].seg[0].m = chain_mat(E, H, 8, 64, 100 + c), a[c].seg[0].y = y0;
-            a[c].seg[1].m = chain_mat(I, H, 4, 64, 200 + c), a[c].seg[1].y = y1;
-            a[c].seg[2].m = chain_mat(I, H, 4, 64, 300 + c), a[c].seg[2].y = y2;
-            a[c].seg[3].m = chain_mat(1, H, 8, 64, 400 + c), a[c].seg[3].y = y3;
-        }
-        for (int s = 0; s < 4; s++) bytes += mat_bytes(a[0].seg[s].m);
+        double bytes;
+        std::vector<gv_args> a = chain_gemvs(C, H, x, w, {{E, 8, y0}, {I, 4, y1}, {I, 4, y2}, {1, 8, y3}}, 0, &bytes);
+        for (auto &g : a) g.x_out = y4;
         chain_row("norm + router + shared gate/up (gemv2)", bytes, [&](int i, cudaStream_t s) { gemv_launch(a[i % C], 0, s); });
         lily_cuda_gv_pro = 0;
         chain_row("  the same with the loop prologue", bytes, [&](int i, cudaStream_t s) { gemv_launch(a[i % C], 0, s); });
@@ -139,17 +149,8 @@ void run_chain(void) {
     // GDN in_proj: qkv 8192 + z 4096 + b 32 + a 32 rows of 2048.
     {
         const int C = 8;
-        std::vector<gv_args> a(C);
-        for (int c = 0; c < C; c++) {
-            memset(&a[c], 0, sizeof(gv_args));
-            a[c].nseg = 4, a[c].cols = H, a[c].x = x, a[c].pro = PRO_RMSNORM, a[c].norm_w = w, a[c].eps = 1e-6f;
-            a[c].seg[0].m = chain_mat(8192, H, 4, 64, 500 + c), a[c].seg[0].y = y0;
-            a[c].seg[1].m = chain_mat(4096, H, 4, 64, 600 + c), a[c].seg[1].y = y1;
-            a[c].seg[2].m = chain_mat(32, H, 4, 64, 700 + c), a[c].seg[2].y = y2;
-            a[c].seg[3].m = chain_mat(32, H, 4, 64, 800 + c), a[c].seg[3].y = y3;
-        }
-        double bytes = 0;
-        for (int s = 0; s < 4; s++) bytes += mat_bytes(a[0].seg[s].m);
+        double bytes;
+        std::vector<gv_args> a = chain_gemvs(C, H, x, w, {{8192, 4, y0}, {4096, 4, y1}, {32, 4, y2}, {32, 4, y3}}, 400, &bytes);
         chain_row("GDN in_proj (norm + qkv/z/b/a, gemv2)", bytes, [&](int i, cudaStream_t s) { gemv_launch(a[i % C], 0, s); });
         lily_cuda_gemv2 = 0;
         chain_row("  the same on the first GEMV kernel", bytes, [&](int i, cudaStream_t s) { gemv_launch(a[i % C], 0, s); });
