@@ -60,6 +60,9 @@ void moe_gate_up(const moe_w &w, const float *router_logits, const float *x, flo
 extern int lily_cuda_moe_ks;
 // 1 = moe_gate_up prefetches the selected experts' down matrices into L2 (LILY_CUDA_MOE_PF).
 extern int lily_cuda_moe_pf;
+// 1 = the latency variants: top-k by warp integer reductions, moe_down's first weight loads and
+// residual read before its inputs are staged (LILY_CUDA_MOE_LAT; same results bitwise).
+extern int lily_cuda_moe_lat;
 void moe_down(const moe_w &w, const float *h, const int *ids, const float *wts, dq_mat sh_down,
               const float *sg, const float *su, const float *sh_score, const float *res, float *out,
               cudaStream_t st);

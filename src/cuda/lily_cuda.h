@@ -61,6 +61,10 @@ enum lily_cuda_opt {
     LILY_CUDA_OPT_GV_PRO = 19,      // decode: 1 = gemv2's prologue loads x (and gain, z) into registers
                                     // in one round trip (default; LILY_CUDA_GV_PRO; flag gemv_pro_regs),
                                     // 0 = a loop per pass / per head
+    LILY_CUDA_OPT_MOE_LAT = 20,     // decode: 1 = the MoE kernels' latency variants (top-k by warp
+                                    // integer reductions; expert down: weights and residual requested
+                                    // before its inputs are staged), same results bitwise
+                                    // (LILY_CUDA_MOE_LAT; flag moe_lat; default 0 until measured)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

@@ -19,7 +19,7 @@ LILY_CUDA_MODE_SETTER(moe)
 
 // Softmax over E logits, top-k by probability (ties: lower id), optional renormalisation; the
 // weights are rounded to bf16 as the reference does. Run by one warp.
-__device__ void router_topk(const float *logits, int E, int k, int norm, int *ids, float *wts) {
+__device__ void router_topk(const float *logits, int E, int k, int norm, int *ids, float *wts, bool redux) {
     int lane = threadIdx.x & 31;
     float v[MAX_E_PER_LANE];
     float mx = -INFINITY;
@@ -40,6 +40,30 @@ __device__ void router_topk(const float *logits, int E, int k, int norm, int *id
     sum = warp_sum(sum);
     float pk[MAX_TOPK], tot = 0.0f;
     int ik[MAX_TOPK];
+    if (redux) {
+        // The same selection with the warp's integer reductions (redux.sync) instead of ten shuffles
+        // per round: key = probability bits + 1 (positive floats order as integers; a probability
+        // that underflowed to 0 still beats an absent or taken expert, key 0); the round's winner is
+        // the lowest id among the lanes whose best equals the maximum, as below.
+        uint32_t key[MAX_E_PER_LANE];
+#pragma unroll
+        for (int j = 0; j < MAX_E_PER_LANE; j++) key[j] = v[j] >= 0.0f ? __float_as_uint(v[j]) + 1u : 0u;
+        for (int t = 0; t < k; t++) {
+            uint32_t b = 0;
+            int bi = 0x7fffffff;
+#pragma unroll
+            for (int j = 0; j < MAX_E_PER_LANE; j++)
+                if (key[j] > b) b = key[j], bi = lane + 32 * j;
+            const uint32_t m = __reduce_max_sync(0xffffffffu, b);
+            const int e = __reduce_min_sync(0xffffffffu, b == m ? bi : 0x7fffffff);
+#pragma unroll
+            for (int j = 0; j < MAX_E_PER_LANE; j++)
+                if (lane + 32 * j == e) key[j] = 0u;
+            pk[t] = __uint_as_float(m - 1u) / sum;
+            ik[t] = e;
+            tot += pk[t];
+        }
+    } else
     for (int t = 0; t < k; t++) {
         float b = -2.0f;
         int bi = 0x7fffffff;
@@ -86,7 +110,7 @@ __device__ __forceinline__ float chunk_contrib(uint4 code, uint32_t sb, const fl
 
 __global__ void __launch_bounds__(MOE_THREADS)
     moe_gate_up_kernel(moe_w w, const float *logits, const float *x, float *h, int *ids_out,
-                       float *wts_out, int pf_down) {
+                       float *wts_out, int pf_down, int lat) {
     extern __shared__ float smem[];
     __shared__ int ids[MAX_TOPK];
     __shared__ float wts[MAX_TOPK];
@@ -94,7 +118,7 @@ __global__ void __launch_bounds__(MOE_THREADS)
     float *xs = smem, *xsum = smem + xs_floats(H);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     pdl_wait_early();
-    if (warp == 0) router_topk(logits, w.n_experts, w.topk, w.norm_topk, ids, wts);
+    if (warp == 0) router_topk(logits, w.n_experts, w.topk, w.norm_topk, ids, wts, lat != 0);
     load_x(x, H, xs, xsum);
     __syncthreads();
     if (blockIdx.x == 0 && threadIdx.x < w.topk) {
@@ -162,7 +186,10 @@ __global__ void __launch_bounds__(MOE_THREADS)
 // MOE_WARPS * PPW / KS rows, so the grid is KS times larger and KS times more loads are in flight
 // (2048 rows at KS = 1 are 128 blocks: one per SM, ncu in docs/PERF.md); the KS partial sums of a
 // row meet in shared memory and are added in a fixed order.
-template <int KS>
+// EARLY (LILY_CUDA_MOE_LAT): the expert ids are read first and each warp's first batch of weight
+// loads goes out before the inputs are staged and summed, and the residual is read then too, so
+// those round trips overlap the weights' instead of preceding them. Same arithmetic, same order.
+template <int KS, bool EARLY>
 __global__ void __launch_bounds__(MOE_THREADS)
     moe_down_kernel(moe_w w, const float *h, const int *ids_in, const float *wts_in, dq_mat sd,
                     const float *sg, const float *su, const float *sh_score, const float *res,
@@ -180,32 +207,15 @@ __global__ void __launch_bounds__(MOE_THREADS)
         const int rr0 = blockIdx.x * RG * PPW, nr = min(RG * PPW, H - rr0);
         prefetch_block((const char *)sd.codes + (long)rr0 * dq_row_bytes(sd), (long)nr * dq_row_bytes(sd));
     }
-    pdl_wait_early();
-    if (threadIdx.x < K) ids[threadIdx.x] = ids_in[threadIdx.x], wts[threadIdx.x] = wts_in[threadIdx.x];
-    if (threadIdx.x == 0) wts[K] = Is ? rb(sigmoid_f(*sh_score)) : 0.0f;
-    for (int k = 0; k < K; k++)
-        for (int c = threadIdx.x; c < I; c += blockDim.x) xs[k * xs_floats(I) + xs_index(c)] = h[k * I + c];
-    for (int c = threadIdx.x; c < Is; c += blockDim.x)
-        xs[K * xs_floats(I) + xs_index(c)] = rb(rb(silu_f(sg[c])) * su[c]);
-    __syncthreads();
-    for (int i = threadIdx.x; i < (K * I + Is) / 16; i += blockDim.x) {
-        int k = i / (I / 16), c = (i % (I / 16)) * 16;
-        const float *xp = k < K ? xs + k * xs_floats(I) : xs + K * xs_floats(I);
-        if (k >= K) c = (i - K * (I / 16)) * 16;
-        float t = 0.0f;
-        for (int j = 0; j < 16; j++) t += xp[xs_index(c + j)];
-        xsum[i] = t;
-    }
-    __syncthreads();
     const int bits = w.down.bits;
     const int ncr = I * bits / 128, ncs = Is * sd.bits / 128 * (Is > 0);
     const int total = K * ncr + ncs;
     const int kpart = warp / RG, r0 = (blockIdx.x * RG + warp % RG) * PPW;
-    float acc[PPW] = {};
+    constexpr int STRIDE = 32 * MUNR * KS;
     // Part kpart takes the 32-chunk units kpart, kpart + KS, ... of every batch of MUNR * KS units.
-    for (int c0 = lane + 32 * kpart; c0 < total; c0 += 32 * MUNR * KS) {
-        uint4 code[PPW][MUNR];
-        uint32_t sb[PPW][MUNR];
+    uint4 code[PPW][MUNR];
+    uint32_t sb[PPW][MUNR];
+    auto load = [&](int c0) {
 #pragma unroll
         for (int p = 0; p < PPW; p++)
 #pragma unroll
@@ -226,6 +236,33 @@ __global__ void __launch_bounds__(MOE_THREADS)
                     sb[p][u] = __ldg(sd.sb + (long)r * (Is / sd.group) + cc / (sd.group * sd.bits / 128));
                 }
             }
+    };
+    pdl_wait_early();
+    if (threadIdx.x < K) ids[threadIdx.x] = ids_in[threadIdx.x], wts[threadIdx.x] = wts_in[threadIdx.x];
+    if (threadIdx.x == 0) wts[K] = Is ? rb(sigmoid_f(*sh_score)) : 0.0f;
+    int c0 = lane + 32 * kpart;
+    float rres = 0.0f; // EARLY: lane p < PPW holds res[r0 + p]
+    if (EARLY) {
+        __syncthreads(); // ids
+        if (c0 < total) load(c0);
+        if (lane < PPW && r0 + lane < H) rres = res[r0 + lane];
+    }
+    for (int k = 0; k < K; k++)
+        for (int c = threadIdx.x; c < I; c += blockDim.x) xs[k * xs_floats(I) + xs_index(c)] = h[k * I + c];
+    for (int c = threadIdx.x; c < Is; c += blockDim.x)
+        xs[K * xs_floats(I) + xs_index(c)] = rb(rb(silu_f(sg[c])) * su[c]);
+    __syncthreads();
+    for (int i = threadIdx.x; i < (K * I + Is) / 16; i += blockDim.x) {
+        int k = i / (I / 16), c = (i % (I / 16)) * 16;
+        const float *xp = k < K ? xs + k * xs_floats(I) : xs + K * xs_floats(I);
+        if (k >= K) c = (i - K * (I / 16)) * 16;
+        float t = 0.0f;
+        for (int j = 0; j < 16; j++) t += xp[xs_index(c + j)];
+        xsum[i] = t;
+    }
+    __syncthreads();
+    float acc[PPW] = {};
+    auto fold = [&](int c0) {
 #pragma unroll
         for (int u = 0; u < MUNR; u++) {
             int c = c0 + 32 * KS * u;
@@ -242,14 +279,25 @@ __global__ void __launch_bounds__(MOE_THREADS)
 #pragma unroll
             for (int p = 0; p < PPW; p++) acc[p] += wts[k] * chunk_contrib(code[p][u], sb[p][u], xp, sp, cc, b);
         }
-    }
+    };
+    if (EARLY) // the first batch is in flight already; each batch requests the next one's
+        for (; c0 < total; c0 += STRIDE) {
+            fold(c0);
+            if (c0 + STRIDE < total) load(c0 + STRIDE);
+        }
+    else
+        for (; c0 < total; c0 += STRIDE) {
+            load(c0);
+            fold(c0);
+        }
     pdl_trigger();
     if (KS == 1) {
 #pragma unroll
         for (int p = 0; p < PPW; p++) {
             float s = warp_sum(acc[p]);
+            const float rv = __shfl_sync(0xffffffffu, rres, p);
             int r = r0 + p;
-            if (lane == 0 && r < H) out[r] = rb(res[r] + rb(s));
+            if (lane == 0 && r < H) out[r] = rb((EARLY ? rv : res[r]) + rb(s));
         }
         return;
     }
@@ -265,14 +313,15 @@ __global__ void __launch_bounds__(MOE_THREADS)
 #pragma unroll
         for (int q = 0; q < KS; q++) s += part[q][warp][lane];
         int r = r0 + lane;
-        if (r < H) out[r] = rb(res[r] + rb(s));
+        if (r < H) out[r] = rb((EARLY ? rres : res[r]) + rb(s));
     }
 }
 
 // Set per step by forward_cuda.cu from LILY_CUDA_OPT_MOE_KS (env LILY_CUDA_MOE_KS; default 4: +3.1 %
 // decode at 4K, +2.0 % at 32K against 1, docs/PERF.md); the kernel tests set it directly.
 int lily_cuda_moe_ks = 4;
-int lily_cuda_moe_pf = 0; // from LILY_CUDA_OPT_MOE_PF
+int lily_cuda_moe_pf = 0;  // from LILY_CUDA_OPT_MOE_PF
+int lily_cuda_moe_lat = 0; // from LILY_CUDA_OPT_MOE_LAT
 
 // Generic forms (dense or odd-shaped experts: the test fixtures), one warp per output row, plain
 // per-element loops, the same rounding points as the fast kernels.
@@ -283,7 +332,7 @@ __global__ void moe_gate_up_generic(moe_w w, const float *logits, const float *x
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, I = w.inter, H = w.hidden;
     pdl_wait();
     pdl_trigger();
-    if (warp == 0) router_topk(logits, w.n_experts, w.topk, w.norm_topk, ids, wts);
+    if (warp == 0) router_topk(logits, w.n_experts, w.topk, w.norm_topk, ids, wts, false);
     __syncthreads();
     if (blockIdx.x == 0 && threadIdx.x < w.topk) ids_out[threadIdx.x] = ids[threadIdx.x], wts_out[threadIdx.x] = wts[threadIdx.x];
     const int p = blockIdx.x * MOE_WARPS + warp;
@@ -339,7 +388,7 @@ void moe_gate_up(const moe_w &w, const float *router_logits, const float *x, flo
     set_smem((const void *)moe_gate_up_kernel, smem);
     int pairs = w.topk * w.inter, grid = (pairs + MOE_WARPS * PPW - 1) / (MOE_WARPS * PPW);
     launch_k(moe_gate_up_kernel, grid, MOE_THREADS, smem, st, w, router_logits, x, h, ids, wts,
-             lily_cuda_moe_pf);
+             lily_cuda_moe_pf, lily_cuda_moe_lat);
 }
 
 void moe_down(const moe_w &w, const float *h, const int *ids, const float *wts, dq_mat sh_down,
@@ -355,14 +404,12 @@ void moe_down(const moe_w &w, const float *h, const int *ids, const float *wts, 
                   sizeof(float);
     const int ks = lily_cuda_moe_ks == 2 || lily_cuda_moe_ks == 4 ? lily_cuda_moe_ks : 1;
     const int rows = MOE_WARPS * PPW / ks, grid = (w.hidden + rows - 1) / rows;
-    if (ks == 4) {
-        set_smem((const void *)moe_down_kernel<4>, smem);
-        launch_k(moe_down_kernel<4>, grid, MOE_THREADS, smem, st, w, h, ids, wts, sh_down, sg, su, sh_score, res, out);
-    } else if (ks == 2) {
-        set_smem((const void *)moe_down_kernel<2>, smem);
-        launch_k(moe_down_kernel<2>, grid, MOE_THREADS, smem, st, w, h, ids, wts, sh_down, sg, su, sh_score, res, out);
-    } else {
-        set_smem((const void *)moe_down_kernel<1>, smem);
-        launch_k(moe_down_kernel<1>, grid, MOE_THREADS, smem, st, w, h, ids, wts, sh_down, sg, su, sh_score, res, out);
-    }
+    const bool early = lily_cuda_moe_lat != 0;
+    void (*k)(moe_w, const float *, const int *, const float *, dq_mat, const float *, const float *,
+              const float *, const float *, float *) =
+        ks == 4 ? (early ? moe_down_kernel<4, true> : moe_down_kernel<4, false>)
+        : ks == 2 ? (early ? moe_down_kernel<2, true> : moe_down_kernel<2, false>)
+                  : (early ? moe_down_kernel<1, true> : moe_down_kernel<1, false>);
+    set_smem((const void *)k, smem);
+    launch_k(k, grid, MOE_THREADS, smem, st, w, h, ids, wts, sh_down, sg, su, sh_score, res, out);
 }

@@ -220,6 +220,9 @@ static void test_moe(rng &r) {
         host_mat sg, su, sd;
         dq_mat dsd = {};
         std::vector<float> x = randv(k.H, r), lg = randv(k.E, r, 2.0f), res = randv(k.H, r);
+        // An exact tie at the top: both taken, the lower id first (the reference's order).
+        float lmax = *std::max_element(lg.begin(), lg.end()) + 1.0f;
+        lg[2] = lg[k.E - 2] = lmax;
         std::vector<float> sgv = randv(k.Is ? k.Is : 1, r), suv = randv(k.Is ? k.Is : 1, r), ssv = randv(1, r);
         if (k.Is) {
             make_qmat(sd, k.H, k.Is, 4, 64, 1.0f / sqrtf((float)k.Is), r);
@@ -228,19 +231,43 @@ static void test_moe(rng &r) {
         float *h = poisoned<float>(k.K * k.I), *wts = poisoned<float>(k.K), *out = poisoned<float>(k.H);
         int *ids = poisoned<int>(k.K);
         float *dres = dup(res);
-        moe_gate_up(w, dup(lg), dup(x), h, ids, wts, 0);
-        // moe_down with each split of a row's chunks over warps (LILY_CUDA_MOE_KS): 1, 2, 4.
+        // The latency variant (LILY_CUDA_MOE_LAT) first, then the default: the same bits expected.
+        const int lat_default = lily_cuda_moe_lat;
+        lily_cuda_moe_lat = 1;
+        const float *dlg = dup(lg), *dx = dup(x);
+        moe_gate_up(w, dlg, dx, h, ids, wts, 0);
+        std::vector<float> h_lat = back(h, k.K * k.I), w_lat = back(wts, k.K);
+        std::vector<int> i_lat = back(ids, k.K);
+        lily_cuda_moe_lat = 0;
+        CK(cudaMemset(h, 0xff, k.K * k.I * sizeof(float)));
+        moe_gate_up(w, dlg, dx, h, ids, wts, 0);
+        const bool gu_same = i_lat == back(ids, k.K) && !memcmp(h_lat.data(), back(h, k.K * k.I).data(), h_lat.size() * 4) &&
+                             !memcmp(w_lat.data(), back(wts, k.K).data(), w_lat.size() * 4);
+        // moe_down with each split of a row's chunks over warps (LILY_CUDA_MOE_KS): 1, 2, 4, each
+        // also as the latency variant (compared bitwise).
         const int ks_default = lily_cuda_moe_ks;
         const float *dsg = dup(sgv), *dsu = dup(suv), *dss = dup(ssv);
         std::vector<float> go_ks[3];
+        bool dn_same[3];
         for (int i = 0; i < 3; i++) {
             lily_cuda_moe_ks = 1 << i;
+            std::vector<float> o_lat;
+            // Default: into a poisoned output. Latency variant: in place, as the step runs it (its
+            // residual is read early, before any block writes).
+            lily_cuda_moe_lat = 0;
             CK(cudaMemset(out, 0xff, k.H * sizeof(float)));
             moe_down(w, h, ids, wts, dsd, dsg, dsu, dss, dres, out, 0);
             CK(cudaGetLastError());
             go_ks[i] = back(out, k.H);
+            lily_cuda_moe_lat = 1;
+            float *inplace = dup(res);
+            moe_down(w, h, ids, wts, dsd, dsg, dsu, dss, inplace, inplace, 0);
+            CK(cudaGetLastError());
+            o_lat = back(inplace, k.H);
+            CK(cudaFree(inplace));
+            dn_same[i] = !memcmp(o_lat.data(), go_ks[i].data(), o_lat.size() * 4);
         }
-        lily_cuda_moe_ks = ks_default;
+        lily_cuda_moe_ks = ks_default, lily_cuda_moe_lat = lat_default;
         // Reference.
         float mx = -INFINITY;
         for (float v : lg) mx = fmaxf(mx, v);
@@ -284,9 +311,11 @@ static void test_moe(rng &r) {
         for (int i = 0; i < 3; i++) {
             const std::vector<float> &go = go_ks[i];
             double eo = rel_l2(go.data(), outr.data(), go.size());
-            report(ids_ok && eh < 5e-3 && eo < 5e-3 && !count_nonfinite(go.data(), go.size()),
-                   "moe H=%d I=%d E=%d top%d Is=%d down split %d: ids %s, h rel_l2 %.2e, out rel_l2 %.2e",
-                   k.H, k.I, k.E, k.K, k.Is, 1 << i, ids_ok ? "equal" : "DIFFER", eh, eo);
+            report(ids_ok && eh < 5e-3 && eo < 5e-3 && !count_nonfinite(go.data(), go.size()) && gu_same && dn_same[i],
+                   "moe H=%d I=%d E=%d top%d Is=%d down split %d: ids %s, h rel_l2 %.2e, out rel_l2 %.2e; latency "
+                   "variant: gate/up %s, down %s",
+                   k.H, k.I, k.E, k.K, k.Is, 1 << i, ids_ok ? "equal" : "DIFFER", eh, eo,
+                   gu_same ? "bitwise equal" : "DIFFERS", dn_same[i] ? "bitwise equal" : "DIFFERS");
         }
     }
 }
