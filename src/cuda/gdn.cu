@@ -16,19 +16,53 @@ LILY_CUDA_MODE_SETTER(gdn)
 #define KPL 4 // max dk / 32
 #define CPB 4 // columns per warp batch
 
+#define KMAX 8 // conv taps the EARLY path keeps in registers (the model has 4)
+
+// EARLY (LILY_CUDA_GDN_LAT, kconv <= KMAX): everything that does not depend on the previous kernel
+// is requested before the wait (conv weights, all K ring slots, dt_bias, A, and the first batch of
+// this block's state slice, which only this layer's kernel of the previous step wrote); after it,
+// the position, this token's projections and the gates in one round trip. The arithmetic and its
+// order are those of the default path (bitwise the same; the two norms share one block reduction).
+template <bool EARLY>
 __global__ void __launch_bounds__(GDN_THREADS)
     gdn_kernel(gdn_dims d, const float *qkv, const float *bb, const float *aa, const float *conv_w,
                const float *dt_bias, const float *A, float *ring, float *state, float *o,
                const int *posp, int nsplit) {
-    __shared__ float qs[128], ks[128], red[32];
+    __shared__ float qs[128], ks[128], red[64];
     const int h = blockIdx.x, split = blockIdx.y, tid = threadIdx.x;
     const int lane = tid & 31, warp = tid >> 5;
     const int C = 2 * d.hk * d.dk + d.hv * d.dv, K = d.kconv;
     const int kh = h / (d.hv / d.hk);
     const int dvs = d.dv / nsplit, j0 = split * dvs;
-    // This block's slice of the state was last written by this layer's kernel of the previous
-    // step, long complete: stream it towards L2 while the in_proj GEMV finishes.
-    prefetch_block(state + ((long)h * d.dv + j0) * d.dk, (long)dvs * d.dk * 4);
+    float *S = state + (long)h * d.dv * d.dk;
+    const int cq = kh * d.dk + tid, ck = d.hk * d.dk + kh * d.dk + tid, cv = 2 * d.hk * d.dk + h * d.dv + j0 + tid;
+    const bool hasq = tid < d.dk, hasv = tid < dvs;
+    float wq[KMAX], wk[KMAX], wv[KMAX], rq[KMAX], rk[KMAX], rv[KMAX]; // taps reversed; ring slots
+    float s0[CPB][KPL], dtb = 0.0f, Ah = 0.0f;
+    if (EARLY) {
+#pragma unroll
+        for (int t = 0; t < KMAX; t++) {
+            const bool ok = t < K;
+            wq[t] = ok && hasq ? conv_w[(long)cq * K + K - 1 - t] : 0.0f;
+            wk[t] = ok && hasq ? conv_w[(long)ck * K + K - 1 - t] : 0.0f;
+            wv[t] = ok && hasv ? conv_w[(long)cv * K + K - 1 - t] : 0.0f;
+            rq[t] = ok && hasq ? ring[(long)t * C + cq] : 0.0f;
+            rk[t] = ok && hasq ? ring[(long)t * C + ck] : 0.0f;
+            rv[t] = ok && hasv ? ring[(long)t * C + cv] : 0.0f;
+        }
+#pragma unroll
+        for (int c = 0; c < CPB; c++)
+#pragma unroll
+            for (int t = 0; t < KPL; t++) {
+                const int j = warp * CPB + c, i = lane + 32 * t;
+                s0[c][t] = (j < dvs && i < d.dk) ? S[(long)(j0 + j) * d.dk + i] : 0.0f;
+            }
+        dtb = dt_bias[h], Ah = A[h];
+    } else {
+        // This block's slice of the state was last written by this layer's kernel of the previous
+        // step, long complete: stream it towards L2 while the in_proj GEMV finishes.
+        prefetch_block(state + ((long)h * d.dv + j0) * d.dk, (long)dvs * d.dk * 4);
+    }
     pdl_wait_early();
     const int p = *posp, slot = p % K;
     const bool qk_writer = (h % (d.hv / d.hk)) == 0 && split == 0;
@@ -44,25 +78,60 @@ __global__ void __launch_bounds__(GDN_THREADS)
         if (write) ring[(long)slot * C + c] = u;
         return rb(silu_f(rb(y)));
     };
+    // The same from registers: tap t reads ring slot (p - t) mod K.
+    auto conv_r = [&](float u, const float *w, const float *r) {
+        float y = w[0] * u;
+#pragma unroll
+        for (int t = 1; t < KMAX; t++) {
+            if (t >= K) break;
+            const int s = ((p - t) % K + K) % K;
+            float rs = 0.0f;
+#pragma unroll
+            for (int q = 0; q < KMAX; q++) rs = q == s ? r[q] : rs;
+            y += w[t] * rs;
+        }
+        return rb(silu_f(rb(y)));
+    };
     float qv = 0.0f, kv = 0.0f;
-    if (tid < d.dk) {
-        qv = conv(kh * d.dk + tid, qk_writer);
-        kv = conv(d.hk * d.dk + kh * d.dk + tid, qk_writer);
-    }
     __shared__ float vs[128];
-    if (tid < dvs) vs[tid] = conv(2 * d.hk * d.dk + h * d.dv + j0 + tid, true);
-    // L2 norms in fp32, eps inside the sqrt; q also scaled by dk^-1/2.
-    float sq = block_sum(qv * qv, red);
-    float sk = block_sum(kv * kv, red);
-    if (tid < d.dk) {
-        qs[tid] = qv / sqrtf(sq + 1e-6f) * rsqrtf((float)d.dk);
-        ks[tid] = kv / sqrtf(sk + 1e-6f);
+    float beta, xa;
+    if (EARLY) {
+        const float uq = hasq ? qkv[cq] : 0.0f, uk = hasq ? qkv[ck] : 0.0f, uv = hasv ? qkv[cv] : 0.0f;
+        const float bh = bb[h], ah = aa[h];
+        if (hasq) {
+            qv = conv_r(uq, wq, rq), kv = conv_r(uk, wk, rk);
+            if (qk_writer) ring[(long)slot * C + cq] = uq, ring[(long)slot * C + ck] = uk;
+        }
+        if (hasv) vs[tid] = conv_r(uv, wv, rv), ring[(long)slot * C + cv] = uv;
+        // Both L2 norms' sums in one block reduction (each in block_sum's order).
+        float a2 = warp_sum(qv * qv), b2 = warp_sum(kv * kv);
+        if (lane == 0) red[warp] = a2, red[32 + warp] = b2;
+        __syncthreads();
+        const int nw = GDN_THREADS / 32;
+        const float sq = warp_sum(lane < nw ? red[lane] : 0.0f), sk = warp_sum(lane < nw ? red[32 + lane] : 0.0f);
+        if (hasq) {
+            qs[tid] = qv / sqrtf(sq + 1e-6f) * rsqrtf((float)d.dk);
+            ks[tid] = kv / sqrtf(sk + 1e-6f);
+        }
+        beta = rb(sigmoid_f(bh)), xa = ah + dtb;
+    } else {
+        if (hasq) {
+            qv = conv(cq, qk_writer);
+            kv = conv(ck, qk_writer);
+        }
+        if (hasv) vs[tid] = conv(cv, true);
+        // L2 norms in fp32, eps inside the sqrt; q also scaled by dk^-1/2.
+        float sq = block_sum(qv * qv, red);
+        float sk = block_sum(kv * kv, red);
+        if (hasq) {
+            qs[tid] = qv / sqrtf(sq + 1e-6f) * rsqrtf((float)d.dk);
+            ks[tid] = kv / sqrtf(sk + 1e-6f);
+        }
+        beta = rb(sigmoid_f(bb[h])), xa = aa[h] + dt_bias[h], Ah = A[h];
     }
     __syncthreads();
-    const float beta = rb(sigmoid_f(bb[h]));
-    float xa = aa[h] + dt_bias[h];
     float sp = xa > 20.0f ? xa : log1pf(expf(xa));
-    const float gamma = expf(A[h] * sp);
+    const float gamma = expf(Ah * sp);
 
     float kr[KPL], qr[KPL], kq = 0.0f;
 #pragma unroll
@@ -73,7 +142,6 @@ __global__ void __launch_bounds__(GDN_THREADS)
         kq += kr[t] * qr[t];
     }
     kq = warp_sum(kq);
-    float *S = state + (long)h * d.dv * d.dk;
     for (int jb = warp * CPB; jb < dvs; jb += 4 * CPB) {
         float s[CPB][KPL];
 #pragma unroll
@@ -81,7 +149,8 @@ __global__ void __launch_bounds__(GDN_THREADS)
 #pragma unroll
             for (int t = 0; t < KPL; t++) {
                 int j = jb + c, i = lane + 32 * t;
-                s[c][t] = (j < dvs && i < d.dk) ? S[(long)(j0 + j) * d.dk + i] : 0.0f;
+                s[c][t] = EARLY && jb == warp * CPB ? s0[c][t]
+                          : (j < dvs && i < d.dk) ? S[(long)(j0 + j) * d.dk + i] : 0.0f;
             }
 #pragma unroll
         for (int c = 0; c < CPB; c++) {
@@ -104,10 +173,16 @@ __global__ void __launch_bounds__(GDN_THREADS)
     pdl_trigger();
 }
 
+int lily_cuda_gdn_lat = 0; // from LILY_CUDA_OPT_GDN_LAT
+
 void gdn_step(gdn_dims d, const float *qkv, const float *b, const float *a, const float *conv_w,
               const float *dt_bias, const float *A, float *conv_ring, float *state, float *o,
               const int *pos, int nsplit, cudaStream_t st) {
     while (nsplit > 1 && d.dv % nsplit) nsplit--;
-    launch_k(gdn_kernel, dim3(d.hv, nsplit), GDN_THREADS, 0, st, d, qkv, b, a, conv_w, dt_bias, A, conv_ring,
-             state, o, pos, nsplit);
+    if (lily_cuda_gdn_lat && d.kconv <= KMAX)
+        launch_k(gdn_kernel<true>, dim3(d.hv, nsplit), GDN_THREADS, 0, st, d, qkv, b, a, conv_w, dt_bias, A,
+                 conv_ring, state, o, pos, nsplit);
+    else
+        launch_k(gdn_kernel<false>, dim3(d.hv, nsplit), GDN_THREADS, 0, st, d, qkv, b, a, conv_w, dt_bias, A,
+                 conv_ring, state, o, pos, nsplit);
 }

@@ -74,6 +74,9 @@ struct gdn_dims { int hk, hv, dk, dv, kconv; };
 void gdn_step(gdn_dims d, const float *qkv, const float *b, const float *a, const float *conv_w,
               const float *dt_bias, const float *A, float *conv_ring, float *state, float *o,
               const int *pos, int nsplit, cudaStream_t st);
+// 1 = the latency variant: weights, ring and the first state batch requested before the wait
+// (LILY_CUDA_GDN_LAT; same results bitwise).
+extern int lily_cuda_gdn_lat;
 
 // ---- norm_rope.cu --------------------------------------------------------------------------
 // Full-attention prologue: q heads (from q_proj's [q|gate] per head) normed + RoPE into q_out

@@ -65,6 +65,9 @@ enum lily_cuda_opt {
                                     // integer reductions; expert down: weights and residual requested
                                     // before its inputs are staged), same results bitwise
                                     // (LILY_CUDA_MOE_LAT; flag moe_lat; default 0 until measured)
+    LILY_CUDA_OPT_GDN_LAT = 21,     // decode: 1 = the GDN step requests its conv weights, ring and first
+                                    // state batch before waiting for the in_proj (same results
+                                    // bitwise; LILY_CUDA_GDN_LAT; flag gdn_lat; default 0 until measured)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

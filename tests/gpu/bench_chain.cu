@@ -193,19 +193,23 @@ void run_chain(void) {
         CK(cudaMemcpy(ids, hid.data(), NL * K * 4, cudaMemcpyHostToDevice));
         CK(cudaMemset(wts, 0, NL * K * 4));
         const double gu = 2.0 * K * I * ((double)H / 2 + H / 64 * 4), dn = K * H * ((double)I / 2 + I / 64 * 4);
-        chain_row("experts gate/up (top-k + silu*up, 8 x 1024 rows)", gu, [&](int i, cudaStream_t s) {
-            moe_gate_up(mw, lg + (i % NL) * E, x, h, ids + (i % NL) * K, wts + (i % NL) * K, s);
-        });
+        for (int lat : {0, 1}) {
+            lily_cuda_moe_lat = lat;
+            chain_row(lat ? "  the same, latency variant (LILY_CUDA_MOE_LAT)" : "experts gate/up (top-k + silu*up, 8 x 1024 rows)", gu,
+                      [&](int i, cudaStream_t s) { moe_gate_up(mw, lg + (i % NL) * E, x, h, ids + (i % NL) * K, wts + (i % NL) * K, s); });
+        }
+        lily_cuda_moe_lat = 0;
         std::vector<dq_mat> sd(40);
         for (int c = 0; c < 40; c++) sd[c] = chain_mat(H, I, 4, 64, 1100 + c);
         const double sdb = mat_bytes(sd[0]);
-        for (int ks : {4, 1}) {
-            lily_cuda_moe_ks = ks;
-            chain_row(ks == 4 ? "experts down + shared down (split 4)" : "  the same, split 1", dn + sdb, [&](int i, cudaStream_t s) {
-                moe_down(mw, h, ids + (i % NL) * K, wts + (i % NL) * K, sd[i % 40], y1, y2, y3, y0, y4, s);
-            });
+        for (int v : {0, 1, 2}) { // split 4, split 4 latency variant, split 1
+            lily_cuda_moe_ks = v == 2 ? 1 : 4, lily_cuda_moe_lat = v == 1;
+            chain_row(v == 0 ? "experts down + shared down (split 4)" : v == 1 ? "  the same, latency variant" : "  the same, split 1",
+                      dn + sdb, [&](int i, cudaStream_t s) {
+                          moe_down(mw, h, ids + (i % NL) * K, wts + (i % NL) * K, sd[i % 40], y1, y2, y3, y0, y4, s);
+                      });
         }
-        lily_cuda_moe_ks = 4;
+        lily_cuda_moe_ks = 4, lily_cuda_moe_lat = 0;
     }
     // GDN conv + delta rule: 32 v heads of 128, 16 k heads, fp32 state 2 MB per layer (30 layers).
     {
@@ -220,9 +224,15 @@ void run_chain(void) {
         int *pos;
         CK(cudaMalloc(&pos, 4));
         CK(cudaMemset(pos, 0, 4));
-        for (int ns : {8, 16})
-            chain_row(ns == 8 ? "GDN conv + delta rule (split 8, state read + write)" : "  the same, split 16", 2.0 * 32 * 128 * 128 * 4,
+        for (int v : {0, 1, 2, 3}) { // split 8 / 16, each without and with the latency variant
+            const int ns = v < 2 ? 8 : 16;
+            lily_cuda_gdn_lat = v & 1;
+            char name[96];
+            snprintf(name, sizeof name, "%sGDN conv + delta rule (split %d%s)", v ? "  " : "", ns, v & 1 ? ", latency variant" : "");
+            chain_row(name, 2.0 * 32 * 128 * 128 * 4,
                       [&](int i, cudaStream_t s) { gdn_step(d, y0, y1, y2, cw, dtb, A, ring[i % L], S[i % L], y3, pos, ns, s); });
+        }
+        lily_cuda_gdn_lat = 0;
     }
     // lm_head with the argmax epilogue (286 MB: 20 launches).
     {
