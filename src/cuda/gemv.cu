@@ -10,6 +10,7 @@
 // tensor cores: see the comment above gv2_tile. Segments it does not take run the first kernel's
 // per-warp path inside the same launch.
 #include "cuda_common.cuh"
+#include "qgemm_wg.cuh" // cp.async wrappers
 
 LILY_CUDA_MODE_SETTER(gemv)
 
@@ -346,9 +347,50 @@ __device__ __forceinline__ uint32_t gv2_pair(uint32_t shifted) {
     return (shifted & 0x00780078u) | 0x3F803F80u;
 }
 
+// A lane's first two steps of a tile (codes of its rows g and g + 8, their scale|bias words), staged
+// in shared memory by cp.async before the kernel waits for the previous one (LILY_CUDA_GV2_PRE):
+// the weights' DRAM latency then overlaps the wait and the prologue instead of following them.
+struct gv2_pre {
+    uint4 ca[2], cb[2];
+    uint2 sa[2], sb[2];
+};
+__device__ __forceinline__ void gv2_cp8(void *dst, const void *src, bool ok) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(wg_smem(dst)), "l"(src), "r"(ok ? 8 : 0));
+}
+template <int HPG>
+__device__ __forceinline__ void gv2_preload(const gv_seg &s, int tile, int lane, int warp, gv2_pre *pre) {
+    // The index arithmetic of gv2_tile's first iteration (t0 = kw).
+    const int ks = s.ks, wr = warp / ks, kw = warp % ks;
+    const int g = lane >> 2, p = lane & 3;
+    const int rA = (tile * (GV_WARPS / ks) + wr) * 16 + g, rB = rA + 8;
+    const bool okA = rA < s.m.rows, okB = rB < s.m.rows;
+    const int steps = s.m.cols >> 7, nchunk = s.m.cols >> 5, ng = s.m.cols / (128 / HPG);
+    const int h0 = HPG == 4 ? 2 * (p & 1) : 0;
+    const int cA = rA * nchunk + p, cB = cA + 8 * nchunk, sA = rA * ng + h0, sB = sA + 8 * ng;
+    const uint4 *codes = s.m.codes;
+    const uint32_t *sbp = s.m.sb;
+#pragma unroll
+    for (int u = 0; u < 2; u++) {
+        const int t = kw + u * ks;
+        const bool ok = t < steps, la = ok && okA, lb = ok && okB;
+        wg_cp16(&pre->ca[u], la ? codes + cA + 4 * t : codes, la);
+        wg_cp16(&pre->cb[u], lb ? codes + cB + 4 * t : codes, lb);
+        if (HPG == 1) {
+            wg_cp4(&pre->sa[u].x, la ? sbp + sA + t : sbp, la);
+            wg_cp4(&pre->sb[u].x, lb ? sbp + sB + t : sbp, lb);
+        } else {
+            gv2_cp8(&pre->sa[u], la ? sbp + sA + t * HPG : sbp, la);
+            gv2_cp8(&pre->sb[u], lb ? sbp + sB + t * HPG : sbp, lb);
+        }
+    }
+    wg_commit();
+}
+
+// pre: this warp's first iteration staged by gv2_preload (the block's first tile), or NULL.
 template <int HPG>
 __device__ __forceinline__ void gv2_tile(const gv_seg &s, int tile, const uint4 *bsm, const uint4 *zero4,
-                                         const float *xsg, int lane, int warp, float &acc0, float &acc1) {
+                                         const float *xsg, int lane, int warp, float &acc0, float &acc1,
+                                         const gv2_pre *pre) {
     constexpr int NM = HPG == 4 ? 2 : 1; // MMAs per k-block (B columns needed: 3 parts x HPG slots)
     const int ks = s.ks, wr = warp / ks, kw = warp % ks;
     const int g = lane >> 2, p = lane & 3;
@@ -373,6 +415,7 @@ __device__ __forceinline__ void gv2_tile(const gv_seg &s, int tile, const uint4 
     }
     acc0 = acc1 = 0.0f;
     const uint4 z4 = make_uint4(0, 0, 0, 0);
+    if (pre) asm volatile("cp.async.wait_all;\n" ::: "memory"); // this lane's own copies
     for (int t0 = kw; t0 < steps; t0 += 2 * ks) {
         uint4 ca[2], cb[2];
         uint32_t sa[2][2], sbw[2][2];
@@ -380,6 +423,12 @@ __device__ __forceinline__ void gv2_tile(const gv_seg &s, int tile, const uint4 
         for (int u = 0; u < 2; u++) { // all loads of two steps before any use: 4 x 16 B per lane
             const int t = t0 + u * ks;
             const bool ok = t < steps, la = ok && okA, lb = ok && okB;
+            if (pre && t0 == kw) { // staged before the wait (zero-filled where not ok)
+                ca[u] = pre->ca[u], cb[u] = pre->cb[u];
+                sa[u][0] = pre->sa[u].x, sa[u][1] = HPG == 1 ? pre->sa[u].x : pre->sa[u].y;
+                sbw[u][0] = pre->sb[u].x, sbw[u][1] = HPG == 1 ? pre->sb[u].x : pre->sb[u].y;
+                continue;
+            }
             ca[u] = la ? __ldg(codes + cA + 4 * t) : z4;
             cb[u] = lb ? __ldg(codes + cB + 4 * t) : z4;
             if (HPG == 1) {
@@ -452,7 +501,14 @@ __global__ void __launch_bounds__(GV_THREADS, GV2_MIN_BLOCKS) gemv2_kernel(gv_ar
     const int cols = a.cols, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     uint4 *bsm = smem4, *zero4 = bsm + cols * 3 / 8;
     float *xs = (float *)(zero4 + 1), *xsum = xs + xs_floats(cols), *xsg = xsum + cols / 16;
+    gv2_pre *pre = (gv2_pre *)(((uintptr_t)(xsg + cols / G * 4) + 15) & ~(uintptr_t)15) + tid;
     const int total = gv_prefetch_first(a);
+    bool staged = false; // this block's first tile staged by gv2_preload
+    if (a.pre_w && (int)blockIdx.x < total) {
+        int si = 0, tile = blockIdx.x;
+        while (tile >= a.seg[si].tiles) tile -= a.seg[si++].tiles;
+        if (a.seg[si].ks) gv2_preload<HPG>(a.seg[si], tile, lane, warp, pre), staged = true;
+    }
     pdl_wait_early();
 
     gv_prologue(a, xs, xsum, red, true);
@@ -509,7 +565,7 @@ __global__ void __launch_bounds__(GV_THREADS, GV2_MIN_BLOCKS) gemv2_kernel(gv_ar
             continue;
         }
         float acc0, acc1;
-        gv2_tile<HPG>(s, tile, bsm, zero4, xsg, lane, warp, acc0, acc1);
+        gv2_tile<HPG>(s, tile, bsm, zero4, xsg, lane, warp, acc0, acc1, staged && t == (int)blockIdx.x ? pre : NULL);
         float(*pp)[16] = part[it++ & 1]; // alternate buffers: one barrier per tile suffices
         if ((lane & 3) == 0) pp[warp][lane >> 2] = acc0, pp[warp][(lane >> 2) + 8] = acc1;
         __syncthreads();
@@ -584,9 +640,11 @@ template <int HPG> static void gv2_launch(const gv_args &a, int grid, size_t sme
 }
 
 int lily_cuda_gv_pro = 1;
+int lily_cuda_gv2_pre = 0;
 
 int gemv_launch(gv_args a, int max_blocks, cudaStream_t st) {
     a.pro_regs = lily_cuda_gv_pro;
+    a.pre_w = lily_cuda_gv2_pre;
     int group2 = 0; // gemv2's group size, 0 = the first kernel
     for (int s = 0; s < a.nseg && lily_cuda_gemv2 && !group2; s++)
         if (gv2_takes(a.seg[s].m, a.cols)) group2 = a.seg[s].m.group;
@@ -609,6 +667,7 @@ int gemv_launch(gv_args a, int max_blocks, cudaStream_t st) {
         if (grid < 1) grid = 1;
         size_t smem = (size_t)(a.cols * 3 / 8 + 1) * sizeof(uint4) +
                       (size_t)(xs_floats(a.cols) + a.cols / 16 + a.cols / group2 * 4) * sizeof(float);
+        if (a.pre_w) smem += 16 + GV_THREADS * sizeof(gv2_pre);
         if (group2 == 32) gv2_launch<4>(a, grid, smem, st);
         else if (group2 == 64) gv2_launch<2>(a, grid, smem, st);
         else gv2_launch<1>(a, grid, smem, st);
