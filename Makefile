@@ -9,13 +9,15 @@
 #   make format          clang-format every source file
 #
 # Knobs: CUDA=0|1, SAN=1, ARCH=<-march value>, NVCC=<path>, CUDA_HOME=<path>, NVEXTRA=<nvcc flags>
-# (compile-time experiments, e.g. NVEXTRA=-DGC_SPLIT=0; the flags stamp rebuilds what they change).
+# (compile-time experiments, e.g. NVEXTRA=-DGC_SPLIT=0; the flags stamp rebuilds what they change),
+# TRACE=1 (decode kernels write clock stamps for `lily-gpu-test chain`; builds into build-trace/).
 
 CC      ?= gcc
 ARCH    ?= x86-64-v3
 PKGS    := jansson libmicrohttpd oniguruma libutf8proc
 SAN     ?= 0
 
+TRACE   ?= 0
 ifeq ($(SAN),1)
   BUILD   := build-san
   SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
@@ -25,6 +27,9 @@ else
   BUILD   := build
   SANFLAGS :=
   OPT     := -O3 -g
+endif
+ifeq ($(TRACE),1)
+  BUILD   := build-trace
 endif
 
 NVCC      ?= $(shell command -v nvcc 2>/dev/null)
@@ -52,6 +57,9 @@ ifeq ($(CUDA),1)
   CU_OBJ   := $(CU_SRC:%.cu=$(BUILD)/%.o)
   NVFLAGS  := -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -lineinfo -Isrc \
               -Xcompiler -Wall,-Wextra,-Werror -MMD -MP $(NVEXTRA)
+  ifeq ($(TRACE),1)
+    NVFLAGS += -DLILY_TRACE=1
+  endif
   CFLAGS   += -DLILY_CUDA=1
   LDLIBS   += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/targets/x86_64-linux/lib -lcudart_static -ldl -lrt -lstdc++
 else

@@ -2,7 +2,8 @@
 # lat.sh (device, ~6 min; branch decode-lat): the decode latency variants (LILY_CUDA_MOE_LAT,
 # LILY_CUDA_GDN_LAT, LILY_CUDA_GV2_PRE; same results bitwise). Kernel tests (they compare each
 # variant with the default bitwise), e2e and HF fixtures with all on, memcheck of the kernels, decode
-# speed at 4K and 32K per variant, then `lily-gpu-test chain` (rows for each variant).
+# speed at 4K and 32K per variant, then `lily-gpu-test chain` (rows for each variant), and the chain
+# again from a `make TRACE=1` build when prep.sh carried one (per-phase cycles inside each kernel).
 R=$(pwd); C=$R/.carry; export LD_LIBRARY_PATH=$C/lib LILY_LOG=0
 mkdir -p /tmp/b /tmp/logs; [ -x /tmp/b/lily ] || tar xJf $C/bin.tar.xz -C /tmp/b
 B=/tmp/b; L=/tmp/logs
@@ -22,3 +23,7 @@ for v in "0 0 0" "1 0 0" "0 1 0" "0 0 1" "1 1 1" "0 0 0" "1 1 1"; do set -- $v
 done
 el bench
 timeout 200 $B/lily-gpu-test chain > $L/chain.txt 2>&1; el "chain rc=$?"; grep -E "^\|" $L/chain.txt
+if [ -f $C/bin-trace.tar.xz ]; then # where inside each kernel the time goes (a TRACE=1 build)
+  mkdir -p /tmp/bt && tar xJf $C/bin-trace.tar.xz -C /tmp/bt
+  timeout 200 /tmp/bt/lily-gpu-test chain > $L/chain_trace.txt 2>&1; el "chain (trace) rc=$?"; grep -E "^\||trace" $L/chain_trace.txt
+fi

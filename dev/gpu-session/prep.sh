@@ -7,6 +7,8 @@
 set -euo pipefail
 mkdir -p .carry/lib
 tar cJf .carry/bin.tar.xz -C build lily lily-gpu-test
+# A `make TRACE=1` build (decode kernels stamp their phases for `lily-gpu-test chain`), when there is one.
+if [ -x build-trace/lily-gpu-test ]; then tar cJf .carry/bin-trace.tar.xz -C build-trace lily-gpu-test; fi
 # Non-glibc libraries of the binary (the GPU machine has glibc, CUDA and the driver).
 ldd build/lily | awk '/=> \//{print $3}' | grep -vE 'libc\.so|libm\.so|libpthread|libdl|librt|ld-linux|libgcc_s|libstdc' |
     while read -r l; do cp -L "$l" .carry/lib/; done

@@ -173,4 +173,28 @@ static void launch_k(void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem, cu
     cudaLaunchKernelEx(&cfg, k, ((KArgs)args)...);
 }
 
+// Stamps for `lily-gpu-test chain` in a TRACE=1 build (dev only; compiled out otherwise): thread 0 of
+// each block writes its SM's clock64 at point p (0..4) to g_trace[block * 8 + p], and %globaltimer
+// at points 0 and 3 to slots 6 and 7 (for spans across blocks), while g_trace is set (per
+// translation unit, like the modes: tu##_set_trace).
+#ifdef LILY_TRACE
+static __device__ unsigned long long *g_trace;
+__device__ __forceinline__ void trace_mark(int point) {
+    if (g_trace && threadIdx.x == 0) {
+        unsigned long long *t = g_trace + (blockIdx.x + (long)gridDim.x * blockIdx.y) * 8;
+        t[point] = clock64();
+        if (point == 0 || point == 3) {
+            unsigned long long g;
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
+            t[point == 0 ? 6 : 7] = g;
+        }
+    }
+}
+#define LILY_TRACE_SETTER(tu) \
+    void tu##_set_trace(unsigned long long *p) { cudaMemcpyToSymbol(g_trace, &p, sizeof p); }
+#else
+__device__ __forceinline__ void trace_mark(int) {}
+#define LILY_TRACE_SETTER(tu)
+#endif
+
 #include "kernels.cuh"

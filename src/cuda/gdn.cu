@@ -11,6 +11,7 @@
 #include "cuda_common.cuh"
 
 LILY_CUDA_MODE_SETTER(gdn)
+LILY_TRACE_SETTER(gdn)
 
 #define GDN_THREADS 128
 #define KPL 4 // max dk / 32
@@ -28,6 +29,7 @@ __global__ void __launch_bounds__(GDN_THREADS)
     gdn_kernel(gdn_dims d, const float *qkv, const float *bb, const float *aa, const float *conv_w,
                const float *dt_bias, const float *A, float *ring, float *state, float *o,
                const int *posp, int nsplit) {
+    trace_mark(0);
     __shared__ float qs[128], ks[128], red[64];
     const int h = blockIdx.x, split = blockIdx.y, tid = threadIdx.x;
     const int lane = tid & 31, warp = tid >> 5;
@@ -64,6 +66,7 @@ __global__ void __launch_bounds__(GDN_THREADS)
         prefetch_block(state + ((long)h * d.dv + j0) * d.dk, (long)dvs * d.dk * 4);
     }
     pdl_wait_early();
+    trace_mark(1);
     const int p = *posp, slot = p % K;
     const bool qk_writer = (h % (d.hv / d.hk)) == 0 && split == 0;
 
@@ -130,6 +133,7 @@ __global__ void __launch_bounds__(GDN_THREADS)
         beta = rb(sigmoid_f(bb[h])), xa = aa[h] + dt_bias[h], Ah = A[h];
     }
     __syncthreads();
+    trace_mark(2);
     float sp = xa > 20.0f ? xa : log1pf(expf(xa));
     const float gamma = expf(Ah * sp);
 
@@ -170,6 +174,7 @@ __global__ void __launch_bounds__(GDN_THREADS)
             if (lane == 0) o[h * d.dv + j0 + j] = rb(gamma * b + delta * kq);
         }
     }
+    trace_mark(3);
     pdl_trigger();
 }
 

@@ -13,6 +13,7 @@
 #include "qgemm_wg.cuh" // cp.async wrappers
 
 LILY_CUDA_MODE_SETTER(gemv)
+LILY_TRACE_SETTER(gemv)
 
 #define GV_THREADS 256
 #define GV_WARPS (GV_THREADS / 32)
@@ -493,6 +494,7 @@ __device__ __forceinline__ void gv2_tile(const gv_seg &s, int tile, const uint4 
 
 template <int HPG>
 __global__ void __launch_bounds__(GV_THREADS, GV2_MIN_BLOCKS) gemv2_kernel(gv_args a) {
+    trace_mark(0);
     constexpr int G = 128 / HPG;
     extern __shared__ uint4 smem4[];
     __shared__ float red[32];
@@ -510,6 +512,7 @@ __global__ void __launch_bounds__(GV_THREADS, GV2_MIN_BLOCKS) gemv2_kernel(gv_ar
         if (a.seg[si].ks) gv2_preload<HPG>(a.seg[si], tile, lane, warp, pre), staged = true;
     }
     pdl_wait_early();
+    trace_mark(1);
 
     gv_prologue(a, xs, xsum, red, true);
     // x split into three bf16 parts in B-fragment order, and per group the sum of each part and of
@@ -554,6 +557,7 @@ __global__ void __launch_bounds__(GV_THREADS, GV2_MIN_BLOCKS) gemv2_kernel(gv_ar
     }
     __syncthreads();
 
+    trace_mark(2);
     float best = -INFINITY;
     int best_row = 0x7fffffff, it = 0;
     for (int t = blockIdx.x; t < total; t += gridDim.x) {
@@ -577,8 +581,10 @@ __global__ void __launch_bounds__(GV_THREADS, GV2_MIN_BLOCKS) gemv2_kernel(gv_ar
             if (row < s.m.rows) gv_out(a, s, row, v, best, best_row);
         }
     }
+    trace_mark(3);
     pdl_trigger();
     if (a.epi == GV_LOGITS) gv_amax_finish(a, best, best_row, wbest);
+    trace_mark(4);
 }
 
 static int n_sms(void) {

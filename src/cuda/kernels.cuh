@@ -116,3 +116,9 @@ void gdn_set_modes(int f32act, int pdl_early);
 void attn_set_modes(int f32act, int pdl_early);
 void norm_rope_set_modes(int f32act, int pdl_early);
 void sample_set_modes(int f32act, int pdl_early);
+
+#ifdef LILY_TRACE
+void gemv_set_trace(unsigned long long *p);
+void moe_set_trace(unsigned long long *p);
+void gdn_set_trace(unsigned long long *p);
+#endif

@@ -9,6 +9,7 @@
 #include "cuda_common.cuh"
 
 LILY_CUDA_MODE_SETTER(moe)
+LILY_TRACE_SETTER(moe)
 
 #define MOE_THREADS 256
 #define MOE_WARPS 8
@@ -111,6 +112,7 @@ __device__ __forceinline__ float chunk_contrib(uint4 code, uint32_t sb, const fl
 __global__ void __launch_bounds__(MOE_THREADS)
     moe_gate_up_kernel(moe_w w, const float *logits, const float *x, float *h, int *ids_out,
                        float *wts_out, int pf_down, int lat) {
+    trace_mark(0);
     extern __shared__ float smem[];
     __shared__ int ids[MAX_TOPK];
     __shared__ float wts[MAX_TOPK];
@@ -118,9 +120,11 @@ __global__ void __launch_bounds__(MOE_THREADS)
     float *xs = smem, *xsum = smem + xs_floats(H);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     pdl_wait_early();
+    trace_mark(1);
     if (warp == 0) router_topk(logits, w.n_experts, w.topk, w.norm_topk, ids, wts, lat != 0);
     load_x(x, H, xs, xsum);
     __syncthreads();
+    trace_mark(2);
     if (blockIdx.x == 0 && threadIdx.x < w.topk) {
         ids_out[threadIdx.x] = ids[threadIdx.x];
         wts_out[threadIdx.x] = wts[threadIdx.x];
@@ -174,12 +178,14 @@ __global__ void __launch_bounds__(MOE_THREADS)
             }
         }
     }
+    trace_mark(3);
     pdl_trigger();
 #pragma unroll
     for (int p = 0; p < PPW; p++) {
         float g = warp_sum(ag[p]), u = warp_sum(au[p]);
         if (lane == 0 && live[p]) h[p0 + p] = rb(rb(silu_f(rb(g))) * rb(u));
     }
+    trace_mark(4);
 }
 
 // KS: warps that split one row pair's chunks (1 = a warp per row pair). With KS > 1 a block owns
@@ -194,6 +200,7 @@ __global__ void __launch_bounds__(MOE_THREADS)
     moe_down_kernel(moe_w w, const float *h, const int *ids_in, const float *wts_in, dq_mat sd,
                     const float *sg, const float *su, const float *sh_score, const float *res,
                     float *out) {
+    trace_mark(0);
     constexpr int RG = MOE_WARPS / KS; // row groups (of PPW rows) per block
     extern __shared__ float smem[];
     __shared__ int ids[MAX_TOPK];
@@ -238,6 +245,7 @@ __global__ void __launch_bounds__(MOE_THREADS)
             }
     };
     pdl_wait_early();
+    trace_mark(1);
     if (threadIdx.x < K) ids[threadIdx.x] = ids_in[threadIdx.x], wts[threadIdx.x] = wts_in[threadIdx.x];
     if (threadIdx.x == 0) wts[K] = Is ? rb(sigmoid_f(*sh_score)) : 0.0f;
     int c0 = lane + 32 * kpart;
@@ -261,6 +269,7 @@ __global__ void __launch_bounds__(MOE_THREADS)
         xsum[i] = t;
     }
     __syncthreads();
+    trace_mark(2);
     float acc[PPW] = {};
     auto fold = [&](int c0) {
 #pragma unroll
@@ -290,6 +299,7 @@ __global__ void __launch_bounds__(MOE_THREADS)
             load(c0);
             fold(c0);
         }
+    trace_mark(3);
     pdl_trigger();
     if (KS == 1) {
 #pragma unroll
@@ -299,6 +309,7 @@ __global__ void __launch_bounds__(MOE_THREADS)
             int r = r0 + p;
             if (lane == 0 && r < H) out[r] = rb((EARLY ? rv : res[r]) + rb(s));
         }
+        trace_mark(4);
         return;
     }
     __shared__ float part[KS][RG][PPW];
@@ -315,6 +326,7 @@ __global__ void __launch_bounds__(MOE_THREADS)
         int r = r0 + lane;
         if (r < H) out[r] = rb((EARLY ? rres : res[r]) + rb(s));
     }
+    trace_mark(4);
 }
 
 // Set per step by forward_cuda.cu from LILY_CUDA_OPT_MOE_KS (env LILY_CUDA_MOE_KS; default 4: +3.1 %

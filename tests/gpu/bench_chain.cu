@@ -70,8 +70,43 @@ static void set_early(int e) {
     CK(cudaDeviceSynchronize());
 }
 
+#ifdef LILY_TRACE
+// TRACE=1 build: after timing, the graph runs once more with the stamps on; the last launch's
+// blocks are summarised (medians over blocks of the time between points, in SM cycles and in µs at
+// the device's clock; the span from the first block's entry to the last block's loop end).
+static unsigned long long *g_tbuf;
+static const int TBLOCKS = 4096;
+static void trace_on(unsigned long long *p) { gemv_set_trace(p), moe_set_trace(p), gdn_set_trace(p); }
+static void trace_report(void) {
+    std::vector<unsigned long long> t((size_t)TBLOCKS * 8);
+    CK(cudaMemcpy(t.data(), g_tbuf, t.size() * 8, cudaMemcpyDeviceToHost));
+    int khz = 0;
+    cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0);
+    std::vector<double> d[4];
+    unsigned long long g0 = ~0ull, g3 = 0;
+    int nb = 0;
+    for (int b = 0; b < TBLOCKS; b++) {
+        const unsigned long long *r = &t[(size_t)b * 8];
+        if (!r[0] || !r[1] || !r[3]) continue;
+        nb++;
+        for (int p = 0; p < 4; p++)
+            if (r[p + 1] && r[p + 1] >= r[p]) d[p].push_back((double)(r[p + 1] - r[p]));
+        g0 = r[6] < g0 ? r[6] : g0, g3 = r[7] > g3 ? r[7] : g3;
+    }
+    const char *nm[4] = {"entry->wait", "wait->staged", "staged->loop end", "loop end->exit"};
+    printf("    trace (%d blocks, clock %.2f GHz): ", nb, khz / 1e6);
+    for (int p = 0; p < 4; p++) {
+        if (d[p].empty()) continue;
+        std::sort(d[p].begin(), d[p].end());
+        const double c = d[p][d[p].size() / 2];
+        printf("%s %.0f cyc (%.2f us); ", nm[p], c, c / (khz * 1e-3));
+    }
+    printf("first entry -> last loop end %.2f us\n", nb ? (g3 - g0) * 1e-3 : 0.0);
+}
+#endif
+
 // Microseconds per launch of n launches replayed as one graph (median of 5 replays).
-template <class F> static double chain_us(F launch, int n) {
+template <class F> static double chain_us(F launch, int n, bool trace = false) {
     cudaStream_t s;
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     cudaGraph_t g;
@@ -95,6 +130,19 @@ template <class F> static double chain_us(F launch, int n) {
         t.push_back(ms);
     }
     std::sort(t.begin(), t.end());
+#ifdef LILY_TRACE
+    if (trace) {
+        if (!g_tbuf) CK(cudaMalloc(&g_tbuf, (size_t)TBLOCKS * 8 * 8));
+        CK(cudaMemset(g_tbuf, 0, (size_t)TBLOCKS * 8 * 8));
+        trace_on(g_tbuf);
+        CK(cudaGraphLaunch(ge, s));
+        CK(cudaStreamSynchronize(s));
+        trace_on(NULL);
+        trace_report();
+    }
+#else
+    (void)trace;
+#endif
     cudaGraphExecDestroy(ge), cudaGraphDestroy(g), cudaStreamDestroy(s);
     cudaEventDestroy(e0), cudaEventDestroy(e1);
     return t[2] * 1e3 / n;
@@ -107,7 +155,7 @@ template <class F> static void chain_row(const char *name, double bytes, F launc
     for (int v = 0; v < 4; v++) {
         lily_cuda_pdl = v != 1;
         set_early(v >= 2 ? v - 1 : 0);
-        us[v] = chain_us(launch, n);
+        us[v] = chain_us(launch, n, v == 0);
     }
     lily_cuda_pdl = pdl0;
     set_early(0);
