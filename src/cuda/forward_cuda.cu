@@ -280,8 +280,8 @@ static int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_PDL_EARLY] = env_int("LILY_CUDA_PDL_EARLY", 0);
     cx->opt[LILY_CUDA_OPT_MOE_PF] = env_int("LILY_CUDA_MOE_PF", 0) != 0;
     cx->opt[LILY_CUDA_OPT_GV_PRO] = env_int("LILY_CUDA_GV_PRO", 1) != 0;
-    cx->opt[LILY_CUDA_OPT_MOE_LAT] = env_int("LILY_CUDA_MOE_LAT", 0) != 0;
-    cx->opt[LILY_CUDA_OPT_GDN_LAT] = env_int("LILY_CUDA_GDN_LAT", 0) != 0;
+    cx->opt[LILY_CUDA_OPT_MOE_LAT] = env_int("LILY_CUDA_MOE_LAT", 1) != 0;
+    cx->opt[LILY_CUDA_OPT_GDN_LAT] = env_int("LILY_CUDA_GDN_LAT", 1) != 0;
     cx->opt[LILY_CUDA_OPT_GV2_PRE] = env_int("LILY_CUDA_GV2_PRE", 0) != 0;
     *out = cx;
 #define FAIL(x) do { rc = (x); if (rc) { free_ctx(cx); *out = NULL; return rc; } } while (0)

@@ -178,7 +178,7 @@ __global__ void __launch_bounds__(GDN_THREADS)
     pdl_trigger();
 }
 
-int lily_cuda_gdn_lat = 0; // from LILY_CUDA_OPT_GDN_LAT
+int lily_cuda_gdn_lat = 1; // from LILY_CUDA_OPT_GDN_LAT
 
 void gdn_step(gdn_dims d, const float *qkv, const float *b, const float *a, const float *conv_w,
               const float *dt_bias, const float *A, float *conv_ring, float *state, float *o,

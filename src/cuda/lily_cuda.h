@@ -64,13 +64,13 @@ enum lily_cuda_opt {
     LILY_CUDA_OPT_MOE_LAT = 20,     // decode: 1 = the MoE kernels' latency variants (top-k by warp
                                     // integer reductions; expert down: weights and residual requested
                                     // before its inputs are staged), same results bitwise
-                                    // (LILY_CUDA_MOE_LAT; flag moe_lat; default 0 until measured)
+                                    // (LILY_CUDA_MOE_LAT; flag moe_lat; default 1)
     LILY_CUDA_OPT_GDN_LAT = 21,     // decode: 1 = the GDN step requests its conv weights, ring and first
                                     // state batch before waiting for the in_proj (same results
-                                    // bitwise; LILY_CUDA_GDN_LAT; flag gdn_lat; default 0 until measured)
+                                    // bitwise; LILY_CUDA_GDN_LAT; flag gdn_lat; default 1)
     LILY_CUDA_OPT_GV2_PRE = 22,     // decode: 1 = gemv2 stages each block's first weight loads in shared
                                     // memory (cp.async) before waiting for the previous kernel (same
-                                    // results bitwise; LILY_CUDA_GV2_PRE; flag gemv2_pre; default 0)
+                                    // results bitwise; LILY_CUDA_GV2_PRE; flag gemv2_pre; default 0: slower)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

@@ -333,7 +333,7 @@ __global__ void __launch_bounds__(MOE_THREADS)
 // decode at 4K, +2.0 % at 32K against 1, docs/PERF.md); the kernel tests set it directly.
 int lily_cuda_moe_ks = 4;
 int lily_cuda_moe_pf = 0;  // from LILY_CUDA_OPT_MOE_PF
-int lily_cuda_moe_lat = 0; // from LILY_CUDA_OPT_MOE_LAT
+int lily_cuda_moe_lat = 1; // from LILY_CUDA_OPT_MOE_LAT
 
 // Generic forms (dense or odd-shaped experts: the test fixtures), one warp per output row, plain
 // per-element loops, the same rounding points as the fast kernels.
