@@ -74,7 +74,7 @@ FLAGS_STAMP := $(BUILD)/.flags
 $(shell mkdir -p $(BUILD); echo '$(CFLAGS) $(NVFLAGS) $(CUDA)' | cmp -s - $(FLAGS_STAMP) || echo '$(CFLAGS) $(NVFLAGS) $(CUDA)' > $(FLAGS_STAMP))
 
 .PHONY: all check test test-gpu fuzz format clean
-all: $(BUILD)/lily $(if $(filter 1,$(CUDA)),$(BUILD)/lily-gpu-test)
+all: $(BUILD)/lily $(if $(filter 1,$(CUDA)),$(BUILD)/lily-gpu-test $(BUILD)/dev/persist)
 
 $(BUILD)/liblily.a: $(LIB_OBJ) $(CU_OBJ)
 	@rm -f $@
@@ -109,6 +109,11 @@ test: $(BUILD)/lily $(TEST_BIN)
 GPU_TEST_OBJ := $(patsubst %.cu,$(BUILD)/%.o,$(wildcard tests/gpu/*.cu))
 $(BUILD)/lily-gpu-test: $(GPU_TEST_OBJ) $(BUILD)/liblily.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# dev/ prototypes (built so that CI keeps compiling them; run by hand on the GPU machine).
+$(BUILD)/dev/persist: dev/persist/persist.cu $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -Xcompiler -fopenmp -o $@ $<
 
 test-gpu: $(BUILD)/lily $(if $(filter 1,$(CUDA)),$(BUILD)/lily-gpu-test)
 	@BUILD=$(BUILD) ./tests/run_gpu.sh
