@@ -282,7 +282,7 @@ static int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_GV_PRO] = env_int("LILY_CUDA_GV_PRO", 1) != 0;
     cx->opt[LILY_CUDA_OPT_MOE_LAT] = env_int("LILY_CUDA_MOE_LAT", 1) != 0;
     cx->opt[LILY_CUDA_OPT_GDN_LAT] = env_int("LILY_CUDA_GDN_LAT", 1) != 0;
-    cx->opt[LILY_CUDA_OPT_GV2_PRE] = env_int("LILY_CUDA_GV2_PRE", 0) != 0;
+    cx->opt[LILY_CUDA_OPT_GV2_BULK] = env_int("LILY_CUDA_GV2_BULK", 0) != 0;
     *out = cx;
 #define FAIL(x) do { rc = (x); if (rc) { free_ctx(cx); *out = NULL; return rc; } } while (0)
     FAIL(cudaStreamCreateWithFlags(&cx->st, cudaStreamNonBlocking) == cudaSuccess ? 0
@@ -470,7 +470,7 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
     lily_cuda_gv_pro = cx->opt[LILY_CUDA_OPT_GV_PRO];
     lily_cuda_moe_lat = cx->opt[LILY_CUDA_OPT_MOE_LAT];
     lily_cuda_gdn_lat = cx->opt[LILY_CUDA_OPT_GDN_LAT];
-    lily_cuda_gv2_pre = cx->opt[LILY_CUDA_OPT_GV2_PRE];
+    lily_cuda_gv2_bulk = cx->opt[LILY_CUDA_OPT_GV2_BULK];
     prof_mark(cx, "start");
     embed_row(cx->embed_q, cx->embed_dense, cx->embed_dt, c->hidden, s->d_tok, cx->x, st);
     prof_mark(cx, "embed");
@@ -711,7 +711,7 @@ static const struct {
     {"wgmma", LILY_CUDA_OPT_WGMMA, 0, 1},       {"moe_split", LILY_CUDA_OPT_MOE_KS, 1, 4},
     {"pdl_early", LILY_CUDA_OPT_PDL_EARLY, 0, 1}, {"moe_prefetch", LILY_CUDA_OPT_MOE_PF, 0, 1},
     {"gemv_pro_regs", LILY_CUDA_OPT_GV_PRO, 0, 1}, {"moe_lat", LILY_CUDA_OPT_MOE_LAT, 0, 1},
-    {"gdn_lat", LILY_CUDA_OPT_GDN_LAT, 0, 1}, {"gemv2_pre", LILY_CUDA_OPT_GV2_PRE, 0, 1},
+    {"gdn_lat", LILY_CUDA_OPT_GDN_LAT, 0, 1}, {"gemv2_bulk", LILY_CUDA_OPT_GV2_BULK, 0, 1},
 };
 
 extern "C" int lily_cuda_set_opt(void *ctx, int opt, int value);
@@ -721,7 +721,7 @@ static int set_flag_cuda(void *ctx, const char *name, int on) {
         if (!strcmp(f.name, name)) return lily_cuda_set_opt(ctx, f.opt, on ? f.on : f.off);
     return lily_err_set(LILY_EINVAL, "cuda backend: unknown flag '%s' (known: graph, split_kv, gqa, "
                         "gdn_split, pdl, bf16act, prefill, flash, gemv2, gdn_chunked, attn_multi, gpu_route, "
-                        "fused_dequant, wgmma, moe_split, pdl_early, moe_prefetch, gemv_pro_regs, moe_lat, gdn_lat, gemv2_pre)", name);
+                        "fused_dequant, wgmma, moe_split, pdl_early, moe_prefetch, gemv_pro_regs, moe_lat, gdn_lat, gemv2_bulk)", name);
 }
 
 static size_t peak_mem_cuda(void *ctx) {

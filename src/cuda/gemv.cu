@@ -348,50 +348,46 @@ __device__ __forceinline__ uint32_t gv2_pair(uint32_t shifted) {
     return (shifted & 0x00780078u) | 0x3F803F80u;
 }
 
-// A lane's first two steps of a tile (codes of its rows g and g + 8, their scale|bias words), staged
-// in shared memory by cp.async before the kernel waits for the previous one (LILY_CUDA_GV2_PRE):
-// the weights' DRAM latency then overlaps the wait and the prologue instead of following them.
-struct gv2_pre {
-    uint4 ca[2], cb[2];
-    uint2 sa[2], sb[2];
-};
-__device__ __forceinline__ void gv2_cp8(void *dst, const void *src, bool ok) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(wg_smem(dst)), "l"(src), "r"(ok ? 8 : 0));
-}
-template <int HPG>
-__device__ __forceinline__ void gv2_preload(const gv_seg &s, int tile, int lane, int warp, gv2_pre *pre) {
-    // The index arithmetic of gv2_tile's first iteration (t0 = kw).
-    const int ks = s.ks, wr = warp / ks, kw = warp % ks;
-    const int g = lane >> 2, p = lane & 3;
-    const int rA = (tile * (GV_WARPS / ks) + wr) * 16 + g, rB = rA + 8;
-    const bool okA = rA < s.m.rows, okB = rB < s.m.rows;
-    const int steps = s.m.cols >> 7, nchunk = s.m.cols >> 5, ng = s.m.cols / (128 / HPG);
-    const int h0 = HPG == 4 ? 2 * (p & 1) : 0;
-    const int cA = rA * nchunk + p, cB = cA + 8 * nchunk, sA = rA * ng + h0, sB = sA + 8 * ng;
-    const uint4 *codes = s.m.codes;
-    const uint32_t *sbp = s.m.sb;
-#pragma unroll
-    for (int u = 0; u < 2; u++) {
-        const int t = kw + u * ks;
-        const bool ok = t < steps, la = ok && okA, lb = ok && okB;
-        wg_cp16(&pre->ca[u], la ? codes + cA + 4 * t : codes, la);
-        wg_cp16(&pre->cb[u], lb ? codes + cB + 4 * t : codes, lb);
-        if (HPG == 1) {
-            wg_cp4(&pre->sa[u].x, la ? sbp + sA + t : sbp, la);
-            wg_cp4(&pre->sb[u].x, lb ? sbp + sB + t : sbp, lb);
-        } else {
-            gv2_cp8(&pre->sa[u], la ? sbp + sA + t * HPG : sbp, la);
-            gv2_cp8(&pre->sb[u], lb ? sbp + sB + t * HPG : sbp, lb);
-        }
-    }
-    wg_commit();
+// LILY_CUDA_GV2_BULK: before the kernel waits for the previous one, one thread requests the block's
+// first tiles (their code rows and scale words, each one contiguous range) into shared memory with
+// cp.async.bulk, up to GV2_BULK_BYTES; the tile loop reads those tiles from there. The weights do not
+// depend on the previous kernel, so their DRAM latency overlaps its tail, the wait and the prologue
+// instead of following them (the chain benchmark's trace: 2-6 us from the wait to the staged input,
+// then 2-5 us of weight loop). One instruction per range, where the cp.async staging of 2026-11-30
+// (the first two steps, 16 bytes per lane) cost every thread its issue time and lost 3 %.
+#define GV2_BULK_BYTES (40 * 1024)
+#define GV2_BULK_MAX 4 // tiles staged per block at most
+
+// Tile k of this block (t = blockIdx.x + k * gridDim.x) when it is staged: its segment, tile, and
+// byte sizes of codes / scale words; false when it is not (past the launch's tiles, a row-per-lane
+// segment, a range not 16-byte aligned, or past the byte budget `*room`).
+__device__ __forceinline__ bool gv2_bulk_tile(const gv_args &a, int total, int k, int *si, int *tile, int *cb,
+                                              int *sbb, int *room) {
+    const int t = blockIdx.x + k * gridDim.x;
+    if (k >= GV2_BULK_MAX || t >= total) return false;
+    int i = 0, tl = t;
+    while (tl >= a.seg[i].tiles) tl -= a.seg[i++].tiles;
+    const gv_seg &s = a.seg[i];
+    if (!s.ks) return false;
+    const int rpt = gv_tile_rows(s), r0 = tl * rpt, nr = min(rpt, s.m.rows - r0), ng = s.m.cols / s.m.group;
+    const long rb = dq_row_bytes(s.m);
+    const char *c = (const char *)s.m.codes + r0 * rb;
+    const uint32_t *w = s.m.sb + (long)r0 * ng;
+    const int c_bytes = (int)(nr * rb), s_bytes = nr * ng * 4;
+    if ((((uintptr_t)c | (uintptr_t)w | c_bytes | s_bytes) & 15) || c_bytes + s_bytes > *room) return false;
+    *room -= c_bytes + s_bytes;
+    *si = i, *tile = tl, *cb = c_bytes, *sbb = s_bytes;
+    return true;
 }
 
-// pre: this warp's first iteration staged by gv2_preload (the block's first tile), or NULL.
-template <int HPG>
+// A weight load: from shared memory (a staged tile) or read-only from global memory.
+template <typename T> __device__ __forceinline__ T gv2_ld(const T *p, bool sm) { return sm ? *p : __ldg(p); }
+
+// SM: the tile's codes and scale words are in shared memory at cs / ss (from its first row).
+template <int HPG, bool SM>
 __device__ __forceinline__ void gv2_tile(const gv_seg &s, int tile, const uint4 *bsm, const uint4 *zero4,
                                          const float *xsg, int lane, int warp, float &acc0, float &acc1,
-                                         const gv2_pre *pre) {
+                                         const uint4 *cs, const uint32_t *ss) {
     constexpr int NM = HPG == 4 ? 2 : 1; // MMAs per k-block (B columns needed: 3 parts x HPG slots)
     const int ks = s.ks, wr = warp / ks, kw = warp % ks;
     const int g = lane >> 2, p = lane & 3;
@@ -400,9 +396,10 @@ __device__ __forceinline__ void gv2_tile(const gv_seg &s, int tile, const uint4 
     const int steps = s.m.cols >> 7, nchunk = s.m.cols >> 5, ng = s.m.cols / (128 / HPG);
     const int h0 = HPG == 4 ? 2 * (p & 1) : 0; // first group slot of this lane's accumulator columns
     // 32-bit element offsets (rows * chunks < 2^31 for any real matrix): fewer registers than pointers.
-    const uint4 *codes = s.m.codes;
-    const uint32_t *sbp = s.m.sb;
-    const int cA = rA * nchunk + p, cB = cA + 8 * nchunk, sA = rA * ng + h0, sB = sA + 8 * ng;
+    const uint4 *codes = SM ? cs : s.m.codes;
+    const uint32_t *sbp = SM ? ss : s.m.sb;
+    const int rl = SM ? rA - tile * (GV_WARPS / ks) * 16 : rA; // row in the array read
+    const int cA = rl * nchunk + p, cB = cA + 8 * nchunk, sA = rl * ng + h0, sB = sA + 8 * ng;
     // B operand: this lane supplies column n = g + 8m, i.e. part n / HPG of x where its chunk p lies
     // in group slot n % HPG, else zeros (a fixed zero vector, stride 0).
     const uint4 *bp[NM];
@@ -416,7 +413,6 @@ __device__ __forceinline__ void gv2_tile(const gv_seg &s, int tile, const uint4 
     }
     acc0 = acc1 = 0.0f;
     const uint4 z4 = make_uint4(0, 0, 0, 0);
-    if (pre) asm volatile("cp.async.wait_all;\n" ::: "memory"); // this lane's own copies
     for (int t0 = kw; t0 < steps; t0 += 2 * ks) {
         uint4 ca[2], cb[2];
         uint32_t sa[2][2], sbw[2][2];
@@ -424,20 +420,14 @@ __device__ __forceinline__ void gv2_tile(const gv_seg &s, int tile, const uint4 
         for (int u = 0; u < 2; u++) { // all loads of two steps before any use: 4 x 16 B per lane
             const int t = t0 + u * ks;
             const bool ok = t < steps, la = ok && okA, lb = ok && okB;
-            if (pre && t0 == kw) { // staged before the wait (zero-filled where not ok)
-                ca[u] = pre->ca[u], cb[u] = pre->cb[u];
-                sa[u][0] = pre->sa[u].x, sa[u][1] = HPG == 1 ? pre->sa[u].x : pre->sa[u].y;
-                sbw[u][0] = pre->sb[u].x, sbw[u][1] = HPG == 1 ? pre->sb[u].x : pre->sb[u].y;
-                continue;
-            }
-            ca[u] = la ? __ldg(codes + cA + 4 * t) : z4;
-            cb[u] = lb ? __ldg(codes + cB + 4 * t) : z4;
+            ca[u] = la ? gv2_ld(codes + cA + 4 * t, SM) : z4;
+            cb[u] = lb ? gv2_ld(codes + cB + 4 * t, SM) : z4;
             if (HPG == 1) {
-                sa[u][0] = sa[u][1] = la ? __ldg(sbp + sA + t) : 0u;
-                sbw[u][0] = sbw[u][1] = lb ? __ldg(sbp + sB + t) : 0u;
+                sa[u][0] = sa[u][1] = la ? gv2_ld(sbp + sA + t, SM) : 0u;
+                sbw[u][0] = sbw[u][1] = lb ? gv2_ld(sbp + sB + t, SM) : 0u;
             } else {
-                uint2 wa = la ? __ldg((const uint2 *)(sbp + sA + t * HPG)) : make_uint2(0, 0);
-                uint2 wb = lb ? __ldg((const uint2 *)(sbp + sB + t * HPG)) : make_uint2(0, 0);
+                uint2 wa = la ? gv2_ld((const uint2 *)(sbp + sA + t * HPG), SM) : make_uint2(0, 0);
+                uint2 wb = lb ? gv2_ld((const uint2 *)(sbp + sB + t * HPG), SM) : make_uint2(0, 0);
                 sa[u][0] = wa.x, sa[u][1] = wa.y, sbw[u][0] = wb.x, sbw[u][1] = wb.y;
             }
         }
@@ -503,13 +493,27 @@ __global__ void __launch_bounds__(GV_THREADS, GV2_MIN_BLOCKS) gemv2_kernel(gv_ar
     const int cols = a.cols, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     uint4 *bsm = smem4, *zero4 = bsm + cols * 3 / 8;
     float *xs = (float *)(zero4 + 1), *xsum = xs + xs_floats(cols), *xsg = xsum + cols / 16;
-    gv2_pre *pre = (gv2_pre *)(((uintptr_t)(xsg + cols / G * 4) + 15) & ~(uintptr_t)15) + tid;
+    char *bulk = (char *)(((uintptr_t)(xsg + cols / G * 4) + 127) & ~(uintptr_t)127);
+    __shared__ uint64_t bbar[GV2_BULK_MAX];
     const int total = gv_prefetch_first(a);
-    bool staged = false; // this block's first tile staged by gv2_preload
-    if (a.pre_w && (int)blockIdx.x < total) {
-        int si = 0, tile = blockIdx.x;
-        while (tile >= a.seg[si].tiles) tile -= a.seg[si++].tiles;
-        if (a.seg[si].ks) gv2_preload<HPG>(a.seg[si], tile, lane, warp, pre), staged = true;
+    // The block's first nstaged tiles come from `bulk`: tile k's codes at bc[k], its scale words at
+    // bs[k] (every thread runs the plan; thread 0 issues the copies).
+    int nstaged = 0, bc[GV2_BULK_MAX], bs[GV2_BULK_MAX];
+    if (a.bulk) {
+        int room = GV2_BULK_BYTES, si, tl, cb, sbb, off = 0;
+        while (gv2_bulk_tile(a, total, nstaged, &si, &tl, &cb, &sbb, &room)) {
+            bc[nstaged] = off, bs[nstaged] = off + cb;
+            if (tid == 0) {
+                const gv_seg &s = a.seg[si];
+                const int r0 = tl * gv_tile_rows(s);
+                mb_init(&bbar[nstaged], 1);
+                mb_init_fence();
+                mb_expect_tx(&bbar[nstaged], cb + sbb);
+                bulk_g2s(bulk + off, (const char *)s.m.codes + r0 * dq_row_bytes(s.m), cb, &bbar[nstaged]);
+                bulk_g2s(bulk + off + cb, s.m.sb + (long)r0 * (s.m.cols / s.m.group), sbb, &bbar[nstaged]);
+            }
+            off += cb + sbb, nstaged++;
+        }
     }
     pdl_wait_early();
     trace_mark(1);
@@ -559,8 +563,8 @@ __global__ void __launch_bounds__(GV_THREADS, GV2_MIN_BLOCKS) gemv2_kernel(gv_ar
 
     trace_mark(2);
     float best = -INFINITY;
-    int best_row = 0x7fffffff, it = 0;
-    for (int t = blockIdx.x; t < total; t += gridDim.x) {
+    int best_row = 0x7fffffff, it = 0, k = 0;
+    for (int t = blockIdx.x; t < total; t += gridDim.x, k++) {
         int si = 0, tile = t;
         while (tile >= a.seg[si].tiles) tile -= a.seg[si++].tiles;
         const gv_seg &s = a.seg[si];
@@ -569,7 +573,13 @@ __global__ void __launch_bounds__(GV_THREADS, GV2_MIN_BLOCKS) gemv2_kernel(gv_ar
             continue;
         }
         float acc0, acc1;
-        gv2_tile<HPG>(s, tile, bsm, zero4, xsg, lane, warp, acc0, acc1, staged && t == (int)blockIdx.x ? pre : NULL);
+        if (k < nstaged) {
+            mb_wait(&bbar[k], 0);
+            gv2_tile<HPG, true>(s, tile, bsm, zero4, xsg, lane, warp, acc0, acc1, (const uint4 *)(bulk + bc[k]),
+                                (const uint32_t *)(bulk + bs[k]));
+        } else {
+            gv2_tile<HPG, false>(s, tile, bsm, zero4, xsg, lane, warp, acc0, acc1, NULL, NULL);
+        }
         float(*pp)[16] = part[it++ & 1]; // alternate buffers: one barrier per tile suffices
         if ((lane & 3) == 0) pp[warp][lane >> 2] = acc0, pp[warp][(lane >> 2) + 8] = acc1;
         __syncthreads();
@@ -646,11 +656,11 @@ template <int HPG> static void gv2_launch(const gv_args &a, int grid, size_t sme
 }
 
 int lily_cuda_gv_pro = 1;
-int lily_cuda_gv2_pre = 0;
+int lily_cuda_gv2_bulk = 0;
 
 int gemv_launch(gv_args a, int max_blocks, cudaStream_t st) {
     a.pro_regs = lily_cuda_gv_pro;
-    a.pre_w = lily_cuda_gv2_pre;
+    a.bulk = lily_cuda_gv2_bulk;
     int group2 = 0; // gemv2's group size, 0 = the first kernel
     for (int s = 0; s < a.nseg && lily_cuda_gemv2 && !group2; s++)
         if (gv2_takes(a.seg[s].m, a.cols)) group2 = a.seg[s].m.group;
@@ -673,7 +683,7 @@ int gemv_launch(gv_args a, int max_blocks, cudaStream_t st) {
         if (grid < 1) grid = 1;
         size_t smem = (size_t)(a.cols * 3 / 8 + 1) * sizeof(uint4) +
                       (size_t)(xs_floats(a.cols) + a.cols / 16 + a.cols / group2 * 4) * sizeof(float);
-        if (a.pre_w) smem += 16 + GV_THREADS * sizeof(gv2_pre);
+        if (a.bulk) smem += 128 + GV2_BULK_BYTES;
         if (group2 == 32) gv2_launch<4>(a, grid, smem, st);
         else if (group2 == 64) gv2_launch<2>(a, grid, smem, st);
         else gv2_launch<1>(a, grid, smem, st);

@@ -32,7 +32,7 @@ struct gv_args {
     const int *pos;      // GV_LOGITS: position (device), mixed into the sampling noise
     int *nan_flag;       // GV_LOGITS: set to 1 when a logit is NaN or infinite (may be NULL)
     int pro_regs;        // filled by gemv_launch from lily_cuda_gv_pro
-    int pre_w;           // filled by gemv_launch from lily_cuda_gv2_pre
+    int bulk;            // filled by gemv_launch from lily_cuda_gv2_bulk
 };
 // Launch; returns the grid size used (GV_LOGITS needs it to size amax). max_blocks 0 = default.
 int gemv_launch(gv_args a, int max_blocks, cudaStream_t st);
@@ -43,9 +43,9 @@ extern int lily_cuda_gemv2;
 // 1 = gemv2's prologue loads x (and gain, z) into registers in one round trip where the shape
 // allows (default; LILY_CUDA_GV_PRO), 0 = the per-pass loops (the first kernel always uses those).
 extern int lily_cuda_gv_pro;
-// 1 = gemv2 stages each block's first weight loads in shared memory before waiting for the previous
-// kernel (LILY_CUDA_GV2_PRE; same results bitwise).
-extern int lily_cuda_gv2_pre;
+// 1 = gemv2 requests each block's first tiles into shared memory (cp.async.bulk) before waiting for
+// the previous kernel (LILY_CUDA_GV2_BULK; same results bitwise).
+extern int lily_cuda_gv2_bulk;
 // attn.cu: 1 = several positions per warp pass (loads in flight) on the D = 256 bf16 path (default).
 extern int lily_cuda_attn_multi;
 

@@ -68,9 +68,9 @@ enum lily_cuda_opt {
     LILY_CUDA_OPT_GDN_LAT = 21,     // decode: 1 = the GDN step requests its conv weights, ring and first
                                     // state batch before waiting for the in_proj (same results
                                     // bitwise; LILY_CUDA_GDN_LAT; flag gdn_lat; default 1)
-    LILY_CUDA_OPT_GV2_PRE = 22,     // decode: 1 = gemv2 stages each block's first weight loads in shared
-                                    // memory (cp.async) before waiting for the previous kernel (same
-                                    // results bitwise; LILY_CUDA_GV2_PRE; flag gemv2_pre; default 0: slower)
+    LILY_CUDA_OPT_GV2_BULK = 22,    // decode: 1 = gemv2 requests each block's first tiles into shared
+                                    // memory (cp.async.bulk) before waiting for the previous kernel
+                                    // (same results bitwise; LILY_CUDA_GV2_BULK; flag gemv2_bulk)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

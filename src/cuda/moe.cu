@@ -301,7 +301,7 @@ __global__ void __launch_bounds__(MOE_THREADS)
         }
     trace_mark(3);
     pdl_trigger();
-    if (KS == 1) {
+    if constexpr (KS == 1) {
 #pragma unroll
         for (int p = 0; p < PPW; p++) {
             float s = warp_sum(acc[p]);
@@ -310,23 +310,23 @@ __global__ void __launch_bounds__(MOE_THREADS)
             if (lane == 0 && r < H) out[r] = rb((EARLY ? rv : res[r]) + rb(s));
         }
         trace_mark(4);
-        return;
-    }
-    __shared__ float part[KS][RG][PPW];
+    } else { // split K: partial sums meet in shared memory
+        __shared__ float part[KS][RG][PPW];
 #pragma unroll
-    for (int p = 0; p < PPW; p++) {
-        float s = warp_sum(acc[p]);
-        if (lane == 0) part[kpart][warp % RG][p] = s;
-    }
-    __syncthreads();
-    if (kpart == 0 && lane < PPW) {
-        float s = 0.0f;
+        for (int p = 0; p < PPW; p++) {
+            float s = warp_sum(acc[p]);
+            if (lane == 0) part[kpart][warp % RG][p] = s;
+        }
+        __syncthreads();
+        if (kpart == 0 && lane < PPW) {
+            float s = 0.0f;
 #pragma unroll
-        for (int q = 0; q < KS; q++) s += part[q][warp][lane];
-        int r = r0 + lane;
-        if (r < H) out[r] = rb((EARLY ? rres : res[r]) + rb(s));
+            for (int q = 0; q < KS; q++) s += part[q][warp][lane];
+            int r = r0 + lane;
+            if (r < H) out[r] = rb((EARLY ? rres : res[r]) + rb(s));
+        }
+        trace_mark(4);
     }
-    trace_mark(4);
 }
 
 // Set per step by forward_cuda.cu from LILY_CUDA_OPT_MOE_KS (env LILY_CUDA_MOE_KS; default 4: +3.1 %

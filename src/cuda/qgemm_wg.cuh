@@ -1,6 +1,7 @@
 // qgemm_wg.cuh: what the two wgmma GEMM kernels share (qgemm_wg.cu: a block of warpgroups that
 // each copy, dequantise and multiply; qgemm_ws.cu: a producer warp pair feeding two consumer
-// warpgroups): cp.async and proxy-fence wrappers, the shared-memory matrix descriptor, the
+// warpgroups; gemv.cu uses the copy and mbarrier wrappers): cp.async, bulk-copy, mbarrier and
+// proxy-fence wrappers, the shared-memory matrix descriptor, the
 // m64n136k16 instruction and its register fences, the 4-bit code -> bf16 unpacking, the row
 // mapping of a block, and the pair epilogue. Layout facts both rely on: shared memory holds X and
 // the bf16 codes in the canonical no-swizzle K-major layout (8x8 core matrices of 128 contiguous
@@ -27,6 +28,35 @@ __device__ __forceinline__ void wg_commit() { asm volatile("cp.async.commit_grou
 template <int N> __device__ __forceinline__ void wg_cpwait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 // Generic-proxy writes (cp.async, st.shared) become visible to the wgmma's async proxy.
 __device__ __forceinline__ void wg_fence_proxy() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// mbarriers (qgemm_ws.cu's ring; gemv.cu's bulk-staged tiles).
+__device__ __forceinline__ void mb_init(uint64_t *b, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(wg_smem(b)), "r"(count) : "memory");
+}
+// Release: this thread's earlier shared-memory writes are visible to whoever waits on the phase.
+__device__ __forceinline__ void mb_arrive(uint64_t *b) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(wg_smem(b)) : "memory");
+}
+// Acquire: returns once the phase of this parity has completed.
+__device__ __forceinline__ void mb_wait(uint64_t *b, int parity) {
+    asm volatile("{\n.reg .pred P1;\nWS_WAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+                 "@P1 bra WS_DONE;\nbra WS_WAIT;\nWS_DONE:\n}\n" ::"r"(wg_smem(b)),
+                 "r"(parity)
+                 : "memory");
+}
+// The next phase of b completes when `bytes` more have arrived by complete_tx (and one arrival).
+__device__ __forceinline__ void mb_expect_tx(uint64_t *b, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(wg_smem(b)), "r"(bytes) : "memory");
+}
+// mbarrier inits become visible to the async proxy (the bulk copies that complete on them).
+__device__ __forceinline__ void mb_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+// One bulk copy global -> shared (TMA, no tensor map): dst, src and bytes multiples of 16; completes
+// on b as `bytes` of transaction count.
+__device__ __forceinline__ void bulk_g2s(void *dst, const void *src, uint32_t bytes, uint64_t *b) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(wg_smem(dst)),
+                 "l"(src), "r"(bytes), "r"(wg_smem(b)) : "memory");
+}
 
 // Shared-memory matrix descriptor, no swizzle: start address, LBO and SBO in 16-byte units.
 __device__ __forceinline__ uint64_t wg_desc(const void *p, uint32_t lbo, uint32_t sbo, int swap) {

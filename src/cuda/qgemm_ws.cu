@@ -37,21 +37,6 @@ struct ws_cfg {
     static constexpr int SMEM = STAGES * STAGE + BM * 4 + 2 * STAGES * 8;
 };
 
-__device__ __forceinline__ void ws_bar_init(uint64_t *b, int count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(wg_smem(b)), "r"(count) : "memory");
-}
-// Release: this thread's earlier shared-memory writes are visible to whoever waits on the phase.
-__device__ __forceinline__ void ws_bar_arrive(uint64_t *b) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(wg_smem(b)) : "memory");
-}
-// Acquire: returns once the phase of this parity has completed.
-__device__ __forceinline__ void ws_bar_wait(uint64_t *b, int parity) {
-    asm volatile("{\n.reg .pred P1;\nWS_WAIT:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
-                 "@P1 bra WS_DONE;\nbra WS_WAIT;\nWS_DONE:\n}\n" ::"r"(wg_smem(b)),
-                 "r"(parity)
-                 : "memory");
-}
 // The producer warps' own barrier (id 1; the consumers never use it).
 __device__ __forceinline__ void ws_prod_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(WS_PROD) : "memory"); }
 
@@ -69,7 +54,7 @@ __global__ void __launch_bounds__(ws_cfg<CONS>::THREADS, CONS == 1 ? 2 : 1) qgem
     if (!wg_block_rows(a, BM, &m0, &rows, &grp)) return;
     wg_block_setup<C::THREADS>(a, BM, m0, rows, a_row, smem + C::B_OFF, S, C::STAGE);
     if (tid == 0)
-        for (int s = 0; s < S; s++) ws_bar_init(full + s, WS_PROD), ws_bar_init(empty + s, NCONS);
+        for (int s = 0; s < S; s++) mb_init(full + s, WS_PROD), mb_init(empty + s, NCONS);
     wg_fence_proxy();
     __syncthreads();
     const int KT = a.K / WG_BK;
@@ -129,7 +114,7 @@ __global__ void __launch_bounds__(ws_cfg<CONS>::THREADS, CONS == 1 ? 2 : 1) qgem
         for (int kt = 0; kt < KT; kt++) {
             const int c = kt + WS_LOOK;
             if (c < KT) {
-                if (c >= S) ws_bar_wait(empty + c % S, (c / S - 1) & 1); // stage c - S consumed
+                if (c >= S) mb_wait(empty + c % S, (c / S - 1) & 1); // stage c - S consumed
                 issue(c);
             }
             wg_commit();
@@ -154,7 +139,7 @@ __global__ void __launch_bounds__(ws_cfg<CONS>::THREADS, CONS == 1 ? 2 : 1) qgem
                 }
             }
             wg_fence_proxy();      // the copies and the bf16 B, for the consumers' MMAs
-            ws_bar_arrive(full + kt % S);
+            mb_arrive(full + kt % S);
         }
         wg_cpwait<0>();
         return;
@@ -170,7 +155,7 @@ __global__ void __launch_bounds__(ws_cfg<CONS>::THREADS, CONS == 1 ? 2 : 1) qgem
     const uint64_t da0 = wg_desc(smem + cw * 8192, 128, 1024, swap), db0 = wg_desc(smem + C::B_OFF, 128, 256, swap);
     for (int kt = 0; kt < KT; kt++) {
         const int slot = kt % S;
-        ws_bar_wait(full + slot, (kt / S) & 1);
+        mb_wait(full + slot, (kt / S) & 1);
         wg_fence(part);
 #pragma unroll
         for (int s = 0; s < 4; s++)
@@ -178,7 +163,7 @@ __global__ void __launch_bounds__(ws_cfg<CONS>::THREADS, CONS == 1 ? 2 : 1) qgem
         wg_commit_mma(part);
         wg_wait_mma(part);
         wg_fold(acc, part, (const float4 *)(smem + slot * C::STAGE + C::F_OFF), t);
-        ws_bar_arrive(empty + slot);
+        mb_arrive(empty + slot);
     }
     wg_epilogue(a, acc, 16 * warp + g, t, m0, rows, n0);
 }

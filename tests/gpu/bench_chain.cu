@@ -185,10 +185,10 @@ void run_chain(void) {
         std::vector<gv_args> a = chain_gemvs(C, H, x, w, {{E, 8, y0}, {I, 4, y1}, {I, 4, y2}, {1, 8, y3}}, 0, &bytes);
         for (auto &g : a) g.x_out = y4;
         chain_row("norm + router + shared gate/up (gemv2)", bytes, [&](int i, cudaStream_t s) { gemv_launch(a[i % C], 0, s); });
-        lily_cuda_gv2_pre = 1;
-        chain_row("  the same, first weights staged before the wait (LILY_CUDA_GV2_PRE)", bytes,
+        lily_cuda_gv2_bulk = 1;
+        chain_row("  the same, first tiles bulk-copied before the wait (LILY_CUDA_GV2_BULK)", bytes,
                   [&](int i, cudaStream_t s) { gemv_launch(a[i % C], 0, s); });
-        lily_cuda_gv2_pre = 0;
+        lily_cuda_gv2_bulk = 0;
         lily_cuda_gv_pro = 0;
         chain_row("  the same with the loop prologue", bytes, [&](int i, cudaStream_t s) { gemv_launch(a[i % C], 0, s); });
         lily_cuda_gv_pro = 1;
@@ -204,9 +204,9 @@ void run_chain(void) {
         double bytes;
         std::vector<gv_args> a = chain_gemvs(C, H, x, w, {{8192, 4, y0}, {4096, 4, y1}, {32, 4, y2}, {32, 4, y3}}, 400, &bytes);
         chain_row("GDN in_proj (norm + qkv/z/b/a, gemv2)", bytes, [&](int i, cudaStream_t s) { gemv_launch(a[i % C], 0, s); });
-        lily_cuda_gv2_pre = 1;
-        chain_row("  the same, first weights staged before the wait", bytes, [&](int i, cudaStream_t s) { gemv_launch(a[i % C], 0, s); });
-        lily_cuda_gv2_pre = 0;
+        lily_cuda_gv2_bulk = 1;
+        chain_row("  the same, first tiles bulk-copied before the wait", bytes, [&](int i, cudaStream_t s) { gemv_launch(a[i % C], 0, s); });
+        lily_cuda_gv2_bulk = 0;
         lily_cuda_gemv2 = 0;
         chain_row("  the same on the first GEMV kernel", bytes, [&](int i, cudaStream_t s) { gemv_launch(a[i % C], 0, s); });
         lily_cuda_gemv2 = 1;
@@ -223,10 +223,10 @@ void run_chain(void) {
         }
         chain_row("GDN out_proj (gated norm + 2048x4096 + residual, gemv2)", mat_bytes(a[0].seg[0].m),
                   [&](int i, cudaStream_t s) { gemv_launch(a[i % C], 0, s); });
-        lily_cuda_gv2_pre = 1;
-        chain_row("  the same, first weights staged before the wait", mat_bytes(a[0].seg[0].m),
+        lily_cuda_gv2_bulk = 1;
+        chain_row("  the same, first tiles bulk-copied before the wait", mat_bytes(a[0].seg[0].m),
                   [&](int i, cudaStream_t s) { gemv_launch(a[i % C], 0, s); });
-        lily_cuda_gv2_pre = 0;
+        lily_cuda_gv2_bulk = 0;
         lily_cuda_gv_pro = 0;
         chain_row("  the same with the loop prologue", mat_bytes(a[0].seg[0].m),
                   [&](int i, cudaStream_t s) { gemv_launch(a[i % C], 0, s); });

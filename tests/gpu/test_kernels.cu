@@ -148,11 +148,11 @@ static void test_gemv(rng &r) {
         const int pro_default = lily_cuda_gv_pro;
         std::vector<std::vector<float>> y_ref(k.nseg); // gemv2, register prologue: vv = 3 must match it bitwise
         bool pre_same = true;
-        // The first kernel; gemv2 with the register and the loop prologue; gemv2 with its first weight
-        // loads staged before the wait (LILY_CUDA_GV2_PRE).
+        // The first kernel; gemv2 with the register and the loop prologue; gemv2 with its first tiles
+        // bulk-copied before the wait (LILY_CUDA_GV2_BULK).
         for (int vv = 0; vv < 4; vv++) {
             const int v2 = vv > 0, pro_regs = vv == 1 || vv == 3;
-            lily_cuda_gemv2 = v2, lily_cuda_gv_pro = pro_regs, lily_cuda_gv2_pre = vv == 3;
+            lily_cuda_gemv2 = v2, lily_cuda_gv_pro = pro_regs, lily_cuda_gv2_bulk = vv == 3;
             for (int s = 0; s < k.nseg; s++) CK(cudaMemset(a.seg[s].y, 0xff, (k.rows + 13 * s) * sizeof(float)));
             CK(cudaMemset(xo, 0xff, cols * sizeof(float)));
             CK(cudaMemcpy(step, std::vector<int>{0}.data(), 4, cudaMemcpyHostToDevice));
@@ -195,11 +195,11 @@ static void test_gemv(rng &r) {
             double tol = k.epi == GV_LOGITS ? (k.pro == PRO_PLAIN ? 2e-6 : 2e-3) : 5e-3;
             report(ok && worst < tol && ex < 2e-3 && (vv < 3 || pre_same), "%s (%s prologue%s) rows=%d cols=%d bits=%d group=%d pro=%d epi=%d nseg=%d: rel_l2 %.2e (tol %.0e), x_out %.1e",
                    v2 ? "gemv2" : "gemv", pro_regs ? "register" : "loop",
-                   vv == 3 ? (pre_same ? ", weights staged: bitwise equal" : ", weights staged: DIFFERS") : "", k.rows, cols, k.bits, k.group, k.pro, k.epi,
+                   vv == 3 ? (pre_same ? ", tiles bulk-staged: bitwise equal" : ", tiles bulk-staged: DIFFERS") : "", k.rows, cols, k.bits, k.group, k.pro, k.epi,
                    k.nseg, worst, tol, ex);
             if (k.bench && vv < 2) ms[v2] = gpu_time_ms([&] { gemv_launch(a, 0, 0); }, 20, true);
         }
-        lily_cuda_gemv2 = 0, lily_cuda_gv_pro = pro_default, lily_cuda_gv2_pre = 0;
+        lily_cuda_gemv2 = 0, lily_cuda_gv_pro = pro_default, lily_cuda_gv2_bulk = 0;
         if (k.bench) {
             double bytes = 0;
             for (int s = 0; s < k.nseg; s++) {
