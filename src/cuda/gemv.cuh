@@ -1,0 +1,350 @@
+// gemv.cuh: the device building blocks of gemv.cu's kernels, shared with dev/persist (a persistent
+// decode-kernel prototype that feeds the same tile math from a shared-memory ring): the prologue
+// that prepares x (plain, RMS-normed, gated-normed) in shared memory, the row epilogue, and gemv2's
+// tensor-core tile with its x split. The kernels and launch code stay in gemv.cu.
+#pragma once
+
+#include "cuda_common.cuh" // includes kernels.cuh (gv_args, gv_seg)
+
+#define GV_THREADS 256
+#define GV_WARPS (GV_THREADS / 32)
+
+// Counter-based hash for sampling noise (no state on the GPU to keep in sync).
+__device__ __forceinline__ float hash_uniform(uint32_t a, uint32_t b, uint32_t c) {
+    uint32_t h = a * 0x9E3779B1u ^ (b + 0x7F4A7C15u) * 0x85EBCA77u ^ c * 0xC2B2AE3Du;
+    h ^= h >> 15; h *= 0x2C1B3C6Du; h ^= h >> 12; h *= 0x297A2D39u; h ^= h >> 15;
+    return ((h >> 8) + 0.5f) * (1.0f / 16777216.0f); // (0, 1)
+}
+
+// Register path of the prologue: thread t owns columns 8 (t + GV_THREADS j) .. +7, j < PRO_NJ. All
+// its loads (x, the gain, z) are issued before any arithmetic: one round trip to L2 instead of one
+// per pass or per head, which the chain benchmark showed dominating the small GEMVs (docs/PERF.md).
+#define PRO_NJ 2
+__device__ __forceinline__ bool gv_pro_fast(const gv_args &a) {
+    const int gl = a.ghd / 8; // lanes per gated-norm head
+    const uintptr_t al = (uintptr_t)a.x | (uintptr_t)a.norm_w | (uintptr_t)a.gz | (uintptr_t)a.x_out;
+    return a.cols % 16 == 0 && a.cols <= 8 * GV_THREADS * PRO_NJ && (al & 15) == 0 &&
+           (a.pro != PRO_GATED || (a.ghd % 8 == 0 && gl <= 32 && (gl & (gl - 1)) == 0 && a.cols % a.ghd == 0));
+}
+__device__ __forceinline__ void ld8(float *v, const float *p) {
+    const float4 u = *(const float4 *)p, w = *(const float4 *)(p + 4);
+    v[0] = u.x, v[1] = u.y, v[2] = u.z, v[3] = u.w, v[4] = w.x, v[5] = w.y, v[6] = w.z, v[7] = w.w;
+}
+__device__ __forceinline__ void gv_prologue_regs(const gv_args &a, float *xs, float *xsum, float *red) {
+    const int cols = a.cols, tid = threadIdx.x;
+    float v[PRO_NJ][8], g[PRO_NJ][8], zz[PRO_NJ][8];
+#pragma unroll
+    for (int j = 0; j < PRO_NJ; j++) {
+        const int c0 = 8 * (tid + GV_THREADS * j);
+#pragma unroll
+        for (int k = 0; k < 8; k++) v[j][k] = g[j][k] = zz[j][k] = 0.0f;
+        if (c0 >= cols) continue;
+        ld8(v[j], a.x + c0);
+        if (a.pro == PRO_RMSNORM) ld8(g[j], a.norm_w + c0);
+        if (a.pro == PRO_GATED) ld8(g[j], a.norm_w + c0 % a.ghd), ld8(zz[j], a.gz + c0);
+    }
+    if (a.pro == PRO_RMSNORM) {
+        float ss = 0.0f;
+#pragma unroll
+        for (int j = 0; j < PRO_NJ; j++)
+#pragma unroll
+            for (int k = 0; k < 8; k++) ss += v[j][k] * v[j][k];
+        const float r = rsqrtf(block_sum(ss, red) / cols + a.eps);
+#pragma unroll
+        for (int j = 0; j < PRO_NJ; j++)
+#pragma unroll
+            for (int k = 0; k < 8; k++) v[j][k] = rb(v[j][k] * r * g[j][k]);
+    } else if (a.pro == PRO_GATED) {
+        // Per head of ghd values, i.e. ghd / 8 adjacent lanes: rb(rb(w * rb(x * rms)) * silu(z)).
+        const int gl = a.ghd / 8;
+#pragma unroll
+        for (int j = 0; j < PRO_NJ; j++) {
+            float ss = 0.0f;
+#pragma unroll
+            for (int k = 0; k < 8; k++) ss += v[j][k] * v[j][k];
+            for (int o = 1; o < gl; o <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+            const float r = rsqrtf(ss / a.ghd + a.eps);
+#pragma unroll
+            for (int k = 0; k < 8; k++) v[j][k] = rb(rb(g[j][k] * rb(v[j][k] * r)) * silu_f(zz[j][k]));
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < PRO_NJ; j++) {
+        const int c0 = 8 * (tid + GV_THREADS * j);
+        float s8 = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 8; k++) s8 += v[j][k];
+        const float s16 = s8 + __shfl_xor_sync(0xffffffffu, s8, 1); // columns c0 & ~15 .. +15
+        if (c0 >= cols) continue;
+        float *d = xs + xs_index(c0); // 8 columns never straddle a padded run of 32
+        *(float4 *)d = make_float4(v[j][0], v[j][1], v[j][2], v[j][3]);
+        *(float4 *)(d + 4) = make_float4(v[j][4], v[j][5], v[j][6], v[j][7]);
+        if ((tid & 1) == 0) xsum[c0 / 16] = s16;
+        if (a.x_out && blockIdx.x == 0) {
+            *(float4 *)(a.x_out + c0) = make_float4(v[j][0], v[j][1], v[j][2], v[j][3]);
+            *(float4 *)(a.x_out + c0 + 4) = make_float4(v[j][4], v[j][5], v[j][6], v[j][7]);
+        }
+    }
+    __syncthreads();
+}
+
+// Prologue shared by both kernels: x (plain, RMS-normed or gated-normed) into padded shared memory,
+// its 16-value sums, and the prepared x to a.x_out from block 0. Ends with a barrier. The loops
+// below serve the shapes the register path does not take (wider rows, odd head sizes).
+// regs: the caller may take the register path (gemv2 only: the first kernel's sums cancel
+// dot - sum(x) in fp32, and a different summation order of sum(x) moved an fp32-activation fixture
+// past its tolerance, docs/PERF.md).
+__device__ __forceinline__ void gv_prologue(const gv_args &a, float *xs, float *xsum, float *red, bool regs) {
+    if (regs && a.pro_regs && gv_pro_fast(a)) return gv_prologue_regs(a, xs, xsum, red);
+    const int cols = a.cols, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    if (a.pro == PRO_RMSNORM) {
+        float ss = 0.0f;
+        for (int c = tid; c < cols; c += GV_THREADS) ss += a.x[c] * a.x[c];
+        float r = rsqrtf(block_sum(ss, red) / cols + a.eps);
+        for (int c = tid; c < cols; c += GV_THREADS) xs[xs_index(c)] = rb(a.x[c] * r * a.norm_w[c]);
+    } else if (a.pro == PRO_GATED) {
+        // Per head of ghd values: rb(rb(w * rb(x * rms)) * silu(z)) (spec §2.1b). One warp per head.
+        int nh = cols / a.ghd;
+        for (int h = warp; h < nh; h += GV_WARPS) {
+            const float *xh = a.x + h * a.ghd;
+            float ss = 0.0f;
+            for (int d = lane; d < a.ghd; d += 32) ss += xh[d] * xh[d];
+            float r = rsqrtf(warp_sum(ss) / a.ghd + a.eps);
+            for (int d = lane; d < a.ghd; d += 32) {
+                float t = rb(a.norm_w[d] * rb(xh[d] * r));
+                xs[xs_index(h * a.ghd + d)] = rb(t * silu_f(a.gz[h * a.ghd + d]));
+            }
+        }
+    } else {
+        for (int c = tid; c < cols; c += GV_THREADS) xs[xs_index(c)] = a.x[c];
+    }
+    __syncthreads();
+    for (int i = tid; i < cols / 16; i += GV_THREADS) {
+        float t = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 16; j++) t += xs[xs_index(i * 16 + j)];
+        xsum[i] = t;
+    }
+    if (a.x_out && blockIdx.x == 0)
+        for (int c = tid; c < cols; c += GV_THREADS) a.x_out[c] = xs[xs_index(c)];
+    __syncthreads();
+}
+
+// Epilogue of one finished row (fp32 dot product acc).
+__device__ __forceinline__ void gv_out(const gv_args &a, const gv_seg &s, int row, float acc, float &best,
+                                       int &best_row) {
+    if (a.epi == GV_STORE) {
+        s.y[row] = rb(acc);
+    } else if (a.epi == GV_RESID) {
+        s.y[row] = rb(s.res[row] + rb(acc));
+    } else {
+        float v = acc;
+        if (s.y) s.y[row] = v;
+        if (a.nan_flag && !isfinite(v)) *a.nan_flag = 1;
+        if (a.temp > 0.0f) // Gumbel-max: argmax(l/T + G) samples softmax(l/T) exactly
+            v = v / a.temp - __logf(-__logf(hash_uniform(a.seed, (uint32_t)*a.pos, row)));
+        if (v > best || (v == best && row < best_row)) best = v, best_row = row;
+    }
+}
+
+// GV_LOGITS: the block's best (value, row) into a.amax[blockIdx.x]. Called by every thread.
+__device__ __forceinline__ void gv_amax_finish(const gv_args &a, float best, int best_row, float2 *wbest) {
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    for (int o = 16; o > 0; o >>= 1) {
+        float ov = __shfl_xor_sync(0xffffffffu, best, o);
+        int orow = __shfl_xor_sync(0xffffffffu, best_row, o);
+        if (ov > best || (ov == best && orow < best_row)) best = ov, best_row = orow;
+    }
+    if (lane == 0) wbest[warp] = make_float2(best, __int_as_float(best_row));
+    __syncthreads();
+    if (tid == 0) {
+        float2 b = wbest[0];
+        for (int w = 1; w < GV_WARPS; w++) {
+            float2 o = wbest[w];
+            if (o.x > b.x || (o.x == b.x && __float_as_int(o.y) < __float_as_int(b.y))) b = o;
+        }
+        a.amax[blockIdx.x] = b;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// gemv2: 4-bit rows on the tensor cores (LILY_CUDA_GEMV2=1). The first kernel spends ~3 issue slots
+// per code (shift, mask|exponent, FMA) plus shared-memory loads of x: ~100 per 16-byte chunk, which
+// caps it near 1.6 TB/s. Here a warp owns 16 rows and multiplies them with x by mma.m16n8k16 (bf16
+// in, fp32 accumulate); a code costs one shift + one lop3 per pair of codes and the multiply-adds
+// are free. Exactness as before: a code q becomes the bf16 1 + q/16 (exact), x is split into three
+// bf16 parts hi + mid + lo = x (exact for fp32), so every product is exact and only the fp32
+// accumulation rounds; per group sum(x (s q + b)) = 16 s (sum(x (1 + q/16)) - sum(x)) + b sum(x),
+// with the sums of each part of x per group precomputed once per block.
+//
+// Layout of one warp step (128 columns): lane l = 4 g + p loads the 16-byte chunk p of rows g and
+// g + 8 (codes of columns 32p..32p+31). Word v of a chunk (codes 8v..8v+7) gives four bf16 pairs
+// (codes {0,4}, {1,5}, {2,6}, {3,7}), the A fragments of two MMAs (k-blocks 2v, 2v+1). The MMA sums
+// over k, i.e. over the four chunks of the quad, which may lie in different groups: so the B
+// operand's 8 columns n = split * HPG + slot hold part `split` of x only in the rows (k) of chunks
+// whose group within the step is `slot`, zero elsewhere (HPG = 128 / group groups per step; for
+// group 32 the 12 columns take two MMAs). Each accumulator column then is one (part, group) sum.
+// Shared memory holds x pre-split in exactly the B fragment order: uint4 (step t, word v, part s,
+// chunk p) = the four bf16 pairs of columns 128t + 32p + 8v + {0,4 | 1,5 | 2,6 | 3,7}.
+// The 8 warps of a block split the columns of one 16-row tile into ks parts (ks = 8 for small
+// matrices, 1 for lm_head) and add their partial sums through shared memory in a fixed order.
+__device__ __forceinline__ void gv2_mma(float *d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                        uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Codes of word w at bit offsets {0,16} + 4i (after the shift) as the bf16 pair (1 + q/16, 1 + q'/16).
+__device__ __forceinline__ uint32_t gv2_pair(uint32_t shifted) {
+    return (shifted & 0x00780078u) | 0x3F803F80u;
+}
+
+// A weight load: from shared memory (a staged tile) or read-only from global memory.
+template <typename T> __device__ __forceinline__ T gv2_ld(const T *p, bool sm) { return sm ? *p : __ldg(p); }
+
+// SM: the tile's codes and scale words are in shared memory at cs / ss (from its first row).
+template <int HPG, bool SM>
+__device__ __forceinline__ void gv2_tile(const gv_seg &s, int tile, const uint4 *bsm, const uint4 *zero4,
+                                         const float *xsg, int lane, int warp, float &acc0, float &acc1,
+                                         const uint4 *cs, const uint32_t *ss) {
+    constexpr int NM = HPG == 4 ? 2 : 1; // MMAs per k-block (B columns needed: 3 parts x HPG slots)
+    const int ks = s.ks, wr = warp / ks, kw = warp % ks;
+    const int g = lane >> 2, p = lane & 3;
+    const int rA = (tile * (GV_WARPS / ks) + wr) * 16 + g, rB = rA + 8;
+    const bool okA = rA < s.m.rows, okB = rB < s.m.rows;
+    const int steps = s.m.cols >> 7, nchunk = s.m.cols >> 5, ng = s.m.cols / (128 / HPG);
+    const int h0 = HPG == 4 ? 2 * (p & 1) : 0; // first group slot of this lane's accumulator columns
+    // 32-bit element offsets (rows * chunks < 2^31 for any real matrix): fewer registers than pointers.
+    const uint4 *codes = SM ? cs : s.m.codes;
+    const uint32_t *sbp = SM ? ss : s.m.sb;
+    const int rl = SM ? rA - tile * (GV_WARPS / ks) * 16 : rA; // row in the array read
+    const int cA = rl * nchunk + p, cB = cA + 8 * nchunk, sA = rl * ng + h0, sB = sA + 8 * ng;
+    // B operand: this lane supplies column n = g + 8m, i.e. part n / HPG of x where its chunk p lies
+    // in group slot n % HPG, else zeros (a fixed zero vector, stride 0).
+    const uint4 *bp[NM];
+    int bst[NM];
+#pragma unroll
+    for (int m = 0; m < NM; m++) {
+        const int n = g + 8 * m;
+        const bool live = n / HPG < 3 && n % HPG == p * HPG / 4;
+        bp[m] = live ? bsm + (n / HPG) * 4 + p : zero4;
+        bst[m] = live ? 12 : 0;
+    }
+    acc0 = acc1 = 0.0f;
+    const uint4 z4 = make_uint4(0, 0, 0, 0);
+    for (int t0 = kw; t0 < steps; t0 += 2 * ks) {
+        uint4 ca[2], cb[2];
+        uint32_t sa[2][2], sbw[2][2];
+#pragma unroll
+        for (int u = 0; u < 2; u++) { // all loads of two steps before any use: 4 x 16 B per lane
+            const int t = t0 + u * ks;
+            const bool ok = t < steps, la = ok && okA, lb = ok && okB;
+            ca[u] = la ? gv2_ld(codes + cA + 4 * t, SM) : z4;
+            cb[u] = lb ? gv2_ld(codes + cB + 4 * t, SM) : z4;
+            if (HPG == 1) {
+                sa[u][0] = sa[u][1] = la ? gv2_ld(sbp + sA + t, SM) : 0u;
+                sbw[u][0] = sbw[u][1] = lb ? gv2_ld(sbp + sB + t, SM) : 0u;
+            } else {
+                uint2 wa = la ? gv2_ld((const uint2 *)(sbp + sA + t * HPG), SM) : make_uint2(0, 0);
+                uint2 wb = lb ? gv2_ld((const uint2 *)(sbp + sB + t * HPG), SM) : make_uint2(0, 0);
+                sa[u][0] = wa.x, sa[u][1] = wa.y, sbw[u][0] = wb.x, sbw[u][1] = wb.y;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            const int t = t0 + u * ks;
+            if (t >= steps) break;
+            float d[NM][4];
+#pragma unroll
+            for (int m = 0; m < NM; m++) d[m][0] = d[m][1] = d[m][2] = d[m][3] = 0.0f;
+            const uint32_t wa[4] = {ca[u].x, ca[u].y, ca[u].z, ca[u].w};
+            const uint32_t wb[4] = {cb[u].x, cb[u].y, cb[u].z, cb[u].w};
+#pragma unroll
+            for (int v = 0; v < 4; v++) {
+                const uint32_t a0 = gv2_pair(wa[v] << 3), b0 = gv2_pair(wb[v] << 3);
+                const uint32_t a1 = gv2_pair(wa[v] >> 1), b1 = gv2_pair(wb[v] >> 1);
+                const uint32_t a2 = gv2_pair(wa[v] >> 5), b2 = gv2_pair(wb[v] >> 5);
+                const uint32_t a3 = gv2_pair(wa[v] >> 9), b3 = gv2_pair(wb[v] >> 9);
+#pragma unroll
+                for (int m = 0; m < NM; m++) {
+                    const uint4 bx = bp[m][(t * 4 + v) * bst[m]];
+                    gv2_mma(d[m], a0, b0, a1, b1, bx.x, bx.y);
+                    gv2_mma(d[m], a2, b2, a3, b3, bx.z, bx.w);
+                }
+            }
+            // Accumulator element e of MMA m is column n = 8m + 2p + e: part n / HPG, slot n % HPG;
+            // elements 0,1 belong to row g, 2,3 to row g + 8. The bias term once per (row, group),
+            // by the part-0 column.
+#pragma unroll
+            for (int m = 0; m < NM; m++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int n = 8 * m + 2 * p + e, part = n / HPG, ei = HPG == 1 ? 0 : e;
+                    if (part >= 3) continue;
+                    const float *xg = xsg + (t * HPG + (HPG == 1 ? 0 : h0 + e)) * 4;
+                    const float xp = xg[part];
+                    acc0 = fmaf(__uint_as_float(sa[u][ei] << 16) * 16.0f, d[m][e] - xp, acc0);
+                    acc1 = fmaf(__uint_as_float(sbw[u][ei] << 16) * 16.0f, d[m][2 + e] - xp, acc1);
+                    if (part == 0) {
+                        const float xf = xg[3];
+                        acc0 = fmaf(__uint_as_float(sa[u][ei] & 0xffff0000u), xf, acc0);
+                        acc1 = fmaf(__uint_as_float(sbw[u][ei] & 0xffff0000u), xf, acc1);
+                    }
+                }
+        }
+    }
+    acc0 += __shfl_xor_sync(0xffffffffu, acc0, 1);
+    acc0 += __shfl_xor_sync(0xffffffffu, acc0, 2);
+    acc1 += __shfl_xor_sync(0xffffffffu, acc1, 1);
+    acc1 += __shfl_xor_sync(0xffffffffu, acc1, 2);
+}
+
+// x (prepared in xs by gv_prologue) split into three bf16 parts in B-fragment order at bsm, and per
+// group of G = 128 / HPG columns the sum of each part and of x at xsg. Thread i takes columns
+// 8i..8i+7 (step i/16, chunk (i/4)%4, word i%4); the G/8 threads of a group are adjacent lanes.
+// The caller puts a barrier between this and the first gv2_tile.
+template <int HPG>
+__device__ __forceinline__ void gv2_split_x(int cols, const float *xs, uint4 *bsm, uint4 *zero4, float *xsg) {
+    constexpr int G = 128 / HPG;
+    const int tid = threadIdx.x;
+    if (tid == 0) *zero4 = make_uint4(0, 0, 0, 0);
+    for (int i0 = 0; i0 < cols / 8; i0 += GV_THREADS) { // same trip count in every lane (shuffles)
+        const int i = i0 + tid;
+        const bool ok = i < cols / 8;
+        float ps0 = 0.0f, ps1 = 0.0f, ps2 = 0.0f, pf = 0.0f;
+        if (ok) {
+            uint32_t w0[4] = {0, 0, 0, 0}, w1[4] = {0, 0, 0, 0}, w2[4] = {0, 0, 0, 0};
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                const float x = xs[xs_index(8 * i + k)];
+                const uint32_t hi = lily_f32_to_bf16(x);
+                const float hf = __uint_as_float(hi << 16), r1 = x - hf;
+                const uint32_t mi = lily_f32_to_bf16(r1);
+                const float mf = __uint_as_float(mi << 16), r2 = r1 - mf;
+                const uint32_t lo = lily_f32_to_bf16(r2);
+                const int sh = k < 4 ? 0 : 16;
+                w0[k & 3] |= hi << sh, w1[k & 3] |= mi << sh, w2[k & 3] |= lo << sh;
+                ps0 += hf, ps1 += mf, ps2 += __uint_as_float(lo << 16), pf += x;
+            }
+            const int t = i >> 4, p = (i >> 2) & 3, v = i & 3;
+            uint4 *dst = bsm + (t * 4 + v) * 12 + p;
+            dst[0] = make_uint4(w0[0], w0[1], w0[2], w0[3]);
+            dst[4] = make_uint4(w1[0], w1[1], w1[2], w1[3]);
+            dst[8] = make_uint4(w2[0], w2[1], w2[2], w2[3]);
+        }
+#pragma unroll
+        for (int o = 1; o < G / 8; o <<= 1) {
+            ps0 += __shfl_xor_sync(0xffffffffu, ps0, o);
+            ps1 += __shfl_xor_sync(0xffffffffu, ps1, o);
+            ps2 += __shfl_xor_sync(0xffffffffu, ps2, o);
+            pf += __shfl_xor_sync(0xffffffffu, pf, o);
+        }
+        if (ok && i % (G / 8) == 0) {
+            float *o = xsg + i / (G / 8) * 4;
+            o[0] = ps0, o[1] = ps1, o[2] = ps2, o[3] = pf;
+        }
+    }
+}
+
