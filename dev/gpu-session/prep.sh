@@ -9,6 +9,9 @@ mkdir -p .carry/lib
 tar cJf .carry/bin.tar.xz -C build lily lily-gpu-test
 # A `make TRACE=1` build (decode kernels stamp their phases for `lily-gpu-test chain`), when there is one.
 if [ -x build-trace/lily-gpu-test ]; then tar cJf .carry/bin-trace.tar.xz -C build-trace lily-gpu-test; fi
+# The dev/persist prototypes (built by make when nvcc is present).
+[ -x build/dev/persist ] && cp build/dev/persist .carry/persist
+if [ -x build/dev/persist_gv2 ]; then strip -o .carry/persist_gv2 build/dev/persist_gv2 && xz -f .carry/persist_gv2; fi
 # Non-glibc libraries of the binary (the GPU machine has glibc, CUDA and the driver).
 ldd build/lily | awk '/=> \//{print $3}' | grep -vE 'libc\.so|libm\.so|libpthread|libdl|librt|ld-linux|libgcc_s|libstdc' |
     while read -r l; do cp -L "$l" .carry/lib/; done
