@@ -604,7 +604,11 @@ static int run_full(const char *dir) {
         {"GQA packing on", LILY_CUDA_OPT_GQA, 1}, {"GQA packing off", LILY_CUDA_OPT_GQA, 0}, {"GDN state not split (1 block per head)", LILY_CUDA_OPT_GDN_SPLIT, 1},
         {"GDN split 4", LILY_CUDA_OPT_GDN_SPLIT, 4}, {"GDN split 8", LILY_CUDA_OPT_GDN_SPLIT, 8},
         {"no PDL / L2 prefetch", LILY_CUDA_OPT_PDL, 0},
-        {"attention: 1 position per warp pass", LILY_CUDA_OPT_ATTN_MULTI, 0}, {"gemv2 on", LILY_CUDA_OPT_GEMV2, 1}};
+        {"attention: 1 position per warp pass", LILY_CUDA_OPT_ATTN_MULTI, 0},
+        {"gemv2 off (the first GEMV kernel everywhere)", LILY_CUDA_OPT_GEMV2, 0},
+        {"gemv2 prologue by loops (register prologue off)", LILY_CUDA_OPT_GV_PRO, 0},
+        {"MoE latency variants off", LILY_CUDA_OPT_MOE_LAT, 0}, {"GDN latency variant off", LILY_CUDA_OPT_GDN_LAT, 0},
+        {"expert down, 1 warp per row (split 4 off)", LILY_CUDA_OPT_MOE_KS, 1}};
     for (auto &a : ab) {
         int old = a.opt >= 0 ? lily_cuda_get_opt(ctx, a.opt) : 0;
         if (a.opt >= 0) lily_cuda_set_opt(ctx, a.opt, a.val);
