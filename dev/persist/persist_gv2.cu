@@ -170,6 +170,36 @@ static void wait_or_die(cudaEvent_t e, const char *what) {
     exit(3);
 }
 
+// Median and minimum (us) of `reps` timed launches after one warm-up; prep() runs before each, untimed.
+template <class P, class L> static void time_launches(int reps, cudaStream_t st, P prep, L launch, float *med, float *mn) {
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
+    std::vector<float> ts;
+    for (int it = 0; it <= reps; it++) {
+        prep();
+        CK(cudaEventRecord(e0, st));
+        launch();
+        CK(cudaEventRecord(e1, st));
+        wait_or_die(e1, "timed launch");
+        CK(cudaGetLastError());
+        float ms;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        if (it) ts.push_back(ms * 1000.0f);
+    }
+    std::sort(ts.begin(), ts.end());
+    *med = ts[ts.size() / 2], *mn = ts[0];
+    CK(cudaEventDestroy(e0)); CK(cudaEventDestroy(e1));
+}
+
+// The engine's launch of phase f into y (the reference and the separate-kernels chain).
+static gv_args phase_args(const Phase &f, float *y, const float *ones) {
+    gv_args a;
+    memset(&a, 0, sizeof a);
+    a.nseg = 1, a.cols = f.m.cols, a.x = f.x, a.pro = PRO_RMSNORM, a.norm_w = ones, a.eps = 1e-6f;
+    a.epi = GV_STORE, a.seg[0].m = f.m, a.seg[0].y = y;
+    return a;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     const int layers = argc > 1 ? atoi(argv[1]) : 40, reps = argc > 2 ? atoi(argv[2]) : 10;
@@ -223,37 +253,18 @@ int main(int argc, char **argv) {
     printf("persist_gv2: %d SMs, %d layers x 5 phases, %.1f MB of weights per step, %d B of shared memory per block\n", nb,
            layers, wbytes / 1e6, smem);
 
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
     for (int mode = 0; mode < 2; mode++) {
-        std::vector<float> ts;
-        for (int it = 0; it <= reps; it++) {
-            CK(cudaMemset(dy, 0xff, ylen * 4));
-            CK(cudaMemset(dctr, 0, 4));
-            unsigned base = 0;
-            void *args[] = {(void *)&dph, (void *)&nph, (void *)&dctr, (void *)&base, (void *)&dones, (void *)&mode};
-            CK(cudaEventRecord(e0));
-            CK(cudaLaunchCooperativeKernel((void *)persist_gv2, nb, GV_THREADS, args, smem, 0));
-            CK(cudaEventRecord(e1));
-            wait_or_die(e1, "persistent kernel");
-            CK(cudaGetLastError());
-            float ms;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            if (it) ts.push_back(ms * 1000.0f);
-        }
-        std::sort(ts.begin(), ts.end());
-        const float med = ts[ts.size() / 2];
+        float med, mn;
+        unsigned base = 0;
+        void *args[] = {(void *)&dph, (void *)&nph, (void *)&dctr, (void *)&base, (void *)&dones, (void *)&mode};
+        time_launches(
+            reps, 0, [&] { CK(cudaMemset(dy, 0xff, ylen * 4)); CK(cudaMemset(dctr, 0, 4)); },
+            [&] { CK(cudaLaunchCooperativeKernel((void *)persist_gv2, nb, GV_THREADS, args, smem, 0)); }, &med, &mn);
         printf("persistent, %-40s median %8.1f us per step (min %8.1f), %6.1f us per layer, %5.0f GB/s\n",
-               mode ? "no run-ahead (phase p requested after p-1)" : "run-ahead", med, ts[0], med / layers, wbytes / (med * 1e3));
+               mode ? "no run-ahead (phase p requested after p-1)" : "run-ahead", med, mn, med / layers, wbytes / (med * 1e3));
         // every phase against gemv_launch on the same input (the persistent kernel's own outputs)
         int bad = 0, worst = -1;
-        for (int p = 0; p < nph; p++) {
-            gv_args a;
-            memset(&a, 0, sizeof a);
-            a.nseg = 1, a.cols = hp[p].m.cols, a.x = hp[p].x, a.pro = PRO_RMSNORM, a.norm_w = dones, a.eps = 1e-6f;
-            a.epi = GV_STORE, a.seg[0].m = hp[p].m, a.seg[0].y = dref + yoff[p];
-            gemv_launch(a, 0, 0);
-        }
+        for (int p = 0; p < nph; p++) gemv_launch(phase_args(hp[p], dref + yoff[p], dones), 0, 0);
         CK(cudaDeviceSynchronize());
         std::vector<float> g(ylen), r(ylen);
         CK(cudaMemcpy(g.data(), dy, ylen * 4, cudaMemcpyDeviceToHost));
@@ -281,29 +292,13 @@ int main(int argc, char **argv) {
         cudaGraph_t graph;
         cudaGraphExec_t exec;
         CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-        for (int p = 0; p < nph; p++) {
-            gv_args a;
-            memset(&a, 0, sizeof a);
-            a.nseg = 1, a.cols = hp[p].m.cols, a.x = hp[p].x, a.pro = PRO_RMSNORM, a.norm_w = dones, a.eps = 1e-6f;
-            a.epi = GV_STORE, a.seg[0].m = hp[p].m, a.seg[0].y = dy + yoff[p];
-            gemv_launch(a, 0, st);
-        }
+        for (int p = 0; p < nph; p++) gemv_launch(phase_args(hp[p], dy + yoff[p], dones), 0, st);
         CK(cudaStreamEndCapture(st, &graph));
         CK(cudaGraphInstantiate(&exec, graph, 0));
-        std::vector<float> ts;
-        for (int it = 0; it <= reps; it++) {
-            CK(cudaEventRecord(e0, st));
-            CK(cudaGraphLaunch(exec, st));
-            CK(cudaEventRecord(e1, st));
-            CK(cudaEventSynchronize(e1));
-            float ms;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            if (it) ts.push_back(ms * 1000.0f);
-        }
-        std::sort(ts.begin(), ts.end());
-        const float med = ts[ts.size() / 2];
+        float med, mn;
+        time_launches(reps, st, [] {}, [&] { CK(cudaGraphLaunch(exec, st)); }, &med, &mn);
         printf("separate kernels (gemv_launch, graph, PDL), median %8.1f us per step (min %8.1f), %6.1f us per layer, %5.0f GB/s\n",
-               med, ts[0], med / layers, wbytes / (med * 1e3));
+               med, mn, med / layers, wbytes / (med * 1e3));
     }
     printf("phases per layer: ");
     for (int j = 0; j < 5; j++) printf("%s %dx%d%s", names[j], shapes[j][0], shapes[j][1], j < 4 ? ", " : "\n");
