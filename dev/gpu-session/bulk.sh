@@ -2,11 +2,7 @@
 # bulk.sh (device, ~4 min; branch gv2-bulk): gemv2's bulk-staged first tiles (LILY_CUDA_GV2_BULK).
 # Kernel tests (each GEMV case with bulk staging must equal the default bitwise), e2e + HF fixtures
 # with it on, memcheck of the kernels, decode 4K/32K with it off/on alternating, the chain rows.
-R=$(pwd); C=$R/.carry; export LD_LIBRARY_PATH=$C/lib LILY_LOG=0
-mkdir -p /tmp/b /tmp/logs; tar xJf $C/bin.tar.xz -C /tmp/b
-B=/tmp/b; L=/tmp/logs
-t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
-( [ -f /tmp/big/config.json ] || $B/lily synth --preset qwen3.6-35b-a3b --out /tmp/big --seed 1 > $L/synth.txt 2>&1 ) & SP=$!
+. .carry/common.sh; synth_bg
 timeout 100 $B/lily-gpu-test kernels $(date +%s) > $L/kernels.txt 2>&1; el "kernels rc=$?"; grep -E "FAIL|DIFFERS|passed" $L/kernels.txt | cut -c1-220
 grep -c "bulk-staged: bitwise equal" $L/kernels.txt
 export LILY_CUDA_GV2_BULK=1

@@ -4,11 +4,7 @@
 # variant with the default bitwise), e2e and HF fixtures with all on, memcheck of the kernels, decode
 # speed at 4K and 32K per variant, then `lily-gpu-test chain` (rows for each variant), and the chain
 # again from a `make TRACE=1` build when prep.sh carried one (per-phase cycles inside each kernel).
-R=$(pwd); C=$R/.carry; export LD_LIBRARY_PATH=$C/lib LILY_LOG=0
-mkdir -p /tmp/b /tmp/logs; [ -x /tmp/b/lily ] || tar xJf $C/bin.tar.xz -C /tmp/b
-B=/tmp/b; L=/tmp/logs
-t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
-( [ -f /tmp/big/config.json ] || $B/lily synth --preset qwen3.6-35b-a3b --out /tmp/big --seed 1 > $L/synth.txt 2>&1 ) & SP=$!
+. .carry/common.sh; synth_bg
 timeout 100 $B/lily-gpu-test kernels $(date +%s) > $L/kernels.txt 2>&1; el "kernels rc=$?"; grep -E "FAIL|latency|passed" $L/kernels.txt | cut -c1-220
 export LILY_CUDA_MOE_LAT=1 LILY_CUDA_GDN_LAT=1 LILY_CUDA_GV2_PRE=1
 timeout 60 $B/lily-gpu-test e2e $(date +%s) > $L/e2e.txt 2>&1; el "e2e (all on) rc=$?"; grep -E "FAIL|passed" $L/e2e.txt | cut -c1-220

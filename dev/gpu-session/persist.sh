@@ -2,11 +2,7 @@
 # persist.sh (device, ~4 min): e2e + HF fixtures with the default build, decode 4K/32K with the
 # latency variants on (new defaults) and off, then the persistent-kernel prototype
 # (dev/persist/persist.cu, built here as .carry/persist): its four modes at 40 layers.
-R=$(pwd); C=$R/.carry; export LD_LIBRARY_PATH=$C/lib LILY_LOG=0
-mkdir -p /tmp/b /tmp/logs; [ -x /tmp/b/lily ] || tar xJf $C/bin.tar.xz -C /tmp/b
-B=/tmp/b; L=/tmp/logs
-t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
-( [ -f /tmp/big/config.json ] || $B/lily synth --preset qwen3.6-35b-a3b --out /tmp/big --seed 1 > $L/synth.txt 2>&1 ) & SP=$!
+. .carry/common.sh; synth_bg
 timeout 120 $C/persist 40 10 > $L/persist.txt 2>&1; el "persist rc=$?"; cat $L/persist.txt
 timeout 60 $B/lily-gpu-test e2e $(date +%s) > $L/e2e.txt 2>&1; el "e2e rc=$?"; grep -E "FAIL|passed" $L/e2e.txt | cut -c1-220
 FIX=$(for d in tests/fixtures/models/*/; do [ -f "$d/ref_logits.f32" ] && echo "${d%/}"; done)

@@ -2,11 +2,7 @@
 # pro.sh (device, ~7 min): the GEMV register prologue (LILY_CUDA_GV_PRO, default on): kernel tests
 # (every GEMV case through both prologues and both kernels), e2e, HF fixtures, memcheck of e2e; decode
 # speed with it on / off / on (the first run also at 256 and 128K), then `lily-gpu-test chain`.
-R=$(pwd); C=$R/.carry; export LD_LIBRARY_PATH=$C/lib LILY_LOG=0
-mkdir -p /tmp/b /tmp/logs; [ -x /tmp/b/lily ] || tar xJf $C/bin.tar.xz -C /tmp/b
-B=/tmp/b; L=/tmp/logs
-t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
-( [ -f /tmp/big/config.json ] || $B/lily synth --preset qwen3.6-35b-a3b --out /tmp/big --seed 1 > $L/synth.txt 2>&1 ) & SP=$!
+. .carry/common.sh; synth_bg
 timeout 100 $B/lily-gpu-test kernels $(date +%s) > $L/kernels.txt 2>&1; el "kernels rc=$?"; grep -E "FAIL|passed" $L/kernels.txt | cut -c1-220
 timeout 60 $B/lily-gpu-test e2e $(date +%s) > $L/e2e.txt 2>&1; el "e2e rc=$?"; grep -E "FAIL|passed" $L/e2e.txt | cut -c1-220
 FIX=$(for d in tests/fixtures/models/*/; do [ -f "$d/ref_logits.f32" ] && echo "${d%/}"; done)
