@@ -719,9 +719,10 @@ extern "C" int lily_cuda_set_opt(void *ctx, int opt, int value);
 static int set_flag_cuda(void *ctx, const char *name, int on) {
     for (auto &f : flag_names)
         if (!strcmp(f.name, name)) return lily_cuda_set_opt(ctx, f.opt, on ? f.on : f.off);
-    return lily_err_set(LILY_EINVAL, "cuda backend: unknown flag '%s' (known: graph, split_kv, gqa, "
-                        "gdn_split, pdl, bf16act, prefill, flash, gemv2, gdn_chunked, attn_multi, gpu_route, "
-                        "fused_dequant, wgmma, moe_split, pdl_early, moe_prefetch, gemv_pro_regs, moe_lat, gdn_lat, gemv2_bulk)", name);
+    char known[512] = ""; // the table's names, so the message cannot fall behind it
+    for (auto &f : flag_names)
+        snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", known[0] ? ", " : "", f.name);
+    return lily_err_set(LILY_EINVAL, "cuda backend: unknown flag '%s' (known: %s)", name, known);
 }
 
 static size_t peak_mem_cuda(void *ctx) {
