@@ -211,7 +211,56 @@ __global__ void attn_combine(attn_dims d, const float *part, const float *qg, fl
     }
 }
 
+// attn_combine with its loads issued in parallel (LILY_CUDA_ATTN_COMB; written 2026-11-30, not yet
+// run on a GPU). attn_combine walks the splits three times with one dependent load after another in
+// each pass (max, then the sum, then per output dim), ~3 x nsplit L2 round trips in a row. Here the
+// split maxima and sums come in one round trip (thread s loads split s), their weights
+// e^(m_s - M) go to shared memory, and each output dim's nsplit loads are issued in batches of 8.
+// The arithmetic, and its order, are attn_combine's: the same results bitwise (the kernel test
+// compares both). Takes nsplit <= 256 (the launch falls back to attn_combine above that).
+#define AC_B 8
+__global__ void attn_combine_par(attn_dims d, const float *part, const float *qg, float *o, int nsplit) {
+    const int h = blockIdx.x, D = d.d, tid = threadIdx.x;
+    __shared__ float ws[256], ls[256], red[8];
+    __shared__ float sL;
+    pdl_wait();
+    pdl_trigger();
+    const float *ph = part + (long)h * nsplit * (D + 2);
+    float ms = -INFINITY, l = 0.0f;
+    if (tid < nsplit) ms = ph[tid * (D + 2)], l = ph[tid * (D + 2) + 1];
+    const float wmax = warp_max(ms);
+    if ((tid & 31) == 0) red[tid >> 5] = wmax;
+    __syncthreads();
+    float M = red[0];
+    for (int w = 1; w < (int)(blockDim.x >> 5); w++) M = fmaxf(M, red[w]);
+    // -1: an empty split, skipped as attn_combine skips it (a weight is never negative)
+    if (tid < nsplit) ws[tid] = ms != -INFINITY ? __expf(ms - M) : -1.0f, ls[tid] = l;
+    __syncthreads();
+    if (tid == 0) { // attn_combine's order: split by split
+        float L = 0.0f;
+        for (int s = 0; s < nsplit; s++)
+            if (ws[s] != -1.0f) L += ls[s] * ws[s];
+        sL = L;
+    }
+    __syncthreads();
+    const float L = sL;
+    for (int j = tid; j < D; j += blockDim.x) {
+        float acc = 0.0f;
+        for (int s0 = 0; s0 < nsplit; s0 += AC_B) {
+            float v[AC_B];
+#pragma unroll
+            for (int u = 0; u < AC_B; u++) v[u] = s0 + u < nsplit ? ph[(s0 + u) * (D + 2) + 2 + j] : 0.0f;
+#pragma unroll
+            for (int u = 0; u < AC_B; u++)
+                if (s0 + u < nsplit && ws[s0 + u] != -1.0f) acc += v[u] * ws[s0 + u];
+        }
+        float gate = qg[(long)h * 2 * D + D + j];
+        o[(long)h * D + j] = rb(rb(acc / L) * sigmoid_f(gate));
+    }
+}
+
 int lily_cuda_attn_multi = 1;
+int lily_cuda_attn_comb = 0;
 
 size_t attn_part_floats(attn_dims d, int nsplit) { return (size_t)d.hq * nsplit * (d.d + 2); }
 
@@ -255,5 +304,6 @@ void attn_decode(attn_dims d, const float *q, const void *kc, const void *vc,
         launch_kv<4>(d, q, kc, vc, part, pos, nsplit, group, st);
     else
         launch_kv<8>(d, q, kc, vc, part, pos, nsplit, group, st);
-    launch_k(attn_combine, d.hq, 256, 0, st, d, part, qg, o, nsplit);
+    if (lily_cuda_attn_comb && nsplit <= 256) launch_k(attn_combine_par, d.hq, 256, 0, st, d, part, qg, o, nsplit);
+    else launch_k(attn_combine, d.hq, 256, 0, st, d, part, qg, o, nsplit);
 }

@@ -71,6 +71,9 @@ enum lily_cuda_opt {
     LILY_CUDA_OPT_GV2_BULK = 22,    // decode: 1 = gemv2 requests each block's first tiles into shared
                                     // memory (cp.async.bulk) before waiting for the previous kernel
                                     // (same results bitwise; LILY_CUDA_GV2_BULK; flag gemv2_bulk)
+    LILY_CUDA_OPT_ATTN_COMB = 23,   // decode: 1 = the split-KV combine issues its loads in parallel
+                                    // (same results bitwise; LILY_CUDA_ATTN_COMB; flag attn_comb;
+                                    // default 0 until measured)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

@@ -328,14 +328,21 @@ static int run_e2e(uint64_t seed) {
                "the same with the option at %d (bitwise)", early, early0);
     }
     lily_cuda_set_opt(ctx, LILY_CUDA_OPT_PDL_EARLY, early0);
-    // So does the L2 prefetch of the selected experts' down matrices.
-    const int pf0 = lily_cuda_get_opt(ctx, LILY_CUDA_OPT_MOE_PF);
-    lily_cuda_set_opt(ctx, LILY_CUDA_OPT_MOE_PF, !pf0);
-    be->state_reset(ctx, st);
-    if ((rc = be->forward(ctx, st, toks.data(), 24, b.data(), 1))) die("forward", rc);
-    report(!memcmp(a.data(), b.data(), a.size() * 4), "e2e graph decode with the expert down prefetch %s == %s (bitwise)",
-           pf0 ? "off" : "on", pf0 ? "on" : "off");
-    lily_cuda_set_opt(ctx, LILY_CUDA_OPT_MOE_PF, pf0);
+    // So do the switches that change only when or in what order loads are issued: each flipped
+    // alone, the same graph-replayed decode steps, bitwise.
+    const struct { const char *name; int opt; } bitwise_sw[] = {
+        {"the expert down prefetch", LILY_CUDA_OPT_MOE_PF}, {"the MoE latency variants", LILY_CUDA_OPT_MOE_LAT},
+        {"the GDN latency variant", LILY_CUDA_OPT_GDN_LAT}, {"gemv2's bulk-staged tiles", LILY_CUDA_OPT_GV2_BULK},
+        {"the parallel split-KV combine", LILY_CUDA_OPT_ATTN_COMB}};
+    for (auto &sw : bitwise_sw) {
+        const int v0 = lily_cuda_get_opt(ctx, sw.opt);
+        lily_cuda_set_opt(ctx, sw.opt, !v0);
+        be->state_reset(ctx, st);
+        if ((rc = be->forward(ctx, st, toks.data(), 24, b.data(), 1))) die("forward", rc);
+        report(!memcmp(a.data(), b.data(), a.size() * 4), "e2e graph decode with %s %s == %s (bitwise)", sw.name,
+               v0 ? "off" : "on", v0 ? "on" : "off");
+        lily_cuda_set_opt(ctx, sw.opt, v0);
+    }
     lily_cuda_set_opt(ctx, LILY_CUDA_OPT_PREFILL, 1);
     // Snapshot at 10, run 5, restore, run the same 5: same logits.
     be->state_reset(ctx, st);

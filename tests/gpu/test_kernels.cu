@@ -429,8 +429,16 @@ static void test_attn(rng &r) {
         std::vector<float> q = randv(k.hq * k.D, r, 1.5f), qg = randv(k.hq * 2 * k.D, r);
         int p = k.len - 1;
         float *part = poisoned<float>(attn_part_floats(d, k.nsplit)), *o = poisoned<float>(k.hq * k.D);
+        // Both combines (attn_combine_par must give attn_combine's results bitwise).
+        float *o_par = poisoned<float>(k.hq * k.D);
+        const int comb_default = lily_cuda_attn_comb;
+        lily_cuda_attn_comb = 0;
         attn_decode(d, dup(q), dup(kc), dup(vc), dup(qg), part, o, dup(std::vector<int>{p}), k.nsplit, k.gqa, 0);
+        lily_cuda_attn_comb = 1;
+        attn_decode(d, dup(q), dup(kc), dup(vc), dup(qg), part, o_par, dup(std::vector<int>{p}), k.nsplit, k.gqa, 0);
+        lily_cuda_attn_comb = comb_default;
         CK(cudaGetLastError());
+        const bool comb_same = back(o_par, k.hq * k.D) == back(o, k.hq * k.D);
         std::vector<float> ref(k.hq * k.D);
         for (int h = 0; h < k.hq; h++) {
             int kvh = h / (k.hq / k.hkv);
@@ -452,8 +460,9 @@ static void test_attn(rng &r) {
         }
         std::vector<float> go = back(o, ref.size());
         double e = rel_l2(go.data(), ref.data(), ref.size());
-        report(e < 5e-3 && !count_nonfinite(go.data(), go.size()), "attn hq=%d hkv=%d D=%d len=%d nsplit=%d gqa=%d multi=%d: rel_l2 %.2e",
-               k.hq, k.hkv, k.D, k.len, k.nsplit, k.gqa, k.multi, e);
+        report(e < 5e-3 && !count_nonfinite(go.data(), go.size()) && comb_same,
+               "attn hq=%d hkv=%d D=%d len=%d nsplit=%d gqa=%d multi=%d: rel_l2 %.2e; parallel combine %s",
+               k.hq, k.hkv, k.D, k.len, k.nsplit, k.gqa, k.multi, e, comb_same ? "bitwise equal" : "DIFFERS");
     }
     lily_cuda_attn_multi = 1;
 }
