@@ -19,8 +19,9 @@
 // Modes: 0 full; 1 no run-ahead (the producer requests phase p only after p-1 is complete, as
 // separate kernels do); 2 no math (barriers + streaming only); 3 the ring alone (no barriers, no
 // math); 4 the same without the per-phase x preparation; 5 plain 16-byte loads, no ring (ceiling).
-// Usage: persist LAYERS REPS [RUN...], RUN = 100 * (x by one bulk copy) + mode * 10 + bulk copies per
-// ring slot (1, 2, 4, 8).
+// Usage: persist LAYERS REPS [RUN...], RUN = 100 * X + mode * 10 + bulk copies per ring slot (1, 2, 4,
+// 8); X: 0 = x by loads, 1 = by one bulk copy per CTA, 2 = by one multicast per cluster of PERSIST_CS
+// CTAs (default 2), whose rank 0 alone waits at the grid barrier (the data's arrival releases the rest).
 // Build: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Xcompiler -fopenmp -o persist persist.cu
 #include <cuda_runtime.h>
 #include <algorithm>
@@ -36,7 +37,7 @@
 constexpr int NCW = 8;             // compute warps
 constexpr int NT = (NCW + 1) * 32; // + the producer warp
 constexpr int SLOT = 18432;        // ring slot: 16 rows of K = 2048 (1152 B) or 8 of K = 4096
-constexpr int NSLOT = 10;          // 180 KB of ring per SM
+constexpr int NSLOT = 9;           // 162 KB of ring per SM (room for two x buffers of the multicast mode)
 constexpr int KMAX = 4096;
 
 struct Phase {
@@ -63,6 +64,12 @@ __device__ __forceinline__ void mb_wait(uint64_t *b, uint32_t parity) {
 __device__ __forceinline__ void bulk_copy(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(sm_addr(dst)),
                  "l"(src), "r"(bytes), "r"(sm_addr(bar)) : "memory");
+}
+// The same copy into the same shared-memory offset of every CTA of the cluster in `mask`, each
+// completing on its own mbarrier at `bar`'s offset (x read once per cluster instead of once per SM).
+__device__ __forceinline__ void bulk_multicast(void *dst, const void *src, uint32_t bytes, uint64_t *bar, uint16_t mask) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], %4;" ::"r"(sm_addr(dst)),
+                 "l"(src), "r"(bytes), "r"(sm_addr(bar)), "h"(mask) : "memory");
 }
 __device__ __forceinline__ uint32_t ld_acquire(const unsigned *p) {
     uint32_t v;
@@ -102,16 +109,22 @@ __global__ void __launch_bounds__(NT, 1) persist_kernel(const Phase *phases, int
                                                       int mode, int csplit, int xtma, unsigned long long *stamps) {
     extern __shared__ __align__(128) uint8_t smem[];
     uint8_t *ring = smem;
-    float *xs = (float *)(smem + NSLOT * SLOT), *xraw = xs + KMAX;
-    __shared__ uint64_t full[NSLOT], empty[NSLOT], xbar;
+    float *xs = (float *)(smem + NSLOT * SLOT), *xraw = xs + KMAX; // xraw: two buffers of KMAX
+    __shared__ uint64_t full[NSLOT], empty[NSLOT], xbar[2];
     __shared__ float red[NCW];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, nb = gridDim.x, b = blockIdx.x;
     if (tid == 0) {
         for (int i = 0; i < NSLOT; i++) mb_init(&full[i], 1), mb_init(&empty[i], NCW);
-        mb_init(&xbar, 1);
+        mb_init(&xbar[0], 1), mb_init(&xbar[1], 1);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
+    uint32_t crank = 0, cn = 1;
+    if (xtma == 2) { // every CTA's mbarriers exist before any multicast can land on them
+        asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+        asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(crank));
+        asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(cn));
+    }
     const bool grid = mode < 3, math = mode < 2, prep = mode < 4;
     if (mode == 5) { // plain loads by the compute warps, no ring: the streaming ceiling
         if (warp == NCW) return;
@@ -166,11 +179,26 @@ __global__ void __launch_bounds__(NT, 1) persist_kernel(const Phase *phases, int
         const Phase ph = phases[p];
         const int K = ph.K, nseg = K / 2048, rb = K / 2 + K / 16, rpc = SLOT / rb;
         const int xl = min(K, ph.xlen); // x[c] = xsrc[c mod xlen] needs the first xl values
-        if (grid && p && tid == 0) spin_until(ctr, base + (unsigned)p * nb);
-        if (xtma && prep && tid == 0) { // x by one bulk copy instead of 256 threads' loads
-            asm volatile("fence.proxy.async.global;" ::: "memory");
-            mb_expect(&xbar, xl * 4);
-            bulk_copy(xraw, ph.xsrc, xl * 4, &xbar);
+        // x buffer and its mbarrier: one (parity p & 1) for the per-CTA copy, two alternating
+        // (parity (p >> 1) & 1) for the multicast, whose next copy may land while this one is read.
+        const int xbf = xtma == 2 ? (p & 1) : 0;
+        float *xin = xraw + xbf * KMAX;
+        uint64_t *xb = &xbar[xbf];
+        const uint32_t xpar = xtma == 2 ? ((p >> 1) & 1) : (p & 1);
+        if (xtma == 2 && prep) { // cluster multicast: rank 0 alone waits at the barrier and reads x
+            if (tid == 0) mb_expect(xb, xl * 4); // this CTA's own expectation (before or after the data)
+            if (tid == 0 && crank == 0) {
+                if (grid && p) spin_until(ctr, base + (unsigned)p * nb);
+                asm volatile("fence.proxy.async.global;" ::: "memory");
+                bulk_multicast(xin, ph.xsrc, xl * 4, xb, (uint16_t)((1u << cn) - 1));
+            }
+        } else {
+            if (grid && p && tid == 0) spin_until(ctr, base + (unsigned)p * nb);
+            if (xtma && prep && tid == 0) { // x by one bulk copy instead of 256 threads' loads
+                asm volatile("fence.proxy.async.global;" ::: "memory");
+                mb_expect(xb, xl * 4);
+                bulk_copy(xin, ph.xsrc, xl * 4, xb);
+            }
         }
         if (grid && p) cw_sync();
         if (b == 0 && tid == 0 && stamps) {
@@ -181,11 +209,11 @@ __global__ void __launch_bounds__(NT, 1) persist_kernel(const Phase *phases, int
         // x = rmsnorm(xsrc[i mod xlen]); every block computes it (as every decode GEMV block does)
         float xv[KMAX / (NCW * 32)], ss = 0.0f;
         const int per = prep ? K / (NCW * 32) : 0;
-        if (xtma && prep) mb_wait(&xbar, p & 1);
+        if (xtma && prep) mb_wait(xb, xpar); // for the multicast this is also the grid barrier
         constexpr int PMAX = KMAX / (NCW * 32);
         if (xtma) {
 #pragma unroll
-            for (int i = 0; i < PMAX; i++) xv[i] = i < per ? xraw[(tid + i * NCW * 32) % xl] : 0.0f;
+            for (int i = 0; i < PMAX; i++) xv[i] = i < per ? xin[(tid + i * NCW * 32) % xl] : 0.0f;
         } else { // all loads issued before any use (one round trip)
 #pragma unroll
             for (int i = 0; i < PMAX; i++) xv[i] = i < per ? __ldcg(ph.xsrc + (tid + i * NCW * 32) % ph.xlen) : 0.0f;
@@ -306,8 +334,24 @@ int main(int argc, char **argv) {
         hp[p].gate = s[2] < 0 ? -1 : (p / 5) * 5 + s[2];
     }
     CK(cudaMemcpy(dph, hp.data(), nph * sizeof(Phase), cudaMemcpyHostToDevice));
-    const int smem = NSLOT * SLOT + 2 * KMAX * 4;
+    const int smem = NSLOT * SLOT + 3 * KMAX * 4;
     CK(cudaFuncSetAttribute(persist_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    // The multicast runs (x by cluster multicast): clusters of PERSIST_CS CTAs (default 2), as many
+    // as can be resident at once (clusters live within a GPC, so possibly fewer than 132 CTAs).
+    const int cs = getenv("PERSIST_CS") ? atoi(getenv("PERSIST_CS")) : 2;
+    int nbc = nb / cs * cs;
+    {
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = cs, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+        cfg.gridDim = dim3(nbc), cfg.blockDim = dim3(NT), cfg.dynamicSmemBytes = smem, cfg.attrs = at, cfg.numAttrs = 1;
+        int ncl = 0;
+        if (cudaOccupancyMaxActiveClusters(&ncl, persist_kernel, &cfg) == cudaSuccess && ncl > 0)
+            nbc = std::min(nb / cs, ncl) * cs;
+        cudaGetLastError();
+        printf("multicast runs: clusters of %d, %d CTAs (%d clusters resident at most)\n", cs, nbc, ncl);
+    }
     printf("persist: %d SMs, %d layers x 5 phases, %.1f MB of weights per step, ring %d KB per SM\n", nb, layers,
            wbytes / 1e6, NSLOT * SLOT / 1024);
 
@@ -365,7 +409,18 @@ int main(int argc, char **argv) {
             unsigned long long *sp = dst;
             void *args[] = {(void *)&dph, (void *)&nph, (void *)&dctr, (void *)&base, (void *)&mode, (void *)&csplit, (void *)&xtma, (void *)&sp};
             CK(cudaEventRecord(e0));
-            CK(cudaLaunchCooperativeKernel((void *)persist_kernel, nb, NT, args, smem, 0));
+            if (xtma == 2) { // clusters of `cs` CTAs, still cooperative (all resident)
+                cudaLaunchConfig_t cfg = {};
+                cudaLaunchAttribute at[2];
+                at[0].id = cudaLaunchAttributeClusterDimension;
+                at[0].val.clusterDim.x = cs, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+                at[1].id = cudaLaunchAttributeCooperative;
+                at[1].val.cooperative = 1;
+                cfg.gridDim = dim3(nbc), cfg.blockDim = dim3(NT), cfg.dynamicSmemBytes = smem, cfg.attrs = at, cfg.numAttrs = 2;
+                CK(cudaLaunchKernelEx(&cfg, persist_kernel, (const Phase *)dph, nph, dctr, base, mode, csplit, xtma, sp));
+            } else {
+                CK(cudaLaunchCooperativeKernel((void *)persist_kernel, nb, NT, args, smem, 0));
+            }
             CK(cudaEventRecord(e1));
             CK(cudaEventSynchronize(e1));
             CK(cudaGetLastError());
