@@ -293,6 +293,37 @@ void run_chain(void) {
         }
         lily_cuda_gdn_lat = 0;
     }
+    // Decode attention + split-KV combine (16 q heads, 2 KV heads of 256, bf16 cache, split 32) at
+    // 4K and 32K context: the KV of a layer is 8 MB at 4K (10 layers rotate, 84 MB, past the L2) and
+    // 67 MB at 32K; with the plain and the parallel combine (LILY_CUDA_ATTN_COMB).
+    for (int ctx : {4096, 32768}) {
+        const int L = ctx == 4096 ? 10 : 2, hq = 16, hkv = 2, D = 256, ns = 32;
+        attn_dims d = {hq, hkv, D, 64, ctx, 1e7f, 1e-6f, 0};
+        std::vector<uint16_t *> kc(L), vc(L);
+        for (int l = 0; l < L; l++) { // bf16 noise; the values do not matter for the time
+            CK(cudaMalloc(&kc[l], (size_t)hkv * ctx * D * 2));
+            CK(cudaMalloc(&vc[l], (size_t)hkv * ctx * D * 2));
+            CK(cudaMemset(kc[l], 0x3c, (size_t)hkv * ctx * D * 2));
+            CK(cudaMemset(vc[l], 0x3c, (size_t)hkv * ctx * D * 2));
+        }
+        float *q = chain_floats((size_t)hq * D, 6000), *qg = chain_floats((size_t)hq * 2 * D, 6001), *part, *o;
+        CK(cudaMalloc(&part, attn_part_floats(d, ns) * sizeof(float)));
+        CK(cudaMalloc(&o, (size_t)hq * D * sizeof(float)));
+        int *pos;
+        CK(cudaMalloc(&pos, 4));
+        const int p = ctx - 1;
+        CK(cudaMemcpy(pos, &p, 4, cudaMemcpyHostToDevice));
+        for (int comb : {0, 1}) {
+            lily_cuda_attn_comb = comb;
+            char name[128];
+            snprintf(name, sizeof name, "%sattention decode + combine, %dK context (split %d%s)", comb ? "  " : "",
+                     ctx / 1024, ns, comb ? ", parallel combine" : "");
+            chain_row(name, 2.0 * hkv * ctx * D * 2, [&](int i, cudaStream_t s) {
+                attn_decode(d, q, kc[i % L], vc[i % L], qg, part, o, pos, ns, 0, s);
+            });
+        }
+        lily_cuda_attn_comb = 0;
+    }
     // lm_head with the argmax epilogue (286 MB: 20 launches).
     {
         gv_args a;
