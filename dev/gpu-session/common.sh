@@ -7,3 +7,9 @@ B=/tmp/b; L=/tmp/logs
 mkdir -p $B $L; [ -x $B/lily ] || tar xJf $C/bin.tar.xz -C $B
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 synth_bg() { ( [ -f /tmp/big/config.json ] || $B/lily synth --preset qwen3.6-35b-a3b --out /tmp/big --seed 1 > $L/synth.txt 2>&1 ) & SP=$!; }
+# safe_start [S]: the logs come back even if the call runs past its limit (a tarball after S
+# seconds). Its output goes to /dev/null and safe_end kills the sleep itself: a sleeping child that
+# held the call's stdout kept a piped call (`bash x.sh | tail`) open to the end of the sleep, and
+# 2026-11-30's first call spent 400 s of device time waiting for it.
+safe_start() { ( sleep ${1:-560}; tar czf $OUT/logs.tgz -C /tmp logs ) >/dev/null 2>&1 & SAFE=$!; }
+safe_end() { pkill -P $SAFE 2>/dev/null; kill $SAFE 2>/dev/null; tar czf $OUT/logs.tgz -C /tmp logs; }

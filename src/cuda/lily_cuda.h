@@ -73,7 +73,7 @@ enum lily_cuda_opt {
                                     // (same results bitwise; LILY_CUDA_GV2_BULK; flag gemv2_bulk)
     LILY_CUDA_OPT_ATTN_COMB = 23,   // decode: 1 = the split-KV combine issues its loads in parallel
                                     // (same results bitwise; LILY_CUDA_ATTN_COMB; flag attn_comb;
-                                    // default 0 until measured)
+                                    // default 1)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

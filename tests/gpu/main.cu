@@ -615,7 +615,8 @@ static int run_full(const char *dir) {
         {"gemv2 off (the first GEMV kernel everywhere)", LILY_CUDA_OPT_GEMV2, 0},
         {"gemv2 prologue by loops (register prologue off)", LILY_CUDA_OPT_GV_PRO, 0},
         {"MoE latency variants off", LILY_CUDA_OPT_MOE_LAT, 0}, {"GDN latency variant off", LILY_CUDA_OPT_GDN_LAT, 0},
-        {"expert down, 1 warp per row (split 4 off)", LILY_CUDA_OPT_MOE_KS, 1}};
+        {"expert down, 1 warp per row (split 4 off)", LILY_CUDA_OPT_MOE_KS, 1},
+        {"split-KV combine, serial loads (parallel combine off)", LILY_CUDA_OPT_ATTN_COMB, 0}};
     for (auto &a : ab) {
         int old = a.opt >= 0 ? lily_cuda_get_opt(ctx, a.opt) : 0;
         if (a.opt >= 0) lily_cuda_set_opt(ctx, a.opt, a.val);
