@@ -5,19 +5,24 @@
 // and the same 200 GEMVs launched as separate kernels (one CUDA graph with PDL, as in a decode step)
 // give the time to beat.
 //
-// One cooperative kernel, one block of 256 threads per SM. Thread 0 keeps a ring of 9 shared-memory
-// slots of 18 KB full: a slot holds 16 rows of a K = 2048 matrix or 8 of K = 4096 (codes, then scale
-// words: two cp.async.bulk copies completing on the slot's mbarrier). It refills a slot as soon as
-// the block has finished with it, running ahead into later phases; for the routed phases (experts
-// gate/up and down) it may request weights only once the router phase is complete. Slot chunks of a
-// phase go to blocks round-robin. Phases: 40 layers x {in_proj 12352x2048, out_proj 2048x4096,
+// One cooperative kernel. Thread 0 of each block keeps a shared-memory ring full: a slot of 18 KB
+// holds 16 rows of a K = 2048 matrix or 8 of K = 4096, one of 36 KB 16 rows of either (codes, then
+// scale words: two cp.async.bulk copies completing on the slot's "full" mbarrier). It refills a slot
+// once the block is done with it, running ahead into later phases; for the routed phases (experts
+// gate/up and down) it may request weights only once the router phase is complete. A phase's chunks
+// go to blocks round-robin. Phases: 40 layers x {in_proj 12352x2048, out_proj 2048x4096,
 // router+shared 1280x2048, experts gate/up 8192x2048, experts down 2048x4096}; x of a phase is a
 // prefix of an earlier phase's output (in_proj <- down, out_proj <- in_proj, router and gate/up <-
 // out_proj, down <- gate/up), RMS-normed with a unit gain, as every decode GEMV block does.
 //
-// Usage: persist_gv2 [LAYERS [REPS]]. Prints the persistent kernel's time per step with run-ahead and
-// without (a phase's weights requested only once the previous phase is complete), the separate
-// kernels' time, and the bitwise check of every phase against gemv_launch.
+// Two kernels, each in the variants of main()'s table: persist_gv2 (blocks of 8 warps, 1 or 2 per
+// SM; a barrier per chunk, or per-slot "empty" mbarriers and batched sums) and persist_wide (one
+// block of 2-4 groups of 8 warps per SM sharing one x, a chunk per group). Timing-only variants drop
+// the weight copies or prepare x once. docs/PERF.md has the results (2026-11-30).
+//
+// Usage: [PERSIST_VARIANTS=letters] persist_gv2 [LAYERS [REPS]]. Prints each variant's time per step,
+// the bitwise check of every phase against gemv_launch, the per-phase breakdown from clock64 stamps
+// (barrier wait, x, rows, arrival), and the separate kernels' time.
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cmath>
@@ -32,9 +37,9 @@
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1); } } while (0)
 
-constexpr int SLOT = 18432; // 16 rows x (1024 + 128) B at K = 2048, 8 rows x (2048 + 256) B at K = 4096
-constexpr int NSLOT = 9;
-constexpr int KMAX = 4096, HPG = 2; // groups of 64: two per 128-column step
+// Slots of 18432 B hold 16 rows of K = 2048 or 8 of 4096; of 36864 B, 16 of either.
+constexpr int NSLOT_MAX = 12, PB = 8; // ring slots at most; chunks whose partial sums wait in a batch
+constexpr int KMAX = 4096, HPG = 2;    // groups of 64: two per 128-column step
 
 struct Phase {
     dq_mat m;
@@ -44,65 +49,118 @@ struct Phase {
     int nr;   // rows per slot
 };
 
+// The ring's shape and the consumer's discipline, per launch.
+struct RingCfg {
+    int nslot, slot; // slots and bytes per slot
+    int defer;       // 0: a barrier per chunk (the first version); 1: per-slot "empty" mbarriers, partial
+                     // sums kept for up to PB chunks, one barrier per batch
+    int nocopy;      // timing only: no weights are copied (the math runs on whatever the slot holds)
+    int relaxed;     // poll the grid counter relaxed and acquire once per phase
+    int nox;         // timing only (wide kernel): x prepared in the first layer only, then reused
+};
+
 __device__ __forceinline__ uint32_t ld_acquire(const unsigned *p) {
     uint32_t v;
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
 
+// Polling without acquire: an acquire at gpu scope invalidates the SM's whole L1 (CCTL.IVALL in the
+// SASS), and thread 0 polling with acquire sent every warp's loads to L2, ~2 us per chunk under load
+// (measured 2026-11-30: the "rows" stamps of in_proj were 12.4 us with no weights copied at all).
+// So poll relaxed, then acquire once.
+__device__ __forceinline__ uint32_t ld_relaxed(const unsigned *p) {
+    uint32_t v;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+// Non-blocking: has the phase of this parity completed?
+__device__ __forceinline__ bool mb_test(uint64_t *b, int parity) {
+    uint32_t ok;
+    asm volatile("{\n.reg .pred P1;\nmbarrier.test_wait.parity.shared::cta.b64 P1, [%1], %2;\nselp.u32 %0, 1, 0, P1;\n}\n"
+                 : "=r"(ok)
+                 : "r"(wg_smem(b)), "r"(parity)
+                 : "memory");
+    return ok != 0;
+}
+
 // Thread 0's side of the ring: request slot fills in the block's order of (phase, chunk) while a slot
-// is free and the phase's gate (if any) is complete.
+// is free and the phase's gate (if any) is complete. A slot is free when the block has finished its
+// last use: counted by `consumed` (defer 0, the caller's barrier orders it) or seen on its empty
+// mbarrier (defer 1: every warp arrives once it has read the slot).
 struct Feeder {
     int p = 0, k = 0, issued = 0;
     __device__ void run(const Phase *ph, int nph, const unsigned *ctr, unsigned base, int consumed, int mode,
-                        char *ring, uint64_t *full) {
+                        RingCfg rc, char *ring, uint64_t *full, uint64_t *empty) {
         const int nb = gridDim.x;
-        while (issued - consumed < NSLOT && p < nph) {
+        while (p < nph) {
             const Phase &f = ph[p];
             const int c = blockIdx.x + k * nb, nchunk = (f.m.rows + f.nr - 1) / f.nr;
-            if (c >= nchunk) { p++, k = 0; continue; }
+            if (c >= nchunk) { p++, k = 0; continue; } // (before the slot test: `p` tells the wide
+                                                          // kernel when a phase is fully requested)
+            if (rc.defer) {
+                if (issued >= rc.nslot && !mb_test(&empty[issued % rc.nslot], (issued / rc.nslot - 1) & 1)) return;
+            } else if (issued - consumed >= rc.nslot) {
+                return;
+            }
             const int gate = mode == 1 ? p - 1 : f.gate;
-            if (gate >= 0 && ld_acquire(ctr) < base + (unsigned)(gate + 1) * nb) return; // later
-            const int slot = issued % NSLOT, n = min(f.nr, f.m.rows - c * f.nr), ng = f.m.cols / f.m.group;
+            // later; relaxed, as the weights are not written by other blocks (the engine's routed expert
+            // ids will be: one acquire per phase then)
+            if (gate >= 0 && (rc.relaxed ? ld_relaxed(ctr) : ld_acquire(ctr)) < base + (unsigned)(gate + 1) * nb) return;
+            const int slot = issued % rc.nslot, n = min(f.nr, f.m.rows - c * f.nr), ng = f.m.cols / f.m.group;
             const uint32_t cb = n * f.m.cols / 2, sbb = n * ng * 4;
-            char *dst = ring + slot * SLOT;
+            char *dst = ring + slot * rc.slot;
+            issued++, k++;
+            if (rc.nocopy) { mb_arrive(&full[slot]); continue; }
             wg_fence_proxy(); // the block's reads of this slot (generic proxy) before the copy's writes
             mb_expect_tx(&full[slot], cb + sbb);
             bulk_g2s(dst, (const char *)f.m.codes + (long)c * f.nr * (f.m.cols / 2), cb, &full[slot]);
             bulk_g2s(dst + f.nr * f.m.cols / 2, f.m.sb + (long)c * f.nr * ng, sbb, &full[slot]);
-            issued++, k++;
         }
     }
 };
 
-__global__ void __launch_bounds__(GV_THREADS, 1) persist_gv2(const Phase *phases, int nph, unsigned *ctr, unsigned base,
-                                                          const float *ones, int mode) {
+// MINB: blocks per SM (2 caps the registers at 128 so that two blocks fit).
+template <int MINB>
+__global__ void __launch_bounds__(GV_THREADS, MINB) persist_gv2(const Phase *phases, int nph, unsigned *ctr, unsigned base,
+                                                             const float *ones, int mode, RingCfg rc,
+                                                             long long *stamps) {
     extern __shared__ __align__(128) char smem[];
     char *ring = smem;
-    uint4 *bsm = (uint4 *)(smem + NSLOT * SLOT), *zero4 = bsm + KMAX * 3 / 8;
+    uint4 *bsm = (uint4 *)(smem + rc.nslot * rc.slot), *zero4 = bsm + KMAX * 3 / 8;
     float *xs = (float *)(zero4 + 1), *xsum = xs + xs_floats(KMAX), *xsg = xsum + KMAX / 16;
-    __shared__ uint64_t full[NSLOT];
-    __shared__ float red[32], part[2][GV_WARPS][16];
+    __shared__ uint64_t full[NSLOT_MAX], empty[NSLOT_MAX];
+    __shared__ float red[32], part[PB][GV_WARPS][16];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nb = gridDim.x;
     Feeder fd;
     if (tid == 0) {
-        for (int i = 0; i < NSLOT; i++) mb_init(&full[i], 1);
+        for (int i = 0; i < rc.nslot; i++) mb_init(&full[i], 1), mb_init(&empty[i], GV_WARPS);
         mb_init_fence();
-        fd.run(phases, nph, ctr, base, 0, mode, ring, full);
+        fd.run(phases, nph, ctr, base, 0, mode, rc, ring, full, empty);
     }
     __syncthreads();
     int consumed = 0;
+    // stamps (when asked): per phase and block, clock64 once the barrier is passed, once x is ready,
+    // once the block's rows are written, once its arrival is counted
+    long long *stp = stamps ? stamps + (long)blockIdx.x * 4 : nullptr;
+    const long sstride = (long)gridDim.x * 4;
     for (int p = 0; p < nph; p++) {
-        const Phase &f = phases[p];
+        const Phase f = phases[p]; // a copy in registers: no reload per chunk
         if (tid == 0) {
-            if (p) // all blocks done with phase p - 1; keep the ring fed meanwhile
-                while (ld_acquire(ctr) < base + (unsigned)p * nb) fd.run(phases, nph, ctr, base, consumed, mode, ring, full);
+            if (p) { // all blocks done with phase p - 1; keep the ring fed meanwhile
+                const unsigned target = base + (unsigned)p * nb;
+                while ((rc.relaxed ? ld_relaxed(ctr) : ld_acquire(ctr)) < target)
+                    fd.run(phases, nph, ctr, base, consumed, mode, rc, ring, full, empty);
+                if (rc.relaxed) (void)ld_acquire(ctr); // once: the other blocks' outputs (x) are visible
+            }
             // Once more now that phase p's gate is open: a request refused by the last call inside
             // the loop would otherwise never be made, and the block would wait for it forever (the
             // first version hung at the first routed phase).
-            fd.run(phases, nph, ctr, base, consumed, mode, ring, full);
+            fd.run(phases, nph, ctr, base, consumed, mode, rc, ring, full, empty);
         }
         __syncthreads();
+        if (stp && tid == 0) stp[p * sstride] = clock64();
         gv_args a;
         memset(&a, 0, sizeof a);
         a.nseg = 1, a.cols = f.m.cols, a.x = f.x, a.pro = PRO_RMSNORM, a.norm_w = ones, a.eps = 1e-6f;
@@ -115,31 +173,215 @@ __global__ void __launch_bounds__(GV_THREADS, 1) persist_gv2(const Phase *phases
             gv2_split_x<HPG>(f.m.cols, xs, bsm, zero4, xsg);
             __syncthreads();
         }
+        if (stp && tid == 0) stp[p * sstride + 1] = clock64();
         float best = 0.0f;
-        int best_row = 0;
+        int best_row = 0, nbatch = 0, c0 = blockIdx.x;
         for (int c = blockIdx.x; c < nchunk; c += nb, consumed++) {
-            const int slot = consumed % NSLOT, n = min(f.nr, f.m.rows - c * f.nr);
-            const char *src = ring + slot * SLOT;
-            mb_wait(&full[slot], (consumed / NSLOT) & 1);
+            const int slot = consumed % rc.nslot, n = min(f.nr, f.m.rows - c * f.nr), par = (consumed / rc.nslot) & 1;
+            const char *src = ring + slot * rc.slot;
+            if (rc.defer && warp == 0) // thread 0 feeds while it waits: it alone requests fills
+                for (;;) {
+                    int r = 0;
+                    if (lane == 0) {
+                        r = mb_test(&full[slot], par);
+                        if (!r) fd.run(phases, nph, ctr, base, consumed, mode, rc, ring, full, empty);
+                    }
+                    if (__shfl_sync(0xffffffffu, r, 0)) break;
+                }
+            mb_wait(&full[slot], par);
             gv_seg t = s; // this chunk as a matrix of n rows, tile 0
             t.m.rows = n;
             float acc0, acc1;
             gv2_tile<HPG, true>(t, 0, bsm, zero4, xsg, lane, warp, acc0, acc1, (const uint4 *)src,
                                 (const uint32_t *)(src + f.nr * f.m.cols / 2));
-            float(*pp)[16] = part[consumed & 1];
-            if ((lane & 3) == 0) pp[warp][lane >> 2] = acc0, pp[warp][(lane >> 2) + 8] = acc1;
-            __syncthreads();
-            if (tid < n) { // gemv2's order: the ks = 8 partial sums of the tile's row
-                float v = 0.0f;
-                for (int k = 0; k < GV_WARPS; k++) v += pp[k][tid];
-                gv_out(a, s, c * f.nr + tid, v, best, best_row);
+            if (!rc.defer) {
+                float(*pp)[16] = part[consumed & 1];
+                if ((lane & 3) == 0) pp[warp][lane >> 2] = acc0, pp[warp][(lane >> 2) + 8] = acc1;
+                __syncthreads();
+                if (tid < n) { // gemv2's order: the ks = 8 partial sums of the tile's row
+                    float v = 0.0f;
+                    for (int k = 0; k < GV_WARPS; k++) v += pp[k][tid];
+                    gv_out(a, s, c * f.nr + tid, v, best, best_row);
+                }
+                if (tid == 0) fd.run(phases, nph, ctr, base, consumed + 1, mode, rc, ring, full, empty);
+                continue;
             }
-            if (tid == 0) fd.run(phases, nph, ctr, base, consumed + 1, mode, ring, full);
+            __syncwarp();
+            if (lane == 0) mb_arrive(&empty[slot]); // this warp has read the slot
+            if ((lane & 3) == 0) part[nbatch][warp][lane >> 2] = acc0, part[nbatch][warp][(lane >> 2) + 8] = acc1;
+            nbatch++;
+            if (tid == 0) fd.run(phases, nph, ctr, base, consumed + 1, mode, rc, ring, full, empty);
+            if (nbatch == PB || c + nb >= nchunk) { // the batch's rows, then the buffer is free again
+                __syncthreads();
+                for (int i = tid; i < nbatch * 16; i += GV_THREADS) {
+                    const int j = i >> 4, r = i & 15, cj = c0 + j * nb, nj = min(f.nr, f.m.rows - cj * f.nr);
+                    if (r >= nj) continue;
+                    float v = 0.0f;
+                    for (int k = 0; k < GV_WARPS; k++) v += part[j][k][r];
+                    gv_out(a, s, cj * f.nr + r, v, best, best_row);
+                }
+                __syncthreads();
+                nbatch = 0, c0 = c + nb;
+            }
         }
         __syncthreads(); // this block's rows of phase p are written
         if (tid == 0) {
+            if (stp) stp[p * sstride + 2] = clock64();
             __threadfence();
             atomicAdd(ctr, 1u);
+            if (stp) stp[p * sstride + 3] = clock64();
+        }
+    }
+}
+
+// gv_prologue_regs's RMS norm (PRO_RMSNORM, cols <= 4096) by the first GV_THREADS threads of a
+// bigger block, the rest joining its barriers: the same operations in the same order, so the same
+// bits (block_sum's cross-warp sum adds the same 8 partials and zeros).
+__device__ __forceinline__ void wide_prologue(const float *x, const float *w, int cols, float eps, float *xs, float *xsum,
+                                              float *red) {
+    const int tid = threadIdx.x, lane = tid & 31, wp = tid >> 5;
+    const bool act = tid < GV_THREADS;
+    float v[PRO_NJ][8], g[PRO_NJ][8];
+#pragma unroll
+    for (int j = 0; j < PRO_NJ; j++) {
+        const int c0 = 8 * (tid + GV_THREADS * j);
+#pragma unroll
+        for (int k = 0; k < 8; k++) v[j][k] = g[j][k] = 0.0f;
+        if (!act || c0 >= cols) continue;
+        ld8(v[j], x + c0);
+        ld8(g[j], w + c0);
+    }
+    float ss = 0.0f;
+#pragma unroll
+    for (int j = 0; j < PRO_NJ; j++)
+#pragma unroll
+        for (int k = 0; k < 8; k++) ss += v[j][k] * v[j][k];
+    ss = warp_sum(ss);
+    __syncthreads();
+    if (lane == 0 && wp < GV_WARPS) red[wp] = ss;
+    __syncthreads();
+    const float r = rsqrtf(warp_sum(lane < GV_WARPS ? red[lane] : 0.0f) / cols + eps);
+#pragma unroll
+    for (int j = 0; j < PRO_NJ; j++)
+#pragma unroll
+        for (int k = 0; k < 8; k++) v[j][k] = rb(v[j][k] * r * g[j][k]);
+#pragma unroll
+    for (int j = 0; j < PRO_NJ; j++) {
+        const int c0 = 8 * (tid + GV_THREADS * j);
+        float s8 = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 8; k++) s8 += v[j][k];
+        const float s16 = s8 + __shfl_xor_sync(0xffffffffu, s8, 1);
+        if (!act || c0 >= cols) continue;
+        float *d = xs + xs_index(c0);
+        *(float4 *)d = make_float4(v[j][0], v[j][1], v[j][2], v[j][3]);
+        *(float4 *)(d + 4) = make_float4(v[j][4], v[j][5], v[j][6], v[j][7]);
+        if ((tid & 1) == 0) xsum[c0 / 16] = s16;
+    }
+    __syncthreads();
+}
+
+// The wide kernel: one block of NG x 8 warps per SM sharing one copy of x. The block's chunks of a
+// phase go to the NG warp groups in turn (chunk j to group j % NG), each group running gv2_tile on its
+// chunk exactly as a block of the separate kernels does, so NG chunks are in flight per SM instead of
+// one: the narrow kernel's 8 warps were issue-bound (~2 us per 18 KB chunk with no copies at all).
+// Partial sums wait in shared memory until the batch's barrier; thread 0 (group 0) feeds the ring,
+// and has requested every chunk of the phase before it enters that barrier.
+template <int NG>
+__global__ void __launch_bounds__(GV_THREADS * NG, 1) persist_wide(const Phase *phases, int nph, unsigned *ctr, unsigned base,
+                                                                 const float *ones, int mode, RingCfg rc, long long *stamps) {
+    extern __shared__ __align__(128) char smem[];
+    char *ring = smem;
+    uint4 *bsm = (uint4 *)(smem + rc.nslot * rc.slot), *zero4 = bsm + KMAX * 3 / 8;
+    float *xs = (float *)(zero4 + 1), *xsum = xs + xs_floats(KMAX), *xsg = xsum + KMAX / 16;
+    __shared__ uint64_t full[NSLOT_MAX], empty[NSLOT_MAX];
+    __shared__ float red[32], part[PB][GV_WARPS][16];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nb = gridDim.x, gi = warp / GV_WARPS,
+              wig = warp % GV_WARPS;
+    Feeder fd;
+    if (tid == 0) {
+        for (int i = 0; i < rc.nslot; i++) mb_init(&full[i], 1), mb_init(&empty[i], GV_WARPS);
+        mb_init_fence();
+        fd.run(phases, nph, ctr, base, 0, mode, rc, ring, full, empty);
+    }
+    __syncthreads();
+    int consumed = 0;
+    long long *stp = stamps ? stamps + (long)blockIdx.x * 4 : nullptr;
+    const long sstride = (long)gridDim.x * 4;
+    for (int p = 0; p < nph; p++) {
+        const Phase f = phases[p];
+        if (tid == 0) {
+            if (p) {
+                const unsigned target = base + (unsigned)p * nb;
+                while ((rc.relaxed ? ld_relaxed(ctr) : ld_acquire(ctr)) < target)
+                    fd.run(phases, nph, ctr, base, consumed, mode, rc, ring, full, empty);
+                if (rc.relaxed) (void)ld_acquire(ctr);
+            }
+            fd.run(phases, nph, ctr, base, consumed, mode, rc, ring, full, empty);
+        }
+        __syncthreads();
+        if (stp && tid == 0) stp[p * sstride] = clock64();
+        gv_args a;
+        memset(&a, 0, sizeof a);
+        a.nseg = 1, a.cols = f.m.cols, a.x = f.x, a.pro = PRO_RMSNORM, a.norm_w = ones, a.eps = 1e-6f;
+        a.epi = GV_STORE, a.pro_regs = 1;
+        gv_seg &s = a.seg[0];
+        s.m = f.m, s.y = f.y, s.ks = GV_WARPS, s.tiles = 1;
+        const int nchunk = (f.m.rows + f.nr - 1) / f.nr, bid = blockIdx.x;
+        const int nj = nchunk > bid ? (nchunk - 1 - bid) / nb + 1 : 0;
+        if (nj && !(rc.nox && p >= 5)) {
+            wide_prologue(f.x, ones, f.m.cols, 1e-6f, xs, xsum, red);
+            if (tid < GV_THREADS) gv2_split_x<HPG>(f.m.cols, xs, bsm, zero4, xsg);
+            __syncthreads();
+        }
+        if (stp && tid == 0) stp[p * sstride + 1] = clock64();
+        float best = 0.0f;
+        int best_row = 0;
+        for (int j0 = 0; j0 < nj; j0 += PB) {
+            const int j1 = min(nj, j0 + PB);
+            for (int j = j0 + gi; j < j1; j += NG) {
+                const int q = consumed + j, slot = q % rc.nslot, par = (q / rc.nslot) & 1, c = bid + j * nb;
+                const int n = min(f.nr, f.m.rows - c * f.nr);
+                const char *src = ring + slot * rc.slot;
+                if (warp == 0)
+                    for (;;) {
+                        int r = 0;
+                        if (lane == 0) {
+                            r = mb_test(&full[slot], par);
+                            if (!r) fd.run(phases, nph, ctr, base, q, mode, rc, ring, full, empty);
+                        }
+                        if (__shfl_sync(0xffffffffu, r, 0)) break;
+                    }
+                mb_wait(&full[slot], par);
+                gv_seg t = s;
+                t.m.rows = n;
+                float acc0, acc1;
+                gv2_tile<HPG, true>(t, 0, bsm, zero4, xsg, lane, wig, acc0, acc1, (const uint4 *)src,
+                                    (const uint32_t *)(src + f.nr * f.m.cols / 2));
+                __syncwarp();
+                if (lane == 0) mb_arrive(&empty[slot]);
+                if ((lane & 3) == 0) part[j - j0][wig][lane >> 2] = acc0, part[j - j0][wig][(lane >> 2) + 8] = acc1;
+                if (tid == 0) fd.run(phases, nph, ctr, base, q + 1, mode, rc, ring, full, empty);
+            }
+            if (tid == 0) // every chunk of this phase requested before the barrier (others may wait on one)
+                while (fd.p <= p) fd.run(phases, nph, ctr, base, consumed, mode, rc, ring, full, empty);
+            __syncthreads();
+            for (int i = tid; i < (j1 - j0) * 16; i += blockDim.x) {
+                const int j = i >> 4, r = i & 15, cj = bid + (j0 + j) * nb, ncj = min(f.nr, f.m.rows - cj * f.nr);
+                if (r >= ncj) continue;
+                float v = 0.0f;
+                for (int k = 0; k < GV_WARPS; k++) v += part[j][k][r];
+                gv_out(a, s, cj * f.nr + r, v, best, best_row);
+            }
+            __syncthreads();
+        }
+        consumed += nj;
+        __syncthreads();
+        if (tid == 0) {
+            if (stp) stp[p * sstride + 2] = clock64();
+            __threadfence();
+            atomicAdd(ctr, 1u);
+            if (stp) stp[p * sstride + 3] = clock64();
         }
     }
 }
@@ -242,29 +484,68 @@ int main(int argc, char **argv) {
         f.x = src < 0 ? dx : dy + yoff[src];
         f.y = dy + yoff[p];
         f.gate = (j == 3 || j == 4) ? L * 5 + 2 : -1;
-        f.nr = K == 2048 ? 16 : 8;
     }
     CK(cudaDeviceSynchronize());
     Phase *dph;
     CK(cudaMalloc(&dph, nph * sizeof(Phase)));
-    CK(cudaMemcpy(dph, hp.data(), nph * sizeof(Phase), cudaMemcpyHostToDevice));
-    const int smem = NSLOT * SLOT + (KMAX * 3 / 8 + 1) * 16 + (xs_floats(KMAX) + KMAX / 16 + KMAX / 64 * 4) * 4;
-    CK(cudaFuncSetAttribute(persist_gv2, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    printf("persist_gv2: %d SMs, %d layers x 5 phases, %.1f MB of weights per step, %d B of shared memory per block\n", nb,
-           layers, wbytes / 1e6, smem);
-
-    for (int mode = 0; mode < 2; mode++) {
+    const int xbytes = (KMAX * 3 / 8 + 1) * 16 + (xs_floats(KMAX) + KMAX / 16 + KMAX / 64 * 4) * 4;
+    printf("persist_gv2: %d SMs, %d layers x 5 phases, %.1f MB of weights per step, %d B of x buffers per block\n", nb,
+           layers, wbytes / 1e6, xbytes);
+    // The variants: blocks per SM, slot size (36 KB: K = 4096 chunks of 16 rows instead of 8, so no
+    // tile runs half empty), the consumer's discipline; the ring takes what shared memory is left.
+    // PERSIST_VARIANTS=a,b,... picks some (default all).
+    // ng: 0 = the narrow kernel (8 warps per block, bps blocks per SM), else the wide kernel (one
+    // block of ng x 8 warps per SM).
+    struct Variant { int ng, bps, slot, defer, mode, nocopy, relaxed; const char *what; int nox = 0; } vars[] = {
+        {0, 1, 18432, 0, 0, 0, 0, "1 block/SM, 18 KB slots, barrier per chunk (first version)"},
+        {0, 1, 36864, 1, 0, 0, 1, "1 block/SM, 36 KB slots, empty mbarriers, batched, relaxed"},
+        {0, 2, 18432, 1, 0, 0, 1, "2 blocks/SM, 18 KB slots, empty mbarriers, batched, relaxed"},
+        {2, 1, 18432, 1, 0, 0, 1, "wide: 2 groups of 8 warps, 18 KB slots"},
+        {2, 1, 36864, 1, 0, 0, 1, "wide: 2 groups, 36 KB slots"},
+        {3, 1, 18432, 1, 0, 0, 1, "wide: 3 groups, 18 KB slots"},
+        {4, 1, 18432, 1, 0, 0, 1, "wide: 4 groups, 18 KB slots"},
+        {4, 1, 18432, 1, 0, 1, 1, "(g) without weight copies"},
+        {3, 1, 18432, 1, 1, 0, 1, "(f) without run-ahead"},
+        {2, 1, 36864, 1, 0, 0, 1, "(e) with x prepared once (timing only)", 1},
+        {2, 1, 36864, 1, 0, 1, 1, "(e) with x prepared once, no weight copies", 1},
+    };
+    const char *pick = getenv("PERSIST_VARIANTS");
+    for (int vi = 0; vi < (int)(sizeof vars / sizeof vars[0]); vi++) {
+        const Variant &v = vars[vi];
+        if (pick && !strchr(pick, 'a' + vi)) continue;
+        int smax = 0;
+        CK(cudaDeviceGetAttribute(&smax, cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0));
+        // per block: the SM's shared memory over the blocks, less 1 KB reserved per block and the statics
+        const int avail = smax / v.bps - 1024 - 5120, nslot = std::min(NSLOT_MAX, (avail - xbytes) / v.slot);
+        const int smem = nslot * v.slot + xbytes;
+        void *kern = v.ng == 2 ? (void *)persist_wide<2> : v.ng == 3 ? (void *)persist_wide<3> : v.ng == 4 ? (void *)persist_wide<4>
+                     : v.bps == 1 ? (void *)persist_gv2<1> : (void *)persist_gv2<2>;
+        const int threads = GV_THREADS * (v.ng ? v.ng : 1);
+        CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        int per_sm = 0;
+        CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, threads, smem));
+        if (nslot < 2 || per_sm < v.bps) {
+            printf("(%c) %-58s skipped: %d slots, %d blocks per SM fit\n", 'a' + vi, v.what, nslot, per_sm);
+            continue;
+        }
+        for (int p = 0; p < nph; p++) hp[p].nr = std::min(16, v.slot / (shapes[p % 5][1] / 2 + shapes[p % 5][1] / 64 * 4));
+        CK(cudaMemcpy(dph, hp.data(), nph * sizeof(Phase), cudaMemcpyHostToDevice));
+        RingCfg rc = {nslot, v.slot, v.defer, v.nocopy, v.relaxed, v.nox};
         float med, mn;
         unsigned base = 0;
-        void *args[] = {(void *)&dph, (void *)&nph, (void *)&dctr, (void *)&base, (void *)&dones, (void *)&mode};
+        int mode = v.mode, grid = nb * v.bps;
+        long long *nostamps = nullptr;
+        void *args[] = {(void *)&dph, (void *)&nph, (void *)&dctr, (void *)&base, (void *)&dones, (void *)&mode, (void *)&rc, (void *)&nostamps};
         time_launches(
             reps, 0, [&] { CK(cudaMemset(dy, 0xff, ylen * 4)); CK(cudaMemset(dctr, 0, 4)); },
-            [&] { CK(cudaLaunchCooperativeKernel((void *)persist_gv2, nb, GV_THREADS, args, smem, 0)); }, &med, &mn);
-        printf("persistent, %-40s median %8.1f us per step (min %8.1f), %6.1f us per layer, %5.0f GB/s\n",
-               mode ? "no run-ahead (phase p requested after p-1)" : "run-ahead", med, mn, med / layers, wbytes / (med * 1e3));
+            [&] { CK(cudaLaunchCooperativeKernel(kern, grid, threads, args, smem, 0)); }, &med, &mn);
+        printf("(%c) %-58s %2d slots  median %7.1f us per step (min %7.1f), %5.1f us per layer, %5.0f GB/s\n", 'a' + vi,
+               v.what, nslot, med, mn, med / layers, wbytes / (med * 1e3));
         // every phase against gemv_launch on the same input (the persistent kernel's own outputs)
         int bad = 0, worst = -1;
-        for (int p = 0; p < nph; p++) gemv_launch(phase_args(hp[p], dref + yoff[p], dones), 0, 0);
+        const bool nocheck = v.nocopy || v.nox;
+        if (nocheck) printf("    (no check: timing only)\n");
+        for (int p = 0; p < nph && !nocheck; p++) gemv_launch(phase_args(hp[p], dref + yoff[p], dones), 0, 0);
         CK(cudaDeviceSynchronize());
         std::vector<float> g(ylen), r(ylen);
         CK(cudaMemcpy(g.data(), dy, ylen * 4, cudaMemcpyDeviceToHost));
@@ -281,9 +562,45 @@ int main(int argc, char **argv) {
             maxrel = std::max(maxrel, std::sqrt(num / (den + 1e-30)));
         }
         long nonfinite = 0;
-        for (float v : g) nonfinite += !std::isfinite(v);
-        printf("    %s: %d of %d phases bitwise equal to gemv_launch (first difference: phase %d, worst rel_l2 %.2e), %ld non-finite outputs\n",
-               bad || nonfinite ? "FAIL" : "PASS", nph - bad, nph, worst, maxrel, nonfinite);
+        for (float x : g) nonfinite += !std::isfinite(x);
+        if (!nocheck) {
+            printf("    %s: %d of %d phases bitwise equal to gemv_launch (first difference: phase %d, worst rel_l2 %.2e), "
+                   "%ld non-finite outputs\n", bad || nonfinite ? "FAIL" : "PASS", nph - bad, nph, worst, maxrel, nonfinite);
+        }
+        // One more launch with stamps: where a phase's time goes, per phase kind (layers 1.. averaged)
+        {
+            long long *dst;
+            const long ns = (long)nph * grid * 4;
+            CK(cudaMalloc(&dst, ns * 8));
+            void *sargs[] = {(void *)&dph, (void *)&nph, (void *)&dctr, (void *)&base, (void *)&dones, (void *)&mode, (void *)&rc, (void *)&dst};
+            CK(cudaMemset(dctr, 0, 4));
+            CK(cudaLaunchCooperativeKernel(kern, grid, threads, sargs, smem, 0));
+            CK(cudaDeviceSynchronize());
+            std::vector<long long> h(ns);
+            CK(cudaMemcpy(h.data(), dst, ns * 8, cudaMemcpyDeviceToHost));
+            CK(cudaFree(dst));
+            int khz = 0;
+            CK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
+            const double us = 1e3 / khz; // us per clock
+            // barrier wait: from the block's own arrival at p-1 to passing into p; x: prologue + split;
+            // rows: the chunks; arrive: fence + atomic. Mean over blocks and layers, and the mean of
+            // the slowest block's rows time.
+            printf("    us per phase (mean over blocks; rows max = slowest block):     wait    x   rows  (max)  arrive\n");
+            for (int j = 0; j < 5; j++) {
+                double w = 0, x = 0, r = 0, rmax = 0, ar = 0;
+                long n = 0, nl = 0;
+                for (int p = 5 + j; p < nph; p += 5, nl++) {
+                    double m = 0;
+                    for (int b = 0; b < grid; b++, n++) {
+                        const long long *q = &h[((long)p * grid + b) * 4], *q0 = &h[((long)(p - 1) * grid + b) * 4];
+                        w += (q[0] - q0[3]) * us, x += (q[1] - q[0]) * us, r += (q[2] - q[1]) * us, ar += (q[3] - q[2]) * us;
+                        m = std::max(m, (q[2] - q[1]) * us);
+                    }
+                    rmax += m;
+                }
+                printf("      %-16s %5.2f %5.2f %5.2f (%5.2f) %5.2f\n", names[j], w / n, x / n, r / n, rmax / nl, ar / n);
+            }
+        }
     }
     // The same GEMVs as separate kernels: one graph of 200 PDL launches, as in a decode step.
     {
