@@ -66,6 +66,10 @@ extern int lily_qg_tile_force;
 // (LILY_CUDA_OPT_WGMMA, bench flag "wgmma"; default on). lily_qg_wg_desc_swap (tests only) swaps the
 // two byte offsets of the shared-memory descriptors.
 extern int lily_qg_wgmma, lily_qg_wg_desc_swap;
+// 1 = the wgmma kernel multiplies by the weights rounded once to bf16, rb(s q + b) (what the HF
+// reference holds for a 4-bit checkpoint), accumulated over all of K with no per-group fold; 0 = the
+// exact weights (LILY_CUDA_QG_BF16W; option LILY_CUDA_OPT_QG_BF16W).
+extern int lily_qg_bf16w;
 bool qgemm_wg_takes(const qg_args &a, int bm);
 void qgemm_wg_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st);
 // qgemm_ws.cu: the same calls in warp-specialised form (a producer warp pair, one or two consumer

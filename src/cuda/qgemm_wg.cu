@@ -29,6 +29,7 @@
 
 int lily_qg_wgmma = 1;
 int lily_qg_wg_desc_swap = 0;
+int lily_qg_bf16w = 0;
 
 template <int WGS>
 struct wg_cfg {
@@ -42,7 +43,11 @@ struct wg_cfg {
 };
 
 // MINB: blocks per SM the register budget is cut for (3 of 64 rows: 168 registers, a few spilled).
-template <int WGS, int MINB>
+// BW: weights rounded to bf16 (lily_qg_bf16w): the dequantisation writes rb(s q + b) into the B
+// buffer (one more bf16x2 FMA per pair, a single rounding of the exact value), and the MMAs of all
+// stages accumulate into one accumulator. No fold, so nothing waits for a stage's MMA except the
+// refill of the B buffer it read, one stage later.
+template <int WGS, int MINB, bool BW>
 __global__ void __launch_bounds__(wg_cfg<WGS>::THREADS, MINB) qgemm_wg_kernel(qg_args a, int swap) {
     using C = wg_cfg<WGS>;
     constexpr int BM = C::BM;
@@ -122,12 +127,21 @@ __global__ void __launch_bounds__(wg_cfg<WGS>::THREADS, MINB) qgemm_wg_kernel(qg
             const int i = tid + it * C::THREADS, j = i & (WG_BN - 1), half = i >> 7;
             const uint4 w = *(const uint4 *)(Cs + j * 32 + half * 16);
             const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+            uint32_t s2 = 0, b2 = 0; // BW: (scale, scale) and (bias, bias) as bf16 pairs
+            if (BW) {
+                const uint32_t sb = *(const uint32_t *)(Cs + C::C_BYTES + 4 * j);
+                s2 = (sb & 0xffffu) | (sb << 16), b2 = (sb >> 16) | (sb & 0xffff0000u);
+            }
 #pragma unroll
             for (int q = 0; q < 4; q++) {
                 const int word = 4 * half + q, s = word >> 1, h = word & 1;
-                *(uint4 *)(B + s * WG_BQ_STEP + (j >> 3) * 256 + h * 128 + (j & 7) * 16) = wg_codes(ws[q]);
+                uint4 v = wg_codes(ws[q]);
+                if (BW)
+                    v = make_uint4(wg_bf2_fma(v.x, s2, b2), wg_bf2_fma(v.y, s2, b2), wg_bf2_fma(v.z, s2, b2),
+                                   wg_bf2_fma(v.w, s2, b2));
+                *(uint4 *)(B + s * WG_BQ_STEP + (j >> 3) * 256 + h * 128 + (j & 7) * 16) = v;
             }
-            if (half == 0) {
+            if (!BW && half == 0) {
                 const uint32_t sb = *(const uint32_t *)(Cs + C::C_BYTES + 4 * j);
                 sf[b * WG_BN + j] = make_float2(__uint_as_float(sb << 16), __uint_as_float(sb & 0xffff0000u));
             }
@@ -154,42 +168,69 @@ __global__ void __launch_bounds__(wg_cfg<WGS>::THREADS, MINB) qgemm_wg_kernel(qg
     // Descriptors of stage 0 / buffer 0, step 0; a stage, buffer or step adds its byte offset / 16
     // to the address field (all of shared memory is below 256 KB: no carry out of the field).
     const uint64_t da0 = wg_desc(smem + wg * 8192, 128, 1024, swap), db0 = wg_desc(bq, 128, 256, swap);
-    for (int kt = 0; kt < KT; kt++) {
-        const int st = kt % WG_STAGES, b = kt & 1;
-        wg_fence(part);
+    if constexpr (BW) { // part accumulates all of K (its last 4 columns: the activation sums, unused)
+        for (int kt = 0; kt < KT; kt++) {
+            const int st = kt % WG_STAGES, b = kt & 1;
+            wg_fence(part);
 #pragma unroll
-        for (int s = 0; s < 4; s++)
-            wg_mma(part, da0 + ((st * C::STAGE + s * 256) >> 4), db0 + ((b * WG_BQ_BYTES + s * WG_BQ_STEP) >> 4), s);
-        wg_commit_mma(part);
-        // While it runs: refill the slot of stage kt-1 and turn stage kt+1's codes into bf16.
-        if (kt + WG_STAGES - 1 < KT) load_stage((kt + WG_STAGES - 1) % WG_STAGES, kt + WG_STAGES - 1);
-        wg_commit();
-        if (kt + 1 < KT) {
-            wg_cpwait<WG_STAGES - 2>();
+            for (int s = 0; s < 4; s++)
+                wg_mma(part, da0 + ((st * C::STAGE + s * 256) >> 4), db0 + ((b * WG_BQ_BYTES + s * WG_BQ_STEP) >> 4),
+                       kt > 0 || s > 0);
+            wg_commit_mma(part);
+            // Stage kt-1's MMA, the last reader of its A slot and of B buffer b^1, is complete in
+            // every warpgroup: then the slot is refilled and the buffer rewritten.
+            wg_wait_mma1(part);
             __syncthreads();
-            dequant((kt + 1) % WG_STAGES, b ^ 1);
+            if (kt + WG_STAGES - 1 < KT) load_stage((kt + WG_STAGES - 1) % WG_STAGES, kt + WG_STAGES - 1);
+            wg_commit();
+            if (kt + 1 < KT) {
+                wg_cpwait<WG_STAGES - 2>();
+                __syncthreads(); // stage kt+1's loads have landed for every thread
+                dequant((kt + 1) % WG_STAGES, b ^ 1);
+                wg_fence_proxy();
+                __syncthreads();
+            }
         }
         wg_wait_mma(part);
-        wg_fold(acc, part, (const float4 *)(sf + b * WG_BN), t);
-        wg_fence_proxy();
-        __syncthreads();
+        wg_cpwait<0>();
+        wg_epilogue(a, part, 16 * warp + g, t, m0, rows, n0);
+    } else {
+        for (int kt = 0; kt < KT; kt++) {
+            const int st = kt % WG_STAGES, b = kt & 1;
+            wg_fence(part);
+#pragma unroll
+            for (int s = 0; s < 4; s++)
+                wg_mma(part, da0 + ((st * C::STAGE + s * 256) >> 4), db0 + ((b * WG_BQ_BYTES + s * WG_BQ_STEP) >> 4), s);
+            wg_commit_mma(part);
+            // While it runs: refill the slot of stage kt-1 and turn stage kt+1's codes into bf16.
+            if (kt + WG_STAGES - 1 < KT) load_stage((kt + WG_STAGES - 1) % WG_STAGES, kt + WG_STAGES - 1);
+            wg_commit();
+            if (kt + 1 < KT) {
+                wg_cpwait<WG_STAGES - 2>();
+                __syncthreads();
+                dequant((kt + 1) % WG_STAGES, b ^ 1);
+            }
+            wg_wait_mma(part);
+            wg_fold(acc, part, (const float4 *)(sf + b * WG_BN), t);
+            wg_fence_proxy();
+            __syncthreads();
+        }
+        wg_cpwait<0>();
+        wg_epilogue(a, acc, 16 * warp + g, t, m0, rows, n0);
     }
-    wg_cpwait<0>();
-
-    wg_epilogue(a, acc, 16 * warp + g, t, m0, rows, n0);
 }
 
-template <int WGS, int MINB>
+template <int WGS, int MINB, bool BW>
 static void wg_launch_t(const qg_args &a, int grid_x, cudaStream_t st) {
     using C = wg_cfg<WGS>;
     static bool attr = false;
     if (!attr) {
-        cudaFuncSetAttribute(qgemm_wg_kernel<WGS, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
+        cudaFuncSetAttribute(qgemm_wg_kernel<WGS, MINB, BW>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
         attr = true;
     }
     const int cols = a.epi == QG_GLU ? WG_BN / 2 : WG_BN;
     dim3 grid(grid_x, (a.N + cols - 1) / cols);
-    qgemm_wg_kernel<WGS, MINB><<<grid, C::THREADS, C::SMEM, st>>>(a, lily_qg_wg_desc_swap);
+    qgemm_wg_kernel<WGS, MINB, BW><<<grid, C::THREADS, C::SMEM, st>>>(a, lily_qg_wg_desc_swap);
 }
 
 bool qgemm_wg_takes(const qg_args &a, int bm) {
@@ -201,6 +242,12 @@ bool qgemm_wg_takes(const qg_args &a, int bm) {
 void qgemm_wg_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st) {
     // 64-row tiles: registers cut for 3 blocks per SM (measured against 2 blocks with all registers,
     // LILY_CUDA_WG_MINB of 2026-11-29: 158 vs 148 TFLOP/s at 4096 x 8192 x 2048, docs/PERF.md).
-    if (bm == 128) wg_launch_t<2, 1>(a, grid_x, st);
-    else wg_launch_t<1, 3>(a, grid_x, st);
+    if (lily_qg_bf16w) {
+        if (bm == 128) wg_launch_t<2, 1, true>(a, grid_x, st);
+        else wg_launch_t<1, 3, true>(a, grid_x, st);
+    } else if (bm == 128) {
+        wg_launch_t<2, 1, false>(a, grid_x, st);
+    } else {
+        wg_launch_t<1, 3, false>(a, grid_x, st);
+    }
 }

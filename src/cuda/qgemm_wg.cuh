@@ -92,6 +92,10 @@ __device__ __forceinline__ void wg_commit_mma(float *d) {
 __device__ __forceinline__ void wg_wait_mma(float *d) {
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" : WG_D68 ::"memory");
 }
+// The same, leaving the most recent group in flight (the previous one is complete).
+__device__ __forceinline__ void wg_wait_mma1(float *d) {
+    asm volatile("wgmma.wait_group.sync.aligned 1;\n" : WG_D68 ::"memory");
+}
 
 __device__ __forceinline__ uint32_t wg_bf2_fma(uint32_t a, uint32_t b, uint32_t c) {
     uint32_t d;

@@ -299,6 +299,31 @@ static int run_e2e(uint64_t seed) {
                "rel_l2 %.2e", a1.rel_mean, a1.rel_worst, a7.rel_mean, a7.rel_worst, a1.dec_agree, a1.dec_n,
                a0.rel_mean, a0.rel_worst, e10);
     }
+    // The wgmma GEMM on bf16-rounded weights (flag qg_bf16w): one more rounding than the exact path
+    // (each weight, once, as the HF reference holds it), so not bitwise: the chunked-prefill
+    // tolerance against the CPU backend, with every GEMM on 64-row tiles (the wgmma kernel takes
+    // them all), one call and chunks of 7; and it must differ from the exact path (the switch acts).
+    {
+        lily_cuda_set_opt(ctx, LILY_CUDA_OPT_PREFILL, 1);
+        const int saved = lily_qg_tile_force;
+        lily_qg_tile_force = 64;
+        std::vector<float> ex = run_logits(be, ctx, tf, V, 0);
+        const int frc = be->set_flag(ctx, "qg_bf16w", 1), on = lily_cuda_get_opt(ctx, LILY_CUDA_OPT_QG_BF16W);
+        std::vector<float> bw = run_logits(be, ctx, tf, V, 0);
+        lily_cuda_set_opt(ctx, LILY_CUDA_OPT_CHUNK, 7);
+        std::vector<float> bw7 = run_logits(be, ctx, tf, V, 0);
+        lily_cuda_set_opt(ctx, LILY_CUDA_OPT_CHUNK, 1024);
+        be->set_flag(ctx, "qg_bf16w", 0);
+        lily_qg_tile_force = saved;
+        cmp_stats b1 = compare(bw.data(), ref.data(), N, V, BF16_GAP), b7 = compare(bw7.data(), ref.data(), N, V, BF16_GAP);
+        const double eb = rel_l2(bw.data(), ex.data(), ex.size());
+        report(!frc && on == 1 && lily_cuda_get_opt(ctx, LILY_CUDA_OPT_QG_BF16W) == 0 && b1.rel_mean < BF16_REL_MEAN &&
+                   b1.rel_worst < BF16_REL_WORST && b1.dec_agree == b1.dec_n && b7.rel_mean < BF16_REL_MEAN &&
+                   b7.rel_worst < BF16_REL_WORST && b7.dec_agree == b7.dec_n && eb > 0.0 && eb < BF16_REL_MEAN,
+               "e2e prefill, wgmma GEMM on bf16-rounded weights (flag qg_bf16w), 64-row tiles: vs CPU backend "
+               "rel_l2 mean %.2e worst %.2e (chunks of 7: %.2e, %.2e), decisive %d/%d; vs exact weights rel_l2 %.2e",
+               b1.rel_mean, b1.rel_worst, b7.rel_mean, b7.rel_worst, b1.dec_agree, b1.dec_n, eb);
+    }
     prefill_then_decode(be, ctx, m, tf, V);
     cpu->free(cctx);
     // Plain launches vs graph, prefill with all logits vs token by token, snapshots (token-by-token

@@ -132,10 +132,11 @@ static void test_qgemm(rng &r) {
     int idx = 0;
     const int wg_default = lily_qg_wgmma, ws_default = qgemm_ws_on();
     for (auto &k : cases)
-    for (int wg = 0; wg < 3; wg++) { // mma.sync, wgmma, wgmma warp-specialised (qgemm_ws.cu)
-        if (g_small && idx++ >= 12) break;
+    for (int wg = 0; wg < 4; wg++) { // mma.sync, wgmma, wgmma warp-specialised (qgemm_ws.cu), wgmma on bf16 weights
+        if (g_small && idx++ >= 16) break;
         lily_qg_wgmma = wg > 0;
         lily_qg_ws = wg == 2;
+        lily_qg_bf16w = wg == 3;
         host_mat hw, hw2;
         make_qmat(hw, k.N, k.K, k.bits, k.group, 1.0f / sqrtf((float)k.K), r);
         make_qmat(hw2, k.N, k.K, k.bits, k.group, 1.0f / sqrtf((float)k.K), r);
@@ -169,8 +170,15 @@ static void test_qgemm(rng &r) {
         std::vector<float> got(n);
         if (f32) got = back((float *)y, n);
         else got = to_f32(back((uint16_t *)y, n));
-        std::vector<float> ex = mm(x, deq(hw.m), k.M, k.N, k.K), ex2;
-        if (k.epi == QG_GLU) ex2 = mm(x, deq(hw2.m), k.M, k.N, k.K);
+        // The reference's weights: exact, or (bf16-weight pass) each rounded once to bf16.
+        auto wts = [&](const host_mat &h) {
+            std::vector<float> w = deq(h.m);
+            if (wg == 3)
+                for (float &v : w) v = bfr(v);
+            return w;
+        };
+        std::vector<float> ex = mm(x, wts(hw), k.M, k.N, k.K), ex2;
+        if (k.epi == QG_GLU) ex2 = mm(x, wts(hw2), k.M, k.N, k.K);
         auto fin = [&](std::vector<float> &o, const std::vector<float> &u) {
             for (size_t i = 0; i < n; i++) {
                 switch (k.epi) {
@@ -187,12 +195,14 @@ static void test_qgemm(rng &r) {
         char probe[96] = "";
         if (wg_path)
             snprintf(probe, sizeof probe, "; swapped descriptors: rel_l2 %.1e", rel_l2(swapped.data(), ex.data(), n));
-        report(ok, "qgemm%s M=%d N=%d K=%d bits=%d group=%d tile=%d epi=%d: rel_l2 %.1e vs exact weights (tol %.0e)%s",
-               wg_path ? (wg == 2 ? " (wgmma, warp-specialised)" : " (wgmma)") : "", k.M, k.N, k.K, k.bits, k.group, k.tile, k.epi, dx, tol, probe);
+        report(ok, "qgemm%s M=%d N=%d K=%d bits=%d group=%d tile=%d epi=%d: rel_l2 %.1e vs %s weights (tol %.0e)%s",
+               wg_path ? (wg == 3 ? " (wgmma, bf16 weights)" : wg == 2 ? " (wgmma, warp-specialised)" : " (wgmma)") : "",
+               k.M, k.N, k.K, k.bits, k.group, k.tile, k.epi, dx, wg == 3 ? "bf16-rounded" : "exact", tol, probe);
         free_all();
     }
     lily_qg_wgmma = wg_default;
     lily_qg_ws = ws_default;
+    lily_qg_bf16w = 0;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -775,8 +785,13 @@ static void bench_prefill(rng &r, bool quick) {
 void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
     rng r(seed);
     g_small = small;
-    printf("prefill kernel tests, seed %llu\n", (unsigned long long)seed);
+    // LILY_CUDA_QG_BF16W=1: every test after test_qgemm (the MoE prefill cases: grouped, gather and
+    // scatter rows) runs the wgmma kernel on bf16-rounded weights; their tolerances hold for it.
+    const char *bw = getenv("LILY_CUDA_QG_BF16W");
+    const int bw_default = bw ? atoi(bw) != 0 : 0;
+    printf("prefill kernel tests, seed %llu%s\n", (unsigned long long)seed, bw_default ? ", bf16-weight wgmma GEMM" : "");
     test_qgemm(r);
+    lily_qg_bf16w = bw_default;
     test_moe_pf(r); // default kernels: wgmma for tiles of 64/128 rows
     lily_qg_wgmma = 0;
     printf("(the same MoE cases on the mma.sync kernel)\n");
@@ -794,7 +809,8 @@ void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
 }
 
 // `lily-gpu-test qgone M N K TILE WG`: one dense 4-bit GEMM (random weights, group 64), launched twice
-// (the second is the one to profile: `ncu -k regex:qgemm --launch-skip 1 --launch-count 1`).
+// (the second is the one to profile: `ncu -k regex:qgemm --launch-skip 1 --launch-count 1`). WG 3 =
+// the wgmma kernel on bf16-rounded weights (lily_qg_bf16w).
 void run_qg_once(int M, int N, int K, int tile, int wg) {
     rng r(3);
     host_mat hw;
@@ -805,12 +821,14 @@ void run_qg_once(int M, int N, int K, int tile, int wg) {
     a.x = dup(xb), a.ldx = K, a.w = up_mat(hw.m), a.M = M, a.N = N, a.K = K, a.epi = QG_BF16;
     a.y = poisoned<uint16_t>((size_t)M * N), a.ldy = N;
     lily_qg_wgmma = wg > 0;
-    lily_qg_ws = wg == 2; // WG: 0 mma.sync, 1 wgmma, 2 warp-specialised wgmma
+    lily_qg_ws = wg == 2; // WG: 0 mma.sync, 1 wgmma, 2 warp-specialised wgmma, 3 wgmma on bf16 weights
+    lily_qg_bf16w = wg == 3;
     for (int i = 0; i < 2; i++) qgemm_launch(a, tile, 0, 0);
     CK(cudaDeviceSynchronize());
     double ms = gpu_time_ms([&] { qgemm_launch(a, tile, 0, 0); }, 10);
     printf("qgone M=%d N=%d K=%d tile=%d %s: %.3f ms, %.1f TFLOP/s\n", M, N, K, tile,
-           wg == 2 ? "wgmma-ws" : wg ? "wgmma" : "mma.sync", ms,
+           wg == 3 ? "wgmma-bf16w" : wg == 2 ? "wgmma-ws" : wg ? "wgmma" : "mma.sync", ms,
            2.0 * M * N * K / (ms * 1e-3) / 1e12);
+    lily_qg_bf16w = 0;
     free_all();
 }
