@@ -492,6 +492,8 @@ void gdn_pf_chunked(gdn_dims d, int T, int pos, const uint16_t *qkv, const uint1
     cudaFuncSetAttribute(gdn_chunk_scan, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_b);
     gdn_chunk_prep<<<dim3(nch, d.hv), GC_THREADS, smem_a, st>>>(d, T, pos, qkv, b, a, conv_w, dt_bias, A,
                                                               conv_ring, scratch);
+    PF_MARK("gdn chunked phase A (conv, norms, WY, inverse)"); // the two phases apart in pfprof
     gdn_chunk_scan<<<dim3(d.hv, nsplit), GC_THREADS, smem_b, st>>>(d, T, scratch, state, o, ncols);
+    PF_MARK("gdn chunked phase B (chunk-serial scan)");
     gdn_pf_ring(d, T, pos, qkv, conv_ring, st);
 }

@@ -155,7 +155,7 @@ static int enqueue_chunk(cuda_ctx *cx, cuda_state *s, int T) {
             if (cx->opt[LILY_CUDA_OPT_GDN_CHUNKED] && T >= 64) {
                 gdn_pf_chunked(gd, T, pos0, b->qkv, b->b, b->a, d->conv, d->dt_bias, d->A, s->ring[l], s->S[l],
                                b->o, b->gdn, 0, st);
-                PF_MARK("gdn conv+delta rule (chunked)");
+                PF_MARK("gdn conv ring update"); // phases A and B are marked inside
             } else {
                 gdn_pf_scan(gd, T, pos0, b->qkv, b->b, b->a, d->conv, d->dt_bias, d->A, s->ring[l], s->S[l],
                             b->o, 0, st);
