@@ -18,7 +18,9 @@
 // Two kernels, each in the variants of main()'s table: persist_gv2 (blocks of 8 warps, 1 or 2 per
 // SM; a barrier per chunk, or per-slot "empty" mbarriers and batched sums) and persist_wide (one
 // block of 2-4 groups of 8 warps per SM sharing one x, a chunk per group). Timing-only variants drop
-// the weight copies or prepare x once. docs/PERF.md has the results (2026-11-30).
+// the weight copies or prepare x once. docs/PERF.md has the results (2026-11-30). After those runs
+// the two kernels' shared phase steps moved into helpers (ring_init, phase_enter, phase_leave) and
+// the wide kernel's prologue became gemv.cuh's gv_prologue_regs<true>: same operations, not yet re-run.
 //
 // Usage: [PERSIST_VARIANTS=letters] persist_gv2 [LAYERS [REPS]]. Prints each variant's time per step,
 // the bitwise check of every phase against gemv_launch, the per-phase breakdown from clock64 stamps
@@ -121,6 +123,80 @@ struct Feeder {
     }
 };
 
+// Phase f as gemv arguments writing y: the engine's launch (the reference and the separate-kernels
+// chain) and, with the tile split set by the caller, the persistent kernels' tile math.
+__host__ __device__ static gv_args phase_args(const Phase &f, float *y, const float *ones) {
+    gv_args a;
+    memset(&a, 0, sizeof a);
+    a.nseg = 1, a.cols = f.m.cols, a.x = f.x, a.pro = PRO_RMSNORM, a.norm_w = ones, a.eps = 1e-6f;
+    a.epi = GV_STORE, a.seg[0].m = f.m, a.seg[0].y = y;
+    return a;
+}
+
+// What both kernels do around a phase. Thread 0 sets up the ring's mbarriers and makes its first
+// requests; at a phase's start it waits until every block is done with the previous phase, feeding
+// the ring meanwhile, then feeds once more now that the phase's gate is open (a request refused by
+// the last call inside the loop would otherwise never be made: the first version hung at the first
+// routed phase). At the end it counts the block's arrival. Stamps (when asked): clock64 per phase
+// and block once the barrier is passed (0), x is ready (1), the rows are written (2), the arrival is
+// counted (3).
+struct PhaseCtx {
+    const Phase *phases;
+    int nph;
+    unsigned *ctr;
+    unsigned base;
+    int mode;
+    RingCfg rc;
+    char *ring;
+    uint64_t *full, *empty;
+    long long *stp;
+    long sstride;
+};
+__device__ __forceinline__ void ring_init(const PhaseCtx &c, Feeder &fd) {
+    for (int i = 0; i < c.rc.nslot; i++) mb_init(&c.full[i], 1), mb_init(&c.empty[i], GV_WARPS);
+    mb_init_fence();
+    fd.run(c.phases, c.nph, c.ctr, c.base, 0, c.mode, c.rc, c.ring, c.full, c.empty);
+}
+__device__ __forceinline__ void phase_enter(const PhaseCtx &c, Feeder &fd, int p, int consumed) {
+    if (p) {
+        const unsigned target = c.base + (unsigned)p * gridDim.x;
+        while ((c.rc.relaxed ? ld_relaxed(c.ctr) : ld_acquire(c.ctr)) < target)
+            fd.run(c.phases, c.nph, c.ctr, c.base, consumed, c.mode, c.rc, c.ring, c.full, c.empty);
+        if (c.rc.relaxed) (void)ld_acquire(c.ctr); // once: the other blocks' outputs (x) are visible
+    }
+    fd.run(c.phases, c.nph, c.ctr, c.base, consumed, c.mode, c.rc, c.ring, c.full, c.empty);
+}
+// Phase f as the arguments of the block's tile math: a gv2 tile of 16 rows, its columns split over
+// the 8 warps, the register prologue.
+__device__ __forceinline__ gv_args tile_args(const Phase &f, const float *ones) {
+    gv_args a = phase_args(f, f.y, ones);
+    a.pro_regs = 1, a.seg[0].ks = GV_WARPS, a.seg[0].tiles = 1;
+    return a;
+}
+// Until a slot is full. With `feed`, warp 0 polls it while thread 0 keeps requesting fills: thread 0
+// alone requests them, so it must not sleep on a slot whose fill it has yet to request.
+__device__ __forceinline__ void slot_wait(const PhaseCtx &c, Feeder &fd, int slot, int par, int consumed, bool feed) {
+    if (feed && threadIdx.x < 32)
+        for (;;) {
+            int r = 0;
+            if (threadIdx.x == 0) {
+                r = mb_test(&c.full[slot], par);
+                if (!r) fd.run(c.phases, c.nph, c.ctr, c.base, consumed, c.mode, c.rc, c.ring, c.full, c.empty);
+            }
+            if (__shfl_sync(0xffffffffu, r, 0)) break;
+        }
+    mb_wait(&c.full[slot], par);
+}
+__device__ __forceinline__ void phase_stamp(const PhaseCtx &c, int p, int k) {
+    if (c.stp) c.stp[p * c.sstride + k] = clock64();
+}
+__device__ __forceinline__ void phase_leave(const PhaseCtx &c, int p) {
+    phase_stamp(c, p, 2);
+    __threadfence();
+    atomicAdd(c.ctr, 1u);
+    phase_stamp(c, p, 3);
+}
+
 // MINB: blocks per SM (2 caps the registers at 128 so that two blocks fit).
 template <int MINB>
 __global__ void __launch_bounds__(GV_THREADS, MINB) persist_gv2(const Phase *phases, int nph, unsigned *ctr, unsigned base,
@@ -133,62 +209,32 @@ __global__ void __launch_bounds__(GV_THREADS, MINB) persist_gv2(const Phase *pha
     __shared__ uint64_t full[NSLOT_MAX], empty[NSLOT_MAX];
     __shared__ float red[32], part[PB][GV_WARPS][16];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nb = gridDim.x;
+    const PhaseCtx pc = {phases, nph, ctr, base, mode, rc, ring, full, empty,
+                         stamps ? stamps + (long)blockIdx.x * 4 : nullptr, (long)gridDim.x * 4};
     Feeder fd;
-    if (tid == 0) {
-        for (int i = 0; i < rc.nslot; i++) mb_init(&full[i], 1), mb_init(&empty[i], GV_WARPS);
-        mb_init_fence();
-        fd.run(phases, nph, ctr, base, 0, mode, rc, ring, full, empty);
-    }
+    if (tid == 0) ring_init(pc, fd);
     __syncthreads();
     int consumed = 0;
-    // stamps (when asked): per phase and block, clock64 once the barrier is passed, once x is ready,
-    // once the block's rows are written, once its arrival is counted
-    long long *stp = stamps ? stamps + (long)blockIdx.x * 4 : nullptr;
-    const long sstride = (long)gridDim.x * 4;
     for (int p = 0; p < nph; p++) {
         const Phase f = phases[p]; // a copy in registers: no reload per chunk
-        if (tid == 0) {
-            if (p) { // all blocks done with phase p - 1; keep the ring fed meanwhile
-                const unsigned target = base + (unsigned)p * nb;
-                while ((rc.relaxed ? ld_relaxed(ctr) : ld_acquire(ctr)) < target)
-                    fd.run(phases, nph, ctr, base, consumed, mode, rc, ring, full, empty);
-                if (rc.relaxed) (void)ld_acquire(ctr); // once: the other blocks' outputs (x) are visible
-            }
-            // Once more now that phase p's gate is open: a request refused by the last call inside
-            // the loop would otherwise never be made, and the block would wait for it forever (the
-            // first version hung at the first routed phase).
-            fd.run(phases, nph, ctr, base, consumed, mode, rc, ring, full, empty);
-        }
+        if (tid == 0) phase_enter(pc, fd, p, consumed);
         __syncthreads();
-        if (stp && tid == 0) stp[p * sstride] = clock64();
-        gv_args a;
-        memset(&a, 0, sizeof a);
-        a.nseg = 1, a.cols = f.m.cols, a.x = f.x, a.pro = PRO_RMSNORM, a.norm_w = ones, a.eps = 1e-6f;
-        a.epi = GV_STORE, a.pro_regs = 1;
-        gv_seg &s = a.seg[0];
-        s.m = f.m, s.y = f.y, s.ks = GV_WARPS, s.tiles = 1;
+        if (tid == 0) phase_stamp(pc, p, 0);
+        gv_args a = tile_args(f, ones);
+        const gv_seg &s = a.seg[0];
         const int nchunk = (f.m.rows + f.nr - 1) / f.nr;
         if ((int)blockIdx.x < nchunk) { // blocks without a chunk of this phase skip its x
             gv_prologue(a, xs, xsum, red, true);
             gv2_split_x<HPG>(f.m.cols, xs, bsm, zero4, xsg);
             __syncthreads();
         }
-        if (stp && tid == 0) stp[p * sstride + 1] = clock64();
+        if (tid == 0) phase_stamp(pc, p, 1);
         float best = 0.0f;
         int best_row = 0, nbatch = 0, c0 = blockIdx.x;
         for (int c = blockIdx.x; c < nchunk; c += nb, consumed++) {
             const int slot = consumed % rc.nslot, n = min(f.nr, f.m.rows - c * f.nr), par = (consumed / rc.nslot) & 1;
             const char *src = ring + slot * rc.slot;
-            if (rc.defer && warp == 0) // thread 0 feeds while it waits: it alone requests fills
-                for (;;) {
-                    int r = 0;
-                    if (lane == 0) {
-                        r = mb_test(&full[slot], par);
-                        if (!r) fd.run(phases, nph, ctr, base, consumed, mode, rc, ring, full, empty);
-                    }
-                    if (__shfl_sync(0xffffffffu, r, 0)) break;
-                }
-            mb_wait(&full[slot], par);
+            slot_wait(pc, fd, slot, par, consumed, rc.defer); // (defer 0: thread 0 feeds after each chunk)
             gv_seg t = s; // this chunk as a matrix of n rows, tile 0
             t.m.rows = n;
             float acc0, acc1;
@@ -225,60 +271,8 @@ __global__ void __launch_bounds__(GV_THREADS, MINB) persist_gv2(const Phase *pha
             }
         }
         __syncthreads(); // this block's rows of phase p are written
-        if (tid == 0) {
-            if (stp) stp[p * sstride + 2] = clock64();
-            __threadfence();
-            atomicAdd(ctr, 1u);
-            if (stp) stp[p * sstride + 3] = clock64();
-        }
+        if (tid == 0) phase_leave(pc, p);
     }
-}
-
-// gv_prologue_regs's RMS norm (PRO_RMSNORM, cols <= 4096) by the first GV_THREADS threads of a
-// bigger block, the rest joining its barriers: the same operations in the same order, so the same
-// bits (block_sum's cross-warp sum adds the same 8 partials and zeros).
-__device__ __forceinline__ void wide_prologue(const float *x, const float *w, int cols, float eps, float *xs, float *xsum,
-                                              float *red) {
-    const int tid = threadIdx.x, lane = tid & 31, wp = tid >> 5;
-    const bool act = tid < GV_THREADS;
-    float v[PRO_NJ][8], g[PRO_NJ][8];
-#pragma unroll
-    for (int j = 0; j < PRO_NJ; j++) {
-        const int c0 = 8 * (tid + GV_THREADS * j);
-#pragma unroll
-        for (int k = 0; k < 8; k++) v[j][k] = g[j][k] = 0.0f;
-        if (!act || c0 >= cols) continue;
-        ld8(v[j], x + c0);
-        ld8(g[j], w + c0);
-    }
-    float ss = 0.0f;
-#pragma unroll
-    for (int j = 0; j < PRO_NJ; j++)
-#pragma unroll
-        for (int k = 0; k < 8; k++) ss += v[j][k] * v[j][k];
-    ss = warp_sum(ss);
-    __syncthreads();
-    if (lane == 0 && wp < GV_WARPS) red[wp] = ss;
-    __syncthreads();
-    const float r = rsqrtf(warp_sum(lane < GV_WARPS ? red[lane] : 0.0f) / cols + eps);
-#pragma unroll
-    for (int j = 0; j < PRO_NJ; j++)
-#pragma unroll
-        for (int k = 0; k < 8; k++) v[j][k] = rb(v[j][k] * r * g[j][k]);
-#pragma unroll
-    for (int j = 0; j < PRO_NJ; j++) {
-        const int c0 = 8 * (tid + GV_THREADS * j);
-        float s8 = 0.0f;
-#pragma unroll
-        for (int k = 0; k < 8; k++) s8 += v[j][k];
-        const float s16 = s8 + __shfl_xor_sync(0xffffffffu, s8, 1);
-        if (!act || c0 >= cols) continue;
-        float *d = xs + xs_index(c0);
-        *(float4 *)d = make_float4(v[j][0], v[j][1], v[j][2], v[j][3]);
-        *(float4 *)(d + 4) = make_float4(v[j][4], v[j][5], v[j][6], v[j][7]);
-        if ((tid & 1) == 0) xsum[c0 / 16] = s16;
-    }
-    __syncthreads();
 }
 
 // The wide kernel: one block of NG x 8 warps per SM sharing one copy of x. The block's chunks of a
@@ -298,43 +292,27 @@ __global__ void __launch_bounds__(GV_THREADS * NG, 1) persist_wide(const Phase *
     __shared__ float red[32], part[PB][GV_WARPS][16];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nb = gridDim.x, gi = warp / GV_WARPS,
               wig = warp % GV_WARPS;
+    const PhaseCtx pc = {phases, nph, ctr, base, mode, rc, ring, full, empty,
+                         stamps ? stamps + (long)blockIdx.x * 4 : nullptr, (long)gridDim.x * 4};
     Feeder fd;
-    if (tid == 0) {
-        for (int i = 0; i < rc.nslot; i++) mb_init(&full[i], 1), mb_init(&empty[i], GV_WARPS);
-        mb_init_fence();
-        fd.run(phases, nph, ctr, base, 0, mode, rc, ring, full, empty);
-    }
+    if (tid == 0) ring_init(pc, fd);
     __syncthreads();
     int consumed = 0;
-    long long *stp = stamps ? stamps + (long)blockIdx.x * 4 : nullptr;
-    const long sstride = (long)gridDim.x * 4;
     for (int p = 0; p < nph; p++) {
         const Phase f = phases[p];
-        if (tid == 0) {
-            if (p) {
-                const unsigned target = base + (unsigned)p * nb;
-                while ((rc.relaxed ? ld_relaxed(ctr) : ld_acquire(ctr)) < target)
-                    fd.run(phases, nph, ctr, base, consumed, mode, rc, ring, full, empty);
-                if (rc.relaxed) (void)ld_acquire(ctr);
-            }
-            fd.run(phases, nph, ctr, base, consumed, mode, rc, ring, full, empty);
-        }
+        if (tid == 0) phase_enter(pc, fd, p, consumed);
         __syncthreads();
-        if (stp && tid == 0) stp[p * sstride] = clock64();
-        gv_args a;
-        memset(&a, 0, sizeof a);
-        a.nseg = 1, a.cols = f.m.cols, a.x = f.x, a.pro = PRO_RMSNORM, a.norm_w = ones, a.eps = 1e-6f;
-        a.epi = GV_STORE, a.pro_regs = 1;
-        gv_seg &s = a.seg[0];
-        s.m = f.m, s.y = f.y, s.ks = GV_WARPS, s.tiles = 1;
+        if (tid == 0) phase_stamp(pc, p, 0);
+        gv_args a = tile_args(f, ones);
+        const gv_seg &s = a.seg[0];
         const int nchunk = (f.m.rows + f.nr - 1) / f.nr, bid = blockIdx.x;
         const int nj = nchunk > bid ? (nchunk - 1 - bid) / nb + 1 : 0;
         if (nj && !(rc.nox && p >= 5)) {
-            wide_prologue(f.x, ones, f.m.cols, 1e-6f, xs, xsum, red);
+            gv_prologue_regs<true>(a, xs, xsum, red); // the first 8 warps; the rest join its barriers
             if (tid < GV_THREADS) gv2_split_x<HPG>(f.m.cols, xs, bsm, zero4, xsg);
             __syncthreads();
         }
-        if (stp && tid == 0) stp[p * sstride + 1] = clock64();
+        if (tid == 0) phase_stamp(pc, p, 1);
         float best = 0.0f;
         int best_row = 0;
         for (int j0 = 0; j0 < nj; j0 += PB) {
@@ -343,16 +321,7 @@ __global__ void __launch_bounds__(GV_THREADS * NG, 1) persist_wide(const Phase *
                 const int q = consumed + j, slot = q % rc.nslot, par = (q / rc.nslot) & 1, c = bid + j * nb;
                 const int n = min(f.nr, f.m.rows - c * f.nr);
                 const char *src = ring + slot * rc.slot;
-                if (warp == 0)
-                    for (;;) {
-                        int r = 0;
-                        if (lane == 0) {
-                            r = mb_test(&full[slot], par);
-                            if (!r) fd.run(phases, nph, ctr, base, q, mode, rc, ring, full, empty);
-                        }
-                        if (__shfl_sync(0xffffffffu, r, 0)) break;
-                    }
-                mb_wait(&full[slot], par);
+                slot_wait(pc, fd, slot, par, q, true);
                 gv_seg t = s;
                 t.m.rows = n;
                 float acc0, acc1;
@@ -377,12 +346,7 @@ __global__ void __launch_bounds__(GV_THREADS * NG, 1) persist_wide(const Phase *
         }
         consumed += nj;
         __syncthreads();
-        if (tid == 0) {
-            if (stp) stp[p * sstride + 2] = clock64();
-            __threadfence();
-            atomicAdd(ctr, 1u);
-            if (stp) stp[p * sstride + 3] = clock64();
-        }
+        if (tid == 0) phase_leave(pc, p);
     }
 }
 
@@ -433,14 +397,6 @@ template <class P, class L> static void time_launches(int reps, cudaStream_t st,
     CK(cudaEventDestroy(e0)); CK(cudaEventDestroy(e1));
 }
 
-// The engine's launch of phase f into y (the reference and the separate-kernels chain).
-static gv_args phase_args(const Phase &f, float *y, const float *ones) {
-    gv_args a;
-    memset(&a, 0, sizeof a);
-    a.nseg = 1, a.cols = f.m.cols, a.x = f.x, a.pro = PRO_RMSNORM, a.norm_w = ones, a.eps = 1e-6f;
-    a.epi = GV_STORE, a.seg[0].m = f.m, a.seg[0].y = y;
-    return a;
-}
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);

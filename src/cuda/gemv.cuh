@@ -30,15 +30,20 @@ __device__ __forceinline__ void ld8(float *v, const float *p) {
     const float4 u = *(const float4 *)p, w = *(const float4 *)(p + 4);
     v[0] = u.x, v[1] = u.y, v[2] = u.z, v[3] = u.w, v[4] = w.x, v[5] = w.y, v[6] = w.z, v[7] = w.w;
 }
+// WIDE: the block is bigger than GV_THREADS (dev/persist's wide kernel); the first GV_THREADS threads
+// do the work and the rest only join the barriers, contributing zeros to block_sum, which leaves its
+// result bitwise the same.
+template <bool WIDE = false>
 __device__ __forceinline__ void gv_prologue_regs(const gv_args &a, float *xs, float *xsum, float *red) {
     const int cols = a.cols, tid = threadIdx.x;
+    const bool act = !WIDE || tid < GV_THREADS;
     float v[PRO_NJ][8], g[PRO_NJ][8], zz[PRO_NJ][8];
 #pragma unroll
     for (int j = 0; j < PRO_NJ; j++) {
         const int c0 = 8 * (tid + GV_THREADS * j);
 #pragma unroll
         for (int k = 0; k < 8; k++) v[j][k] = g[j][k] = zz[j][k] = 0.0f;
-        if (c0 >= cols) continue;
+        if (!act || c0 >= cols) continue;
         ld8(v[j], a.x + c0);
         if (a.pro == PRO_RMSNORM) ld8(g[j], a.norm_w + c0);
         if (a.pro == PRO_GATED) ld8(g[j], a.norm_w + c0 % a.ghd), ld8(zz[j], a.gz + c0);
@@ -75,7 +80,7 @@ __device__ __forceinline__ void gv_prologue_regs(const gv_args &a, float *xs, fl
 #pragma unroll
         for (int k = 0; k < 8; k++) s8 += v[j][k];
         const float s16 = s8 + __shfl_xor_sync(0xffffffffu, s8, 1); // columns c0 & ~15 .. +15
-        if (c0 >= cols) continue;
+        if (!act || c0 >= cols) continue;
         float *d = xs + xs_index(c0); // 8 columns never straddle a padded run of 32
         *(float4 *)d = make_float4(v[j][0], v[j][1], v[j][2], v[j][3]);
         *(float4 *)(d + 4) = make_float4(v[j][4], v[j][5], v[j][6], v[j][7]);
