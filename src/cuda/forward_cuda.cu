@@ -284,7 +284,7 @@ static int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_GDN_LAT] = env_int("LILY_CUDA_GDN_LAT", 1) != 0;
     cx->opt[LILY_CUDA_OPT_GV2_BULK] = env_int("LILY_CUDA_GV2_BULK", 0) != 0;
     cx->opt[LILY_CUDA_OPT_ATTN_COMB] = env_int("LILY_CUDA_ATTN_COMB", 1) != 0;
-    cx->opt[LILY_CUDA_OPT_QG_BF16W] = env_int("LILY_CUDA_QG_BF16W", 0) != 0;
+    cx->opt[LILY_CUDA_OPT_QG_BF16W] = env_int("LILY_CUDA_QG_BF16W", 1) != 0;
     *out = cx;
 #define FAIL(x) do { rc = (x); if (rc) { free_ctx(cx); *out = NULL; return rc; } } while (0)
     FAIL(cudaStreamCreateWithFlags(&cx->st, cudaStreamNonBlocking) == cudaSuccess ? 0

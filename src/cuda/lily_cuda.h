@@ -75,8 +75,9 @@ enum lily_cuda_opt {
                                     // (same results bitwise; LILY_CUDA_ATTN_COMB; flag attn_comb;
                                     // default 1)
     LILY_CUDA_OPT_QG_BF16W = 24,    // prefill: 1 = the wgmma GEMM uses the weights rounded once to bf16,
-                                    // rb(s q + b), as the HF reference holds them, with no per-group fold
-                                    // (LILY_CUDA_QG_BF16W; flag qg_bf16w; default 0; 0 = exact weights)
+                                    // rb(s q + b), as HF's bf16 model holds them, with no per-group fold
+                                    // (default; LILY_CUDA_QG_BF16W; flag qg_bf16w); 0 = exact weights
+                                    // (s q + b, folded per group of 64)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

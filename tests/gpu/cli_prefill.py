@@ -3,8 +3,10 @@
 go through the chunked prefill kernels) on every HF fixture, in several step modes and chunk sizes,
 against the fixture's HF fp32 logits with the bf16 criterion of `lily-gpu-test fixtures`: mean
 per-position rel. L2 no more than twice HF's own bf16 run's (tests/gpu/hf_bf16/NAME.f32), top-1
-agreement on >= 85 % of positions. Also prints the distance to the token-by-token path
-(LILY_CUDA_PREFILL=0). Run on a GPU machine: LILY_BIN=build/lily python3 tests/gpu/cli_prefill.py
+agreement on >= 85 % of positions. For a 4-bit fixture with a bf16-weight reference
+(tests/gpu/hf_bf16w/NAME.f32: HF fp32 on the 4-bit matrices rounded once to bf16) the reference is
+that one, since the prefill GEMM uses those weights by default (LILY_CUDA_QG_BF16W=0: the exact
+weights and ref_logits.f32). Also prints the distance to the token-by-token path (LILY_CUDA_PREFILL=0). Run on a GPU machine: LILY_BIN=build/lily python3 tests/gpu/cli_prefill.py
 """
 import os
 import subprocess
@@ -16,6 +18,8 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIX = os.path.join(ROOT, "tests", "fixtures", "models")
 H16 = os.environ.get("LILY_GPU_HF_BF16", os.path.join(ROOT, "tests", "gpu", "hf_bf16"))
+H16W = os.environ.get("LILY_GPU_HF_BF16W", os.path.join(ROOT, "tests", "gpu", "hf_bf16w"))
+BF16W = os.environ.get("LILY_CUDA_QG_BF16W", "1") != "0"
 LILY = os.environ.get("LILY_BIN", os.path.join(ROOT, "build", "lily"))
 P = {"LILY_CUDA_PREFILL": "1"}
 MODES = {"all": ([], P), "step1": (["--step", "1"], P), "step3": (["--step", "3"], P),
@@ -50,6 +54,10 @@ def main():
         ref = np.fromfile(os.path.join(d, "ref_logits.f32"), dtype="<f4").reshape(len(ids), -1)
         h16 = np.fromfile(os.path.join(H16, name + ".f32"), dtype="<f4").reshape(ref.shape)
         floor = rel_mean(h16, ref)
+        refw = os.path.join(H16W, name + ".f32")
+        if BF16W and os.path.isfile(refw):
+            ref = np.fromfile(refw, dtype="<f4").reshape(ref.shape)
+            name += " (bf16-weight reference)"
         tw = None
         res = {}
         for mode, (extra, env) in MODES.items():

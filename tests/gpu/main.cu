@@ -273,12 +273,13 @@ static int run_e2e(uint64_t seed) {
     }
     // The wgmma GEMM kernel (flag wgmma) against the mma.sync one: this prompt is too short for
     // the tile heights it takes, so force tiles of 64 rows for every GEMM. Both must meet the
-    // chunked-prefill tolerance; they compute the same exact-weight products, in a different
-    // summation order, so they differ by float rounding only.
+    // chunked-prefill tolerance; they compute the same exact-weight products (flag qg_bf16w off for
+    // this case), in a different summation order, so they differ by float rounding only.
     {
         lily_cuda_set_opt(ctx, LILY_CUDA_OPT_PREFILL, 1);
-        const int saved = lily_qg_tile_force;
+        const int saved = lily_qg_tile_force, bw_saved = lily_cuda_get_opt(ctx, LILY_CUDA_OPT_QG_BF16W);
         lily_qg_tile_force = 64;
+        lily_cuda_set_opt(ctx, LILY_CUDA_OPT_QG_BF16W, 0);
         std::vector<float> w1 = run_logits(be, ctx, tf, V, 0);
         int frc = be->set_flag(ctx, "wgmma", 0);
         std::vector<float> w0 = run_logits(be, ctx, tf, V, 0);
@@ -287,6 +288,7 @@ static int run_e2e(uint64_t seed) {
         std::vector<float> w17 = run_logits(be, ctx, tf, V, 0);
         lily_cuda_set_opt(ctx, LILY_CUDA_OPT_CHUNK, 1024);
         lily_qg_tile_force = saved;
+        lily_cuda_set_opt(ctx, LILY_CUDA_OPT_QG_BF16W, bw_saved);
         cmp_stats a1 = compare(w1.data(), ref.data(), N, V, BF16_GAP), a0 = compare(w0.data(), ref.data(), N, V, BF16_GAP);
         cmp_stats a7 = compare(w17.data(), ref.data(), N, V, BF16_GAP);
         const double e10 = rel_l2(w1.data(), w0.data(), w0.size());
@@ -299,14 +301,16 @@ static int run_e2e(uint64_t seed) {
                "rel_l2 %.2e", a1.rel_mean, a1.rel_worst, a7.rel_mean, a7.rel_worst, a1.dec_agree, a1.dec_n,
                a0.rel_mean, a0.rel_worst, e10);
     }
-    // The wgmma GEMM on bf16-rounded weights (flag qg_bf16w): one more rounding than the exact path
-    // (each weight, once, as the HF reference holds it), so not bitwise: the chunked-prefill
-    // tolerance against the CPU backend, with every GEMM on 64-row tiles (the wgmma kernel takes
-    // them all), one call and chunks of 7; and it must differ from the exact path (the switch acts).
+    // The wgmma GEMM on bf16-rounded weights (flag qg_bf16w, the default): one more rounding than
+    // the exact path (each weight, once, as HF's bf16 model holds it), so not bitwise: the
+    // chunked-prefill tolerance against the CPU backend, with every GEMM on 64-row tiles (the wgmma
+    // kernel takes them all), one call and chunks of 7; and it must differ from the exact path (the
+    // switch acts).
     {
         lily_cuda_set_opt(ctx, LILY_CUDA_OPT_PREFILL, 1);
-        const int saved = lily_qg_tile_force;
+        const int saved = lily_qg_tile_force, bw_default = lily_cuda_get_opt(ctx, LILY_CUDA_OPT_QG_BF16W);
         lily_qg_tile_force = 64;
+        be->set_flag(ctx, "qg_bf16w", 0);
         std::vector<float> ex = run_logits(be, ctx, tf, V, 0);
         const int frc = be->set_flag(ctx, "qg_bf16w", 1), on = lily_cuda_get_opt(ctx, LILY_CUDA_OPT_QG_BF16W);
         std::vector<float> bw = run_logits(be, ctx, tf, V, 0);
@@ -314,10 +318,12 @@ static int run_e2e(uint64_t seed) {
         std::vector<float> bw7 = run_logits(be, ctx, tf, V, 0);
         lily_cuda_set_opt(ctx, LILY_CUDA_OPT_CHUNK, 1024);
         be->set_flag(ctx, "qg_bf16w", 0);
+        const int off = lily_cuda_get_opt(ctx, LILY_CUDA_OPT_QG_BF16W);
+        lily_cuda_set_opt(ctx, LILY_CUDA_OPT_QG_BF16W, bw_default);
         lily_qg_tile_force = saved;
         cmp_stats b1 = compare(bw.data(), ref.data(), N, V, BF16_GAP), b7 = compare(bw7.data(), ref.data(), N, V, BF16_GAP);
         const double eb = rel_l2(bw.data(), ex.data(), ex.size());
-        report(!frc && on == 1 && lily_cuda_get_opt(ctx, LILY_CUDA_OPT_QG_BF16W) == 0 && b1.rel_mean < BF16_REL_MEAN &&
+        report(!frc && on == 1 && off == 0 && b1.rel_mean < BF16_REL_MEAN &&
                    b1.rel_worst < BF16_REL_WORST && b1.dec_agree == b1.dec_n && b7.rel_mean < BF16_REL_MEAN &&
                    b7.rel_worst < BF16_REL_WORST && b7.dec_agree == b7.dec_n && eb > 0.0 && eb < BF16_REL_MEAN,
                "e2e prefill, wgmma GEMM on bf16-rounded weights (flag qg_bf16w), 64-row tiles: vs CPU backend "
@@ -470,6 +476,12 @@ static int run_fixtures(int argc, char **argv) {
             h16 = compare((const float *)h16_s.data(), ref, n, V, BF16_GAP);
             print_stats("HF bf16 vs HF fp32 (floor)", h16);
         }
+        // HF fp32 on the 4-bit matrices rounded once to bf16 (tests/gpu/hf_bf16w/NAME.f32,
+        // dev/precision/ref_bf16w.py): the reference of the bf16-weight prefill GEMM (qg_bf16w).
+        std::string hw_s;
+        const char *rootw = getenv("LILY_GPU_HF_BF16W");
+        const bool havew = read_file(std::string(rootw ? rootw : "tests/gpu/hf_bf16w") + "/" + name + ".f32", hw_s) &&
+                           hw_s.size() == ref_s.size();
         void *ctx;
         if ((rc = be->init(&m, &ctx))) die("init", rc);
         printf("%s: %d positions, vocab %d\n", dir.c_str(), n, V);
@@ -477,8 +489,14 @@ static int run_fixtures(int argc, char **argv) {
         // always run token by token); "tokenwise": one call with the prefill switch off.
         const int steps[5] = {0, 1, 3, 0, 0};
         const char *sname[5] = {"all", "step1", "step3", "chunk5", "tokenwise"};
-        for (int f32 = 1; f32 >= 0; f32--) {
+        // Weight modes of the bf16 rows: exact (the folding GEMM) against the HF fp32 reference, then,
+        // for a 4-bit checkpoint, bf16-rounded (the default) against the HF fp32 run on those weights.
+        for (int pass = 0; pass < (havew ? 3 : 2); pass++) {
+            const int f32 = pass == 0, bw = pass == 2;
             lily_cuda_set_opt(ctx, LILY_CUDA_OPT_F32ACT, f32);
+            lily_cuda_set_opt(ctx, LILY_CUDA_OPT_QG_BF16W, bw);
+            if (bw) ref = (const float *)hw_s.data();
+            const char *mode = f32 ? "fp32-act" : bw ? "bf16-act bf16-weights" : "bf16-act";
             for (int k = 0; k < 5; k++) {
                 lily_cuda_set_opt(ctx, LILY_CUDA_OPT_CHUNK, k == 3 ? 5 : 1024);
                 lily_cuda_set_opt(ctx, LILY_CUDA_OPT_PREFILL, k != 4);
@@ -497,8 +515,12 @@ static int run_fixtures(int argc, char **argv) {
                     cmp_stats x = compare(got.data(), (const float *)h16_s.data(), n, V, BF16_GAP);
                     print_stats("GPU bf16 vs HF bf16", x);
                 }
+                if (bw) {
+                    cmp_stats x = compare(got.data(), (const float *)ref_s.data(), n, V, BF16_GAP);
+                    print_stats("GPU bf16w vs HF fp32 exact weights", x);
+                }
                 report(ok, "fixture %s %s %s: rel_l2 mean %.2e worst %.2e, max|diff| %.3g (fp32 tol %.3g), top-1 %d/%d (decisive %d/%d)",
-                       dir.c_str(), f32 ? "fp32-act" : "bf16-act", sname[k], c.rel_mean, c.rel_worst, c.maxdiff, tol,
+                       dir.c_str(), mode, sname[k], c.rel_mean, c.rel_worst, c.maxdiff, tol,
                        c.agree, n, c.dec_agree, c.dec_n);
             }
         }

@@ -785,10 +785,11 @@ static void bench_prefill(rng &r, bool quick) {
 void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
     rng r(seed);
     g_small = small;
-    // LILY_CUDA_QG_BF16W=1: every test after test_qgemm (the MoE prefill cases: grouped, gather and
-    // scatter rows) runs the wgmma kernel on bf16-rounded weights; their tolerances hold for it.
+    // As the engine: every test after test_qgemm (the MoE prefill cases: grouped, gather and scatter
+    // rows) runs the wgmma kernel on bf16-rounded weights unless LILY_CUDA_QG_BF16W=0 (exact weights);
+    // their tolerances hold for both. test_qgemm runs each case in both modes.
     const char *bw = getenv("LILY_CUDA_QG_BF16W");
-    const int bw_default = bw ? atoi(bw) != 0 : 0;
+    const int bw_default = bw ? atoi(bw) != 0 : 1;
     printf("prefill kernel tests, seed %llu%s\n", (unsigned long long)seed, bw_default ? ", bf16-weight wgmma GEMM" : "");
     test_qgemm(r);
     lily_qg_bf16w = bw_default;
