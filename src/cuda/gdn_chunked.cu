@@ -3,14 +3,16 @@
 // arguments, outputs, ring and state, T decode steps' worth. The scan walks the tokens one by one on
 // the CUDA cores; here the work of 64 tokens is a handful of matrix products on the tensor cores.
 //
-// Two kernels. Everything that does not depend on the state is done for all chunks at once; only
+// Three kernels. Everything that does not depend on the state is done for all chunks at once; only
 // three products a chunk remain in the serial chain over the chunks.
+//
+// gdn_conv_all: conv + SiLU of every channel of every token of the call (gdn_pf.cuh's arithmetic),
+// fp32 into the scratch (T x C after the records), so phase A reads finished inputs.
 //
 // Phase A, gdn_chunk_prep, grid (chunks, Hv), 8 warps: per chunk of nc <= 64 live tokens and v head
 // (rows past nc are zero: q = k = v = 0, beta = 0, g = 0, so they neither decay nor write the state,
 // and a partial last chunk needs no other care):
-//   conv + SiLU of the chunk's q, k (k head h // (Hv/Hk)) and v from the raw projections and the ring
-//   (gdn_pf.cuh: the scan's and the decode step's arithmetic), beta, log-decay g, Gamma = cumulative
+//   the chunk's q, k (k head h // (Hv/Hk)) and v after the conv, beta, log-decay g, Gamma = cumulative
 //   g (warp scan), L2 norms of q and k (eps inside the sqrt, q scaled by Dk^-1/2: the scan's code);
 //   MMA: A = beta_i (k_i.k_j) e^(Gamma_i - Gamma_j) (j < i), M = (q_i.k_j) e^(Gamma_i - Gamma_j) (j <= i);
 //   X = (I + A)^-1 by forward substitution (4 lanes a column, no block barrier);
@@ -29,8 +31,9 @@
 // gdn_pf_ring, as the scan does.
 //
 // Scratch: gdn_pf_chunked_scratch(d, T) bytes = chunks x Hv records (4 x 64 x 128 + 64 x 64 floats
-// + 8 at Dk = Dv = 128, ~147 KB): 75 MB for the default prefill chunk of 1024 tokens, 302 MB at 4096.
-// Phase A writes every float phase B reads (padding included), so the scratch needs no clearing.
+// + 8 at Dk = Dv = 128, ~147 KB) + the conv outputs (T x C floats, 32 KB a token at C = 8192):
+// 436 MB at the default prefill chunk of 4096 tokens. gdn_conv_all writes every conv output and
+// phase A every float phase B reads (padding included), so the scratch needs no clearing.
 //
 // Precision. Every product runs as 3xTF32 (x = big + small, both TF32, and big.big + big.small +
 // small.big accumulated in fp32): about fp32 accuracy (~1e-6 relative per product), so the chunked
@@ -68,17 +71,25 @@
 #define GC_SPLIT 1     // 1 = 3xTF32 products (about fp32), 0 = 1xTF32
 #endif
 
+#if !GC_SPLIT
 static __device__ __forceinline__ uint32_t gc_tf32(float x) {
     uint32_t r;
     asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
     return r;
 }
+#endif
 static __device__ __forceinline__ void gc_mma(float *c, const uint32_t *a, const uint32_t *b) {
     asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, "
                  "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
+
+// The 3xTF32 split of x: big = x with its low 13 mantissa bits cleared (a valid TF32 value), small =
+// the rest (x - big, exact in fp32), cleared the same way. Truncation instead of cvt.rna: one LOP3
+// each instead of a ~4-instruction conversion sequence (the scan's issue slots were a quarter
+// conversions); |x - big - small| < 2^-20 |x|, against 2^-22 with rounding, still about fp32.
+static __device__ __forceinline__ uint32_t gc_hi(float x) { return __float_as_uint(x) & 0xffffe000u; }
 
 // mma fragments of one k-step of 8, as TF32 big parts (b) and, with GC_SPLIT, the TF32 remainders (s).
 struct gc_fa {
@@ -95,9 +106,11 @@ static __device__ __forceinline__ void gc_lda(gc_fa &f, const float *a, int ars,
                         a[g * ars + (k0 + t + 4) * aks], a[(g + 8) * ars + (k0 + t + 4) * aks]};
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-        f.b[i] = gc_tf32(x[i]);
 #if GC_SPLIT
-        f.s[i] = gc_tf32(x[i] - __uint_as_float(f.b[i]));
+        f.b[i] = gc_hi(x[i]);
+        f.s[i] = gc_hi(x[i] - __uint_as_float(f.b[i]));
+#else
+        f.b[i] = gc_tf32(x[i]);
 #endif
     }
 }
@@ -107,9 +120,11 @@ static __device__ __forceinline__ void gc_ldb(gc_fb &f, const float *b, int bks,
     const float x[2] = {b[(k0 + t) * bks + g * bns], b[(k0 + t + 4) * bks + g * bns]};
 #pragma unroll
     for (int i = 0; i < 2; i++) {
-        f.b[i] = gc_tf32(x[i]);
 #if GC_SPLIT
-        f.s[i] = gc_tf32(x[i] - __uint_as_float(f.b[i]));
+        f.b[i] = gc_hi(x[i]);
+        f.s[i] = gc_hi(x[i] - __uint_as_float(f.b[i]));
+#else
+        f.b[i] = gc_tf32(x[i]);
 #endif
     }
 }
@@ -199,9 +214,51 @@ static __host__ __device__ __forceinline__ gc_layout gc_lay(gdn_dims d) {
     return L;
 }
 
+// Scratch: the records, then the conv outputs (T x C floats).
+static size_t gc_rec_floats(gdn_dims d, int T) { return (size_t)((T + GC_C - 1) / GC_C) * d.hv * gc_lay(d).rec; }
+
 size_t gdn_pf_chunked_scratch(gdn_dims d, int T) {
     if (T <= 0 || d.dk > 128) return 0;
-    return (size_t)((T + GC_C - 1) / GC_C) * d.hv * gc_lay(d).rec * sizeof(float);
+    return (gc_rec_floats(d, T) + (size_t)T * (2 * d.hk * d.dk + d.hv * d.dv)) * sizeof(float);
+}
+
+// Conv + SiLU of every channel of the call, once (phase A read it per element through gdn_pf_conv,
+// 4 dependent global loads each, and every k head's q and k once per v head sharing it: half of
+// phase A's stall samples). A thread owns one channel over GCV_ROWS tokens and slides the window
+// of the K - 1 previous raw inputs in registers; same products in the same order as gdn_pf_conv,
+// so the same floats. Conv widths above GCV_KMAX take gdn_pf_conv itself.
+#define GCV_ROWS 32
+#define GCV_KMAX 8
+__global__ void __launch_bounds__(256)
+    gdn_conv_all(int C, int K, int T, int pos, const uint16_t *qkv, const float *ring, const float *conv_w,
+                 float *cv) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x, t0 = blockIdx.y * GCV_ROWS, t1 = min(T, t0 + GCV_ROWS);
+    if (c >= C) return;
+    if (K > GCV_KMAX) {
+        for (int t = t0; t < t1; t++) cv[(long)t * C + c] = gdn_pf_conv(qkv, ring, conv_w, C, K, pos, t, c);
+        return;
+    }
+    float w[GCV_KMAX], win[GCV_KMAX]; // win[dd]: the raw input dd tokens back
+#pragma unroll
+    for (int dd = 1; dd < GCV_KMAX; dd++) {
+        const int tp = t0 - dd;
+        win[dd] = dd >= K ? 0.0f
+                  : tp >= 0 ? __uint_as_float((uint32_t)qkv[(long)tp * C + c] << 16)
+                            : ring[(long)(((pos + tp) % K + K) % K) * C + c];
+        w[dd] = dd < K ? conv_w[(long)c * K + K - 1 - dd] : 0.0f;
+    }
+    w[0] = conv_w[(long)c * K + K - 1];
+    for (int t = t0; t < t1; t++) {
+        const float x = __uint_as_float((uint32_t)qkv[(long)t * C + c] << 16);
+        float y = w[0] * x;
+#pragma unroll
+        for (int dd = 1; dd < GCV_KMAX; dd++)
+            if (dd < K) y += w[dd] * win[dd];
+        cv[(long)t * C + c] = rb(silu_f(rb(y)));
+#pragma unroll
+        for (int dd = GCV_KMAX - 1; dd > 1; dd--) win[dd] = win[dd - 1];
+        win[1] = x;
+    }
 }
 
 // Shared floats of phase A: Q (64 x ldk; later B, 64 x (GC_VT + 8), the right operand of X.B), K
@@ -219,12 +276,12 @@ static size_t gc_scan_smem_floats(int dk, int ncols) {
 
 // Phase A: one block per (chunk, v head), independent of the state; writes the chunk's record.
 __global__ void __launch_bounds__(GC_THREADS, 2)
-    gdn_chunk_prep(gdn_dims d, int T, int pos, const uint16_t *qkv, const uint16_t *bb, const uint16_t *aa,
-                   const float *conv_w, const float *dt_bias, const float *A, const float *ring, float *scr) {
+    gdn_chunk_prep(gdn_dims d, int T, const float *cv, const uint16_t *bb, const uint16_t *aa,
+                   const float *dt_bias, const float *A, float *scr) {
     extern __shared__ __align__(16) float sm[];
     const int ch = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
     const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;
-    const int Dk = d.dk, Dv = d.dv, C = 2 * d.hk * Dk + d.hv * Dv, K = d.kconv, kh = h / (d.hv / d.hk);
+    const int Dk = d.dk, Dv = d.dv, C = 2 * d.hk * Dk + d.hv * Dv, kh = h / (d.hv / d.hk);
     const int c0 = ch * GC_C, nc = min(GC_C, T - c0);
     const gc_layout L = gc_lay(d);
     const int dkp = L.dkp, dvp = L.dvp, ldk = dkp + 4, ldb = GC_VT + 8;
@@ -234,14 +291,14 @@ __global__ void __launch_bounds__(GC_THREADS, 2)
     float *rec = scr + ((long)ch * d.hv + h) * L.rec;
     float *gW = rec, *gQ = rec + L.q, *gK = rec + L.k, *gM = rec + L.m, *gU = rec + L.u;
 
-    // Conv + SiLU of q and k (the k head of this v head); zeros past the live rows and Dk.
+    // q and k after conv + SiLU (gdn_conv_all; the k head of this v head); zeros past the live rows
+    // and Dk.
     for (int w = tid; w < GC_C * 2 * dkp; w += GC_THREADS) {
         const int tt = w / (2 * dkp), ci = w % (2 * dkp);
         const bool isk = ci >= dkp;
         const int i = isk ? ci - dkp : ci;
         float y = 0.0f;
-        if (tt < nc && i < Dk)
-            y = gdn_pf_conv(qkv, ring, conv_w, C, K, pos, c0 + tt, (isk ? d.hk * Dk : 0) + kh * Dk + i);
+        if (tt < nc && i < Dk) y = cv[(long)(c0 + tt) * C + (isk ? d.hk * Dk : 0) + kh * Dk + i];
         (isk ? Ks : Qs)[tt * ldk + i] = y;
     }
     if (tid < GC_C) {
@@ -330,15 +387,14 @@ __global__ void __launch_bounds__(GC_THREADS, 2)
         for (int e = 0; e < 4; e++)
             gW[(rb * 16 + g + (e >> 1) * 8) * dkp + cb * 8 + 2 * t4 + (e & 1)] = acc[e];
     }
-    // U = X (beta V), GC_VT columns a pass: conv + SiLU of v into B, then the product.
+    // U = X (beta V), GC_VT columns a pass: beta v into B, then the product.
     for (int v0 = 0; v0 < dvp; v0 += GC_VT) {
         const int nv = min(GC_VT, dvp - v0);
         __syncthreads();
         for (int w = tid; w < GC_C * nv; w += GC_THREADS) {
             const int tt = w / nv, jj = w % nv;
             float y = 0.0f;
-            if (tt < nc && v0 + jj < Dv)
-                y = bet[tt] * gdn_pf_conv(qkv, ring, conv_w, C, K, pos, c0 + tt, 2 * d.hk * Dk + h * Dv + v0 + jj);
+            if (tt < nc && v0 + jj < Dv) y = bet[tt] * cv[(long)(c0 + tt) * C + 2 * d.hk * Dk + h * Dv + v0 + jj];
             Bs[tt * ldb + jj] = y;
         }
         __syncthreads();
@@ -485,14 +541,17 @@ void gdn_pf_chunked(gdn_dims d, int T, int pos, const uint16_t *qkv, const uint1
     ncols = (ncols + 15) & ~15;
     if (ncols > GC_MAXCOLS) ncols = GC_MAXCOLS;
     nsplit = (d.dv + ncols - 1) / ncols;
-    const int nch = (T + GC_C - 1) / GC_C;
+    const int nch = (T + GC_C - 1) / GC_C, C = 2 * d.hk * d.dk + d.hv * d.dv;
+    float *cv = scratch + gc_rec_floats(d, T);
+    gdn_conv_all<<<dim3((C + 255) / 256, (T + GCV_ROWS - 1) / GCV_ROWS), 256, 0, st>>>(C, d.kconv, T, pos, qkv,
+                                                                                    conv_ring, conv_w, cv);
+    PF_MARK("gdn conv + silu (all channels)");
     const size_t smem_a = gc_prep_smem_floats(d.dk) * sizeof(float);
     const size_t smem_b = gc_scan_smem_floats(d.dk, ncols) * sizeof(float);
     cudaFuncSetAttribute(gdn_chunk_prep, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_a);
     cudaFuncSetAttribute(gdn_chunk_scan, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_b);
-    gdn_chunk_prep<<<dim3(nch, d.hv), GC_THREADS, smem_a, st>>>(d, T, pos, qkv, b, a, conv_w, dt_bias, A,
-                                                              conv_ring, scratch);
-    PF_MARK("gdn chunked phase A (conv, norms, WY, inverse)"); // the two phases apart in pfprof
+    gdn_chunk_prep<<<dim3(nch, d.hv), GC_THREADS, smem_a, st>>>(d, T, cv, b, a, dt_bias, A, scratch);
+    PF_MARK("gdn chunked phase A (norms, WY, inverse)"); // the two phases apart in pfprof
     gdn_chunk_scan<<<dim3(d.hv, nsplit), GC_THREADS, smem_b, st>>>(d, T, scratch, state, o, ncols);
     PF_MARK("gdn chunked phase B (chunk-serial scan)");
     gdn_pf_ring(d, T, pos, qkv, conv_ring, st);
