@@ -55,7 +55,7 @@
 // ncols is rounded up to a multiple of 16 (the state update's row tiles), at most 64; so nsplit is
 // a request: blocks per head = Dv / ncols rounded up. Takes Dk <= 128 and any Dv (columns past Dv in
 // the last block are zero padding); Dk > 128 goes to gdn_pf_scan.
-// ptxas (CUDA 13.0, sm_90a, 3xTF32): gdn_chunk_prep 80 registers, gdn_chunk_scan 131 registers, no
+// ptxas (CUDA 13.0, sm_90a, 3xTF32): gdn_chunk_prep 64 registers, gdn_chunk_scan 158 registers, no
 // spills, no stack; dynamic shared memory 104,448 B (A, any Dk <= 128) and 140,544 / 157,184 /
 // 190,464 B (B at Dk 128 and 16 / 32 / 64 columns).
 #include "prefill.cuh"
@@ -172,21 +172,34 @@ static __device__ __forceinline__ void gc_tile2a(float *c1, float *c2, const flo
 #pragma unroll
     for (int e = 0; e < 4; e++) c1[e] += s1[e], c2[e] += s2[e];
 }
-// Two tiles sharing A: c1 += A . B1, c2 += A . B2 (B1, B2 with the same strides).
-static __device__ __forceinline__ void gc_tile2b(float *c1, float *c2, const float *a, int ars, int aks,
-                                                 const float *b1, const float *b2, int bks, int bns, int kn) {
-    float s1[4] = {0.0f, 0.0f, 0.0f, 0.0f}, s2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+// A warp's MA x NB tiles at once: c[i NB + j] += A_i . B_j with A_i = a + i astep, B_j = b + j bstep
+// (strides as gc_tile); only the first nb B tiles are live. Each fragment is loaded and split once
+// for all the tiles it meets (phase B: 12 MMAs per 12 loaded elements instead of 6 per 10 or 8).
+// Same products in the same order per tile as gc_tile, so the same floats.
+template <int MA, int NB>
+static __device__ __forceinline__ void gc_tiles(float (*c)[4], const float *a, int astep, int ars, int aks,
+                                                const float *b, int bstep, int bks, int bns, int kn, int nb) {
+    float cs[MA * NB][4];
+#pragma unroll
+    for (int q = 0; q < MA * NB; q++) cs[q][0] = cs[q][1] = cs[q][2] = cs[q][3] = 0.0f;
     for (int k0 = 0; k0 < kn; k0 += 8) {
-        gc_fa fa;
-        gc_fb f1, f2;
-        gc_lda(fa, a, ars, aks, k0);
-        gc_ldb(f1, b1, bks, bns, k0);
-        gc_ldb(f2, b2, bks, bns, k0);
-        gc_mma3(c1, s1, fa, f1);
-        gc_mma3(c2, s2, fa, f2);
+        gc_fb fb[NB];
+        gc_fa fa[MA];
+#pragma unroll
+        for (int j = 0; j < NB; j++)
+            if (j < nb) gc_ldb(fb[j], b + j * bstep, bks, bns, k0);
+#pragma unroll
+        for (int i = 0; i < MA; i++) gc_lda(fa[i], a + i * astep, ars, aks, k0);
+#pragma unroll
+        for (int i = 0; i < MA; i++)
+#pragma unroll
+            for (int j = 0; j < NB; j++)
+                if (j < nb) gc_mma3(c[i * NB + j], cs[i * NB + j], fa[i], fb[j]);
     }
 #pragma unroll
-    for (int e = 0; e < 4; e++) c1[e] += s1[e], c2[e] += s2[e];
+    for (int q = 0; q < MA * NB; q++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) c[q][e] += cs[q][e];
 }
 
 // 16 bytes global -> shared, asynchronously (zero-filled when !valid; src must still be mapped).
@@ -459,27 +472,32 @@ __global__ void __launch_bounds__(GC_THREADS, 1)
     }
     load1(0);
     load2(0);
-    float oacc[GC_MAXCOLS / 16][4]; // this warp's output tiles u = warp + 8 r (4 nct <= 32 of them)
+    // Steps 1 and 2 go by units of 16 rows x 16 columns (a row block, two column tiles): unit u =
+    // warp + 8 r, 4 x nct / 2 <= 16 of them. This warp's output tiles stay in registers between them.
+    const int npair = nct / 2, nunit = 4 * npair;
+    float oacc[GC_MAXCOLS / 32][2][4];
     for (int ch = 0; ch < nch; ch++) {
         const int c0 = ch * GC_C, nc = min(GC_C, T - c0);
         const float ecc = scr[((long)ch * d.hv + h) * L.rec + L.e]; // e^Gamma_C, needed in step 2
         gc_cp_wait<1>(); // group 1 of this chunk landed (group 2 may still be in flight)
         __syncthreads();
-        // Step 1: Oacc = Qg S0 (kept in registers) and Delta = U - W S0 (64 x ncols each), one warp
-        // per (row block, column tile) doing both (they share the S0 fragments).
+        // Step 1: Oacc = Qg S0 (kept in registers) and Delta = U - W S0 (64 x ncols each); a unit
+        // does both products for its two column tiles (2 x 2 tiles sharing every fragment).
 #pragma unroll
-        for (int r = 0; r < GC_MAXCOLS / 16; r++) {
+        for (int r = 0; r < GC_MAXCOLS / 32; r++) {
             const int u = warp + GC_WARPS * r;
-            if (u < 4 * nct) {
-                const int rb = u / nct, cb = u % nct;
-                float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                oacc[r][0] = oacc[r][1] = oacc[r][2] = oacc[r][3] = 0.0f;
-                gc_tile2a(oacc[r], acc, Qb + rb * 16 * ldk, Wb + rb * 16 * ldk, ldk, 1, Ss + cb * 8 * ldk, 1, ldk, dkp);
+            if (u < nunit) {
+                const int rb = u / npair, cb = 2 * (u % npair);
+                float c4[4][4] = {};
+                gc_tiles<2, 2>(c4, Qb + rb * 16 * ldk, (int)(Wb - Qb), ldk, 1, Ss + cb * 8 * ldk, 8 * ldk, 1, ldk, dkp, 2);
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int i = rb * 16 + g + (e >> 1) * 8, j = cb * 8 + 2 * t4 + (e & 1);
-                    Db[i * ldn + j] = Ub[i * ldn + j] - acc[e];
-                }
+                for (int q = 0; q < 2; q++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int i = rb * 16 + g + (e >> 1) * 8, j = (cb + q) * 8 + 2 * t4 + (e & 1);
+                        oacc[r][q][e] = c4[q][e];
+                        Db[i * ldn + j] = Ub[i * ldn + j] - c4[2 + q][e];
+                    }
             }
         }
         gc_cp_wait<0>(); // group 2 (Kd, M) landed
@@ -487,40 +505,39 @@ __global__ void __launch_bounds__(GC_THREADS, 1)
         if (ch + 1 < nch) load1(ch + 1);
         // Step 2: O = Oacc + M Delta (bf16 out), S = e^Gamma_C S + Delta^T Kd.
 #pragma unroll
-        for (int r = 0; r < GC_MAXCOLS / 16; r++) {
+        for (int r = 0; r < GC_MAXCOLS / 32; r++) {
             const int u = warp + GC_WARPS * r;
-            if (u < 4 * nct) {
-                const int rb = u / nct, cb = u % nct;
-                gc_tile(oacc[r], Mb + rb * 16 * GC_LD64, GC_LD64, 1, Db + cb * 8, ldn, 1, 16 * (rb + 1));
+            if (u < nunit) {
+                const int rb = u / npair, cb = 2 * (u % npair);
+                gc_tiles<1, 2>(oacc[r], Mb + rb * 16 * GC_LD64, 0, GC_LD64, 1, Db + cb * 8, 8, ldn, 1, 16 * (rb + 1), 2);
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int i = rb * 16 + g + (e >> 1) * 8, j = cb * 8 + 2 * t4 + (e & 1);
-                    if (i < nc && j < nlive)
-                        o[(long)(c0 + i) * d.hv * d.dv + h * d.dv + j0 + j] = lily_f32_to_bf16(oacc[r][e]);
-                }
+                for (int q = 0; q < 2; q++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int i = rb * 16 + g + (e >> 1) * 8, j = (cb + q) * 8 + 2 * t4 + (e & 1);
+                        if (i < nc && j < nlive)
+                            o[(long)(c0 + i) * d.hv * d.dv + h * d.dv + j0 + j] = lily_f32_to_bf16(oacc[r][q][e]);
+                    }
             }
         }
-        // State tiles in pairs along Dk (sharing the Delta^T fragments); the last one alone when
-        // Dk / 8 is odd.
-        const int nkp = (nkt + 1) / 2;
-        for (int u = warp; u < (ncols / 16) * nkp; u += GC_WARPS) {
-            const int rb = u / nkp, cb = 2 * (u % nkp);
-            const bool two = cb + 1 < nkt;
-            float *s1 = Ss + rb * 16 * ldk + cb * 8, *s2 = s1 + 8;
-            float acc1[4], acc2[4];
+        // State tiles four at a time along Dk (sharing the Delta^T fragments); fewer in the last
+        // group when Dk / 8 is not a multiple of 4.
+        const int nkq = (nkt + 3) / 4;
+        for (int u = warp; u < (ncols / 16) * nkq; u += GC_WARPS) {
+            const int rb = u / nkq, cb = 4 * (u % nkq), nb = min(4, nkt - cb);
+            float *s1 = Ss + rb * 16 * ldk + cb * 8;
+            float acc[4][4];
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int at = (g + (e >> 1) * 8) * ldk + 2 * t4 + (e & 1);
-                acc1[e] = ecc * s1[at], acc2[e] = two ? ecc * s2[at] : 0.0f;
-            }
-            if (two) gc_tile2b(acc1, acc2, Db + rb * 16, 1, ldn, Kb + cb * 8, Kb + cb * 8 + 8, ldkb, 1, GC_C);
-            else gc_tile(acc1, Db + rb * 16, 1, ldn, Kb + cb * 8, ldkb, 1, GC_C);
+            for (int q = 0; q < 4; q++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int at = (g + (e >> 1) * 8) * ldk + 2 * t4 + (e & 1);
-                s1[at] = acc1[e];
-                if (two) s2[at] = acc2[e];
-            }
+                for (int e = 0; e < 4; e++)
+                    acc[q][e] = q < nb ? ecc * s1[(g + (e >> 1) * 8) * ldk + q * 8 + 2 * t4 + (e & 1)] : 0.0f;
+            gc_tiles<1, 4>(acc, Db + rb * 16, 0, 1, ldn, Kb + cb * 8, 8, ldkb, 1, GC_C, nb);
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    if (q < nb) s1[(g + (e >> 1) * 8) * ldk + q * 8 + 2 * t4 + (e & 1)] = acc[q][e];
         }
         __syncthreads();
         if (ch + 1 < nch) load2(ch + 1);
