@@ -78,6 +78,9 @@ enum lily_cuda_opt {
                                     // rb(s q + b), as HF's bf16 model holds them, with no per-group fold
                                     // (default; LILY_CUDA_QG_BF16W; flag qg_bf16w); 0 = exact weights
                                     // (s q + b, folded per group of 64)
+    LILY_CUDA_OPT_QG_RS = 25,       // prefill: 1 = the bf16-weight GEMM with the operands swapped
+                                    // (qgemm_rs.cu: weights dequantised into the MMA's registers;
+                                    // LILY_CUDA_QG_RS; flag qg_rs; default 0)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

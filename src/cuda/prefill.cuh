@@ -72,6 +72,12 @@ extern int lily_qg_wgmma, lily_qg_wg_desc_swap;
 extern int lily_qg_bf16w;
 bool qgemm_wg_takes(const qg_args &a, int bm);
 void qgemm_wg_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st);
+// qgemm_rs.cu: the bf16-weight calls with the operands swapped (weights dequantised into the MMA's
+// register operand, activations from shared memory); taken first when qgemm_rs_on(): lily_qg_rs
+// (LILY_CUDA_QG_RS, option LILY_CUDA_OPT_QG_RS) and lily_qg_bf16w both set.
+extern int lily_qg_rs;
+bool qgemm_rs_on(void);
+void qgemm_rs_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st);
 // qgemm_ws.cu: the same calls in warp-specialised form (a producer warp pair, one or two consumer
 // warpgroups, mbarriers); taken instead of qgemm_wg_launch when qgemm_ws_on() (lily_qg_ws; -1 =
 // read LILY_CUDA_QG_WS at the first call; default 0: not yet run on a GPU).

@@ -385,7 +385,8 @@ int qgemm_launch(const qg_args &a, int tile_m, int max_tiles, cudaStream_t st) {
     int grid_x = a.tile_off ? max_tiles : (a.M + bm - 1) / bm;
     if (grid_x <= 0 || a.N <= 0) return 0;
     if (qgemm_wg_takes(a, bm)) {
-        if (qgemm_ws_on()) qgemm_ws_launch(a, bm, grid_x, st);
+        if (qgemm_rs_on()) qgemm_rs_launch(a, bm, grid_x, st);
+        else if (qgemm_ws_on()) qgemm_ws_launch(a, bm, grid_x, st);
         else qgemm_wg_launch(a, bm, grid_x, st);
         return 0;
     }

@@ -132,11 +132,13 @@ static void test_qgemm(rng &r) {
     int idx = 0;
     const int wg_default = lily_qg_wgmma, ws_default = qgemm_ws_on();
     for (auto &k : cases)
-    for (int wg = 0; wg < 4; wg++) { // mma.sync, wgmma, wgmma warp-specialised (qgemm_ws.cu), wgmma on bf16 weights
+    for (int wg = 0; wg < 5; wg++) { // mma.sync, wgmma, wgmma warp-specialised (qgemm_ws.cu), wgmma on bf16
+                                      // weights, the same with the operands swapped (qgemm_rs.cu)
         if (g_small && idx++ >= 16) break;
         lily_qg_wgmma = wg > 0;
         lily_qg_ws = wg == 2;
-        lily_qg_bf16w = wg == 3;
+        lily_qg_bf16w = wg >= 3;
+        lily_qg_rs = wg == 4;
         host_mat hw, hw2;
         make_qmat(hw, k.N, k.K, k.bits, k.group, 1.0f / sqrtf((float)k.K), r);
         make_qmat(hw2, k.N, k.K, k.bits, k.group, 1.0f / sqrtf((float)k.K), r);
@@ -173,7 +175,7 @@ static void test_qgemm(rng &r) {
         // The reference's weights: exact, or (bf16-weight pass) each rounded once to bf16.
         auto wts = [&](const host_mat &h) {
             std::vector<float> w = deq(h.m);
-            if (wg == 3)
+            if (wg >= 3)
                 for (float &v : w) v = bfr(v);
             return w;
         };
@@ -196,13 +198,15 @@ static void test_qgemm(rng &r) {
         if (wg_path)
             snprintf(probe, sizeof probe, "; swapped descriptors: rel_l2 %.1e", rel_l2(swapped.data(), ex.data(), n));
         report(ok, "qgemm%s M=%d N=%d K=%d bits=%d group=%d tile=%d epi=%d: rel_l2 %.1e vs %s weights (tol %.0e)%s",
-               wg_path ? (wg == 3 ? " (wgmma, bf16 weights)" : wg == 2 ? " (wgmma, warp-specialised)" : " (wgmma)") : "",
-               k.M, k.N, k.K, k.bits, k.group, k.tile, k.epi, dx, wg == 3 ? "bf16-rounded" : "exact", tol, probe);
+               wg_path ? (wg == 4 ? " (wgmma, bf16 weights, swapped operands)" : wg == 3 ? " (wgmma, bf16 weights)"
+                          : wg == 2 ? " (wgmma, warp-specialised)" : " (wgmma)") : "",
+               k.M, k.N, k.K, k.bits, k.group, k.tile, k.epi, dx, wg >= 3 ? "bf16-rounded" : "exact", tol, probe);
         free_all();
     }
     lily_qg_wgmma = wg_default;
     lily_qg_ws = ws_default;
     lily_qg_bf16w = 0;
+    lily_qg_rs = 0;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -793,6 +797,8 @@ void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
     printf("prefill kernel tests, seed %llu%s\n", (unsigned long long)seed, bw_default ? ", bf16-weight wgmma GEMM" : "");
     test_qgemm(r);
     lily_qg_bf16w = bw_default;
+    const char *rs = getenv("LILY_CUDA_QG_RS");
+    lily_qg_rs = rs ? atoi(rs) != 0 : 0;
     test_moe_pf(r); // default kernels: wgmma for tiles of 64/128 rows
     lily_qg_wgmma = 0;
     printf("(the same MoE cases on the mma.sync kernel)\n");
@@ -803,6 +809,11 @@ void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
     printf("(the same MoE cases on the warp-specialised wgmma kernel where it takes them)\n");
     test_moe_pf(r);
     lily_qg_ws = ws_default;
+    const int bw_saved = lily_qg_bf16w, rs_saved = lily_qg_rs;
+    lily_qg_bf16w = lily_qg_rs = 1;
+    printf("(the same MoE cases on the swapped-operand bf16-weight kernel, qgemm_rs.cu)\n");
+    test_moe_pf(r);
+    lily_qg_bf16w = bw_saved, lily_qg_rs = rs_saved;
     test_gdn_pf(r);
     test_gdn_chunked(r);
     test_attn_pf(r);
@@ -822,14 +833,16 @@ void run_qg_once(int M, int N, int K, int tile, int wg) {
     a.x = dup(xb), a.ldx = K, a.w = up_mat(hw.m), a.M = M, a.N = N, a.K = K, a.epi = QG_BF16;
     a.y = poisoned<uint16_t>((size_t)M * N), a.ldy = N;
     lily_qg_wgmma = wg > 0;
-    lily_qg_ws = wg == 2; // WG: 0 mma.sync, 1 wgmma, 2 warp-specialised wgmma, 3 wgmma on bf16 weights
-    lily_qg_bf16w = wg == 3;
+    lily_qg_ws = wg == 2; // WG: 0 mma.sync, 1 wgmma, 2 warp-specialised wgmma, 3 wgmma on bf16 weights,
+    lily_qg_bf16w = wg >= 3; // 4 the same with the operands swapped (qgemm_rs.cu)
+    lily_qg_rs = wg == 4;
     for (int i = 0; i < 2; i++) qgemm_launch(a, tile, 0, 0);
     CK(cudaDeviceSynchronize());
     double ms = gpu_time_ms([&] { qgemm_launch(a, tile, 0, 0); }, 10);
     printf("qgone M=%d N=%d K=%d tile=%d %s: %.3f ms, %.1f TFLOP/s\n", M, N, K, tile,
-           wg == 3 ? "wgmma-bf16w" : wg == 2 ? "wgmma-ws" : wg ? "wgmma" : "mma.sync", ms,
+           wg == 4 ? "wgmma-rs" : wg == 3 ? "wgmma-bf16w" : wg == 2 ? "wgmma-ws" : wg ? "wgmma" : "mma.sync", ms,
            2.0 * M * N * K / (ms * 1e-3) / 1e12);
     lily_qg_bf16w = 0;
+    lily_qg_rs = 0;
     free_all();
 }
