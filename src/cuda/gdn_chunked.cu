@@ -305,20 +305,34 @@ __global__ void __launch_bounds__(GC_THREADS, 2)
     float *gW = rec, *gQ = rec + L.q, *gK = rec + L.k, *gM = rec + L.m, *gU = rec + L.u;
 
     // q and k after conv + SiLU (gdn_conv_all; the k head of this v head); zeros past the live rows
-    // and Dk.
-    for (int w = tid; w < GC_C * 2 * dkp; w += GC_THREADS) {
-        const int tt = w / (2 * dkp), ci = w % (2 * dkp);
-        const bool isk = ci >= dkp;
-        const int i = isk ? ci - dkp : ci;
-        float y = 0.0f;
-        if (tt < nc && i < Dk) y = cv[(long)(c0 + tt) * C + (isk ? d.hk * Dk : 0) + kh * Dk + i];
-        (isk ? Ks : Qs)[tt * ldk + i] = y;
+    // and Dk. In 16-byte asynchronous copies when every piece is aligned (Dk and C multiples of 4:
+    // the scalar loads waited on memory for a sixth of phase A's samples), else one float a thread.
+    if (!(Dk & 3) && !(C & 3)) {
+        const int q4 = dkp / 4;
+        for (int w = tid; w < GC_C * 2 * q4; w += GC_THREADS) {
+            const int tt = w / (2 * q4), ci = w % (2 * q4);
+            const bool isk = ci >= q4;
+            const int i = (isk ? ci - q4 : ci) * 4;
+            const bool ok = tt < nc && i < Dk;
+            gc_cp16((isk ? Ks : Qs) + tt * ldk + i, ok ? cv + (long)(c0 + tt) * C + (isk ? d.hk * Dk : 0) + kh * Dk + i : cv, ok);
+        }
+        gc_cp_commit();
+    } else {
+        for (int w = tid; w < GC_C * 2 * dkp; w += GC_THREADS) {
+            const int tt = w / (2 * dkp), ci = w % (2 * dkp);
+            const bool isk = ci >= dkp;
+            const int i = isk ? ci - dkp : ci;
+            float y = 0.0f;
+            if (tt < nc && i < Dk) y = cv[(long)(c0 + tt) * C + (isk ? d.hk * Dk : 0) + kh * Dk + i];
+            (isk ? Ks : Qs)[tt * ldk + i] = y;
+        }
     }
     if (tid < GC_C) {
         const bool live = tid < nc;
         bet[tid] = live ? gdn_pf_beta(bb[(long)(c0 + tid) * d.hv + h]) : 0.0f;
         gam[tid] = live ? gdn_pf_logdecay(aa[(long)(c0 + tid) * d.hv + h], dt_bias[h], A[h]) : 0.0f;
     }
+    gc_cp_wait<0>();
     __syncthreads();
     // Gamma (warp 0, two tokens a lane), then the L2 norms (a warp per token).
     if (warp == 0) {
@@ -404,11 +418,23 @@ __global__ void __launch_bounds__(GC_THREADS, 2)
     for (int v0 = 0; v0 < dvp; v0 += GC_VT) {
         const int nv = min(GC_VT, dvp - v0);
         __syncthreads();
-        for (int w = tid; w < GC_C * nv; w += GC_THREADS) {
-            const int tt = w / nv, jj = w % nv;
-            float y = 0.0f;
-            if (tt < nc && v0 + jj < Dv) y = bet[tt] * cv[(long)(c0 + tt) * C + 2 * d.hk * Dk + h * Dv + v0 + jj];
-            Bs[tt * ldb + jj] = y;
+        if (!(Dv & 3) && !(C & 3)) { // 16-byte loads (4 in flight a thread, not 1)
+            for (int w = tid; w < GC_C * (nv / 4); w += GC_THREADS) {
+                const int tt = w / (nv / 4), jj = (w % (nv / 4)) * 4;
+                float4 y = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                if (tt < nc && v0 + jj < Dv) {
+                    y = *(const float4 *)(cv + (long)(c0 + tt) * C + 2 * d.hk * Dk + h * Dv + v0 + jj);
+                    y.x *= bet[tt], y.y *= bet[tt], y.z *= bet[tt], y.w *= bet[tt];
+                }
+                *(float4 *)(Bs + tt * ldb + jj) = y;
+            }
+        } else {
+            for (int w = tid; w < GC_C * nv; w += GC_THREADS) {
+                const int tt = w / nv, jj = w % nv;
+                float y = 0.0f;
+                if (tt < nc && v0 + jj < Dv) y = bet[tt] * cv[(long)(c0 + tt) * C + 2 * d.hk * Dk + h * Dv + v0 + jj];
+                Bs[tt * ldb + jj] = y;
+            }
         }
         __syncthreads();
         for (int tile = warp; tile < 4 * (nv / 8); tile += GC_WARPS) {
@@ -439,30 +465,27 @@ __global__ void __launch_bounds__(GC_THREADS, 1)
     float *Mb = Kb + GC_C * ldkb, *Ub = Mb + GC_C * GC_LD64, *Db = Ub + GC_C * ldn;
     float *Sg = state + ((long)h * d.dv + j0) * Dk;
 
+    // Each thread's part of a copy of 64 rows of q4 16-byte pieces: column piece tid % q4, rows
+    // tid / q4 + k (256 / q4), fixed for the whole scan (the divisions were a tenth of its issue
+    // slots when done per piece); threads past the last whole row group idle.
+    struct part { int r0, rs, c; };
+    auto part_of = [&](int q4) { return part{tid < (GC_THREADS / q4) * q4 ? tid / q4 : GC_C, GC_THREADS / q4, (tid % q4) * 4}; };
+    const part pk = part_of(dkp / 4), pn = part_of(ncols / 4), pm = part_of(GC_C / 4);
+    const bool u_ok = j0 + pn.c < dvp;
     auto load1 = [&](int ch) {
         const float *rec = scr + ((long)ch * d.hv + h) * L.rec;
-        for (int w = tid; w < GC_C * (dkp / 4); w += GC_THREADS) {
-            const int r = w / (dkp / 4), c = (w % (dkp / 4)) * 4;
-            gc_cp16(Wb + r * ldk + c, rec + r * dkp + c, true);
-            gc_cp16(Qb + r * ldk + c, rec + L.q + r * dkp + c, true);
+        for (int r = pk.r0; r < GC_C; r += pk.rs) {
+            gc_cp16(Wb + r * ldk + pk.c, rec + r * dkp + pk.c, true);
+            gc_cp16(Qb + r * ldk + pk.c, rec + L.q + r * dkp + pk.c, true);
         }
-        for (int w = tid; w < GC_C * (ncols / 4); w += GC_THREADS) {
-            const int r = w / (ncols / 4), c = (w % (ncols / 4)) * 4;
-            const bool ok = j0 + c < dvp;
-            gc_cp16(Ub + r * ldn + c, rec + L.u + (long)r * dvp + (ok ? j0 + c : 0), ok);
-        }
+        for (int r = pn.r0; r < GC_C; r += pn.rs)
+            gc_cp16(Ub + r * ldn + pn.c, rec + L.u + (long)r * dvp + (u_ok ? j0 + pn.c : 0), u_ok);
         gc_cp_commit();
     };
     auto load2 = [&](int ch) {
         const float *rec = scr + ((long)ch * d.hv + h) * L.rec;
-        for (int w = tid; w < GC_C * (dkp / 4); w += GC_THREADS) {
-            const int r = w / (dkp / 4), c = (w % (dkp / 4)) * 4;
-            gc_cp16(Kb + r * ldkb + c, rec + L.k + r * dkp + c, true);
-        }
-        for (int w = tid; w < GC_C * (GC_C / 4); w += GC_THREADS) {
-            const int r = w / (GC_C / 4), c = (w % (GC_C / 4)) * 4;
-            gc_cp16(Mb + r * GC_LD64 + c, rec + L.m + r * GC_C + c, true);
-        }
+        for (int r = pk.r0; r < GC_C; r += pk.rs) gc_cp16(Kb + r * ldkb + pk.c, rec + L.k + r * dkp + pk.c, true);
+        for (int r = pm.r0; r < GC_C; r += pm.rs) gc_cp16(Mb + r * GC_LD64 + pm.c, rec + L.m + r * GC_C + pm.c, true);
         gc_cp_commit();
     };
 

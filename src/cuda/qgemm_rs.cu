@@ -34,15 +34,24 @@
 #include "qgemm_wg.cuh"
 
 #define RS_STAGES 4
-#define RS_ROWS 128     // weight rows per block
 #define RS_CODE_LD 48   // bytes per code row in shared memory (32 used)
 
 int lily_qg_rs = 0;
+// Timing-only ablations (dev; results are wrong): bit 1 = no fragment build (constant fragments),
+// 2 = no activation copies, 4 = no code/scale copies, 8 = no MMAs. LILY_QG_RS_ABL, read once.
+static int rs_abl = -1;
+// Warpgroups per block (64 weight rows each): 2 (default) or 4 (LILY_QG_RS_WGS=4, dev). Every block
+// copies the whole activation tile, and at 2 warpgroups those copies from L2 bound the kernel (ncu:
+// L2 72 % busy, DRAM 3 %; timing-only ablation without them: 1.7x faster). 4 warpgroups halve the
+// copies but measured no faster (216 vs 226 TFLOP/s at 4096 x 8192 x 2048): with one block an SM
+// the copies, the fragment build and the MMAs no longer overlap (their ablation times add up).
+static int rs_wgs = -1;
 
-template <int NT> struct rs_cfg {
+template <int NT, int WGS> struct rs_cfg {
+    static constexpr int ROWS = 64 * WGS, THREADS = 128 * WGS;
     static constexpr int X_BYTES = NT * WG_BK * 2;
-    static constexpr int C_BYTES = RS_ROWS * RS_CODE_LD;
-    static constexpr int S_BYTES = RS_ROWS * 4;
+    static constexpr int C_BYTES = ROWS * RS_CODE_LD;
+    static constexpr int S_BYTES = ROWS * 4;
     static constexpr int STAGE = X_BYTES + C_BYTES + S_BYTES;
     static constexpr int SMEM = RS_STAGES * STAGE + NT * 4;
     static constexpr int NACC = NT / 2; // accumulator floats per thread (m64nNT)
@@ -104,9 +113,10 @@ __device__ __forceinline__ uint32_t rs_pair(uint32_t w, int t, uint32_t s2, uint
     return wg_bf2_fma(wg_bf2_fma(v, 0x3F803F80u, 0xC300C300u), s2, b2);
 }
 
-template <int NT>
-__global__ void __launch_bounds__(256, 2) qgemm_rs_kernel(qg_args a, int swap) {
-    using C = rs_cfg<NT>;
+template <int NT, int WGS, int ABL>
+__global__ void __launch_bounds__(128 * WGS, WGS == 2 ? 2 : 1) qgemm_rs_kernel(qg_args a, int swap) {
+    using C = rs_cfg<NT, WGS>;
+    constexpr int RS_ROWS = C::ROWS, THREADS = C::THREADS;
     extern __shared__ __align__(128) char smem[];
     int *a_row = (int *)(smem + RS_STAGES * C::STAGE);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -116,7 +126,7 @@ __global__ void __launch_bounds__(256, 2) qgemm_rs_kernel(qg_args a, int swap) {
 
     int m0, rows, grp;
     if (!wg_block_rows(a, NT, &m0, &rows, &grp)) return;
-    for (int r = tid; r < NT; r += 256) a_row[r] = r < rows ? (a.x_rows ? __ldg(a.x_rows + m0 + r) : m0 + r) : -1;
+    for (int r = tid; r < NT; r += THREADS) a_row[r] = r < rows ? (a.x_rows ? __ldg(a.x_rows + m0 + r) : m0 + r) : -1;
     __syncthreads();
 
     const long wrow0 = (long)grp * a.N, row_bytes = (long)a.K / 2;
@@ -124,16 +134,16 @@ __global__ void __launch_bounds__(256, 2) qgemm_rs_kernel(qg_args a, int swap) {
 
     // Copy sources, fixed for the k loop. Activations: chunk i = tid + 256 it of the NT x 64 tile,
     // eight consecutive threads filling one core matrix (qgemm_wg.cu's A tile mapping).
-    constexpr int XIT = NT * 8 / 256;
+    constexpr int XIT = NT * 8 / THREADS;
     const uint16_t *x_src[XIT];
     uint32_t x_ok = 0;
 #pragma unroll
     for (int it = 0; it < XIT; it++) {
-        const int i = tid + it * 256, r = (i >> 6) * 8 + (i & 7), c = (i >> 3) & 7, xr = a_row[r];
+        const int i = tid + it * THREADS, r = (i >> 6) * 8 + (i & 7), c = (i >> 3) & 7, xr = a_row[r];
         x_src[it] = a.x + (xr >= 0 ? (long)xr * a.ldx + c * 8 : 0);
         x_ok |= (xr >= 0) << it;
     }
-    const int x_dst = (tid >> 6) * 1024 + ((tid >> 3) & 7) * 128 + (tid & 7) * 16; // + it * 4096
+    const int x_dst = (tid >> 6) * 1024 + ((tid >> 3) & 7) * 128 + (tid & 7) * 16; // + it * THREADS * 16
     // Codes: row cr = tid / 2, 16-byte half tid % 2. Weight row cr of the block: column n0 + cr, or
     // (QG_GLU) gate (cr % 16 < 8) / up row of column n0 + 8 (cr / 16) + cr % 8.
     const int cr = tid >> 1, ch = tid & 1;
@@ -145,16 +155,24 @@ __global__ void __launch_bounds__(256, 2) qgemm_rs_kernel(qg_args a, int swap) {
 
     auto load_stage = [&](int st, int kt) {
         char *xs = smem + st * C::STAGE, *cs = xs + C::X_BYTES;
+        if (!(ABL & 2))
 #pragma unroll
-        for (int it = 0; it < XIT; it++) wg_cp16(xs + x_dst + it * 4096, x_src[it] + kt * WG_BK, (x_ok >> it) & 1);
-        wg_cp16(cs + cr * RS_CODE_LD + ch * 16, c_src + kt * 32, c_ok);
-        if (!ch) wg_cp4(cs + C::C_BYTES + 4 * cr, s_src + ((kt * WG_BK) >> gshift), c_ok);
+            for (int it = 0; it < XIT; it++) wg_cp16(xs + x_dst + it * THREADS * 16, x_src[it] + kt * WG_BK, (x_ok >> it) & 1);
+        if (!(ABL & 4)) {
+            wg_cp16(cs + cr * RS_CODE_LD + ch * 16, c_src + kt * 32, c_ok);
+            if (!ch) wg_cp4(cs + C::C_BYTES + 4 * cr, s_src + ((kt * WG_BK) >> gshift), c_ok);
+        }
     };
     // This thread's A fragments of one stage: weight rows R0 = 16 warp + g and R0 + 8, k16 step s:
     // f[4s + 0] = (R0, k 16s + 2t..+1) = byte t of word 2s of row R0; f[4s + 1] = the same of R0 + 8;
     // f[4s + 2], f[4s + 3]: word 2s + 1 (k + 8).
     const int R0 = 16 * warp + g;
     auto build = [&](int st, uint32_t (&f)[16]) {
+        if (ABL & 1) {
+#pragma unroll
+            for (int i = 0; i < 16; i++) f[i] = 0x3F803F80u ^ (uint32_t)(st + i); // not foldable across stages
+            return;
+        }
         const char *cs = smem + st * C::STAGE + C::X_BYTES;
         const uint4 p0 = *(const uint4 *)(cs + R0 * RS_CODE_LD), p1 = *(const uint4 *)(cs + R0 * RS_CODE_LD + 16);
         const uint4 q0 = *(const uint4 *)(cs + (R0 + 8) * RS_CODE_LD), q1 = *(const uint4 *)(cs + (R0 + 8) * RS_CODE_LD + 16);
@@ -194,9 +212,10 @@ __global__ void __launch_bounds__(256, 2) qgemm_rs_kernel(qg_args a, int swap) {
     auto stage = [&](int kt, const uint32_t (&f)[16], uint32_t (&fn)[16]) {
         const int st = kt % RS_STAGES;
         rs_acc<NT>::fence(acc);
+        if (!(ABL & 8))
 #pragma unroll
-        for (int s = 0; s < 4; s++)
-            rs_mma<NT>(acc, f + 4 * s, dx0 + ((st * C::STAGE + s * 256) >> 4), kt > 0 || s > 0);
+            for (int s = 0; s < 4; s++)
+                rs_mma<NT>(acc, f + 4 * s, dx0 + ((st * C::STAGE + s * 256) >> 4), kt > 0 || s > 0);
         rs_acc<NT>::commit(acc);
         if (kt + 1 < KT) {
             // Stage kt + 1 landed for every thread; every warpgroup has retired stage kt - 1, the
@@ -237,21 +256,40 @@ __global__ void __launch_bounds__(256, 2) qgemm_rs_kernel(qg_args a, int swap) {
         }
 }
 
-template <int NT> static void rs_launch_t(const qg_args &a, int grid_x, cudaStream_t st) {
-    using C = rs_cfg<NT>;
+template <int NT, int WGS, int ABL> static void rs_launch_t(const qg_args &a, int grid_x, cudaStream_t st) {
+    using C = rs_cfg<NT, WGS>;
     static bool attr = false;
     if (!attr) {
-        cudaFuncSetAttribute(qgemm_rs_kernel<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
+        cudaFuncSetAttribute(qgemm_rs_kernel<NT, WGS, ABL>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
         attr = true;
     }
-    const int cols = a.epi == QG_GLU ? RS_ROWS / 2 : RS_ROWS;
+    const int cols = a.epi == QG_GLU ? C::ROWS / 2 : C::ROWS;
     dim3 grid(grid_x, (a.N + cols - 1) / cols);
-    qgemm_rs_kernel<NT><<<grid, 256, C::SMEM, st>>>(a, lily_qg_wg_desc_swap);
+    qgemm_rs_kernel<NT, WGS, ABL><<<grid, C::THREADS, C::SMEM, st>>>(a, lily_qg_wg_desc_swap);
+}
+template <int NT, int WGS> static void rs_launch_abl(const qg_args &a, int grid_x, cudaStream_t st) {
+    switch (rs_abl) {
+    case 1: rs_launch_t<NT, WGS, 1>(a, grid_x, st); break;
+    case 2: rs_launch_t<NT, WGS, 2>(a, grid_x, st); break;
+    case 7: rs_launch_t<NT, WGS, 7>(a, grid_x, st); break;
+    case 8: rs_launch_t<NT, WGS, 8>(a, grid_x, st); break;
+    default: rs_launch_t<NT, WGS, 0>(a, grid_x, st);
+    }
 }
 
 bool qgemm_rs_on(void) { return lily_qg_rs && lily_qg_bf16w; }
 
 void qgemm_rs_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st) {
-    if (bm == 128) rs_launch_t<128>(a, grid_x, st);
-    else rs_launch_t<64>(a, grid_x, st);
+    if (rs_abl < 0) {
+        const char *e = getenv("LILY_QG_RS_ABL"), *w = getenv("LILY_QG_RS_WGS");
+        rs_abl = e ? atoi(e) : 0;
+        rs_wgs = w && atoi(w) == 4 ? 4 : 2;
+    }
+    if (rs_wgs == 4) {
+        if (bm == 128) rs_launch_abl<128, 4>(a, grid_x, st);
+        else rs_launch_abl<64, 4>(a, grid_x, st);
+    } else {
+        if (bm == 128) rs_launch_abl<128, 2>(a, grid_x, st);
+        else rs_launch_abl<64, 2>(a, grid_x, st);
+    }
 }
