@@ -39,7 +39,7 @@ struct pf_bufs {
     uint16_t *qkv, *z, *b, *a, *o, *g;     // GDN projections, scan output, gated-norm output; o is
                                            // also the attention output
     float *qg, *k, *v, *qr;                // attention projections and the normed, rotated queries
-    float *gdn;                            // gdn_pf_chunked's per-chunk records (gdn_chunked.cu)
+    float *gdn;                            // gdn_pf_chunked's records and conv outputs (gdn_chunked.cu)
     moe_pf_scratch moe;
 };
 

@@ -68,7 +68,8 @@ extern int lily_qg_tile_force;
 extern int lily_qg_wgmma, lily_qg_wg_desc_swap;
 // 1 = the wgmma kernel multiplies by the weights rounded once to bf16, rb(s q + b) (what the HF
 // reference holds for a 4-bit checkpoint), accumulated over all of K with no per-group fold; 0 = the
-// exact weights (LILY_CUDA_QG_BF16W; option LILY_CUDA_OPT_QG_BF16W).
+// exact weights (LILY_CUDA_QG_BF16W; option LILY_CUDA_OPT_QG_BF16W; the engine sets it from the
+// option, default 1; this variable's own initial value 0 is what kernel tests start from).
 extern int lily_qg_bf16w;
 bool qgemm_wg_takes(const qg_args &a, int bm);
 void qgemm_wg_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st);
@@ -170,8 +171,9 @@ void gdn_pf_scan(gdn_dims d, int T, int pos, const uint16_t *qkv, const uint16_t
 void gdn_pf_ring(gdn_dims d, int T, int pos, const uint16_t *qkv, float *conv_ring, cudaStream_t st);
 // gdn_chunked.cu: the same function as gdn_pf_scan (same arguments, outputs, ring and state), in the
 // chunked form of spec §4 (chunks of 64 tokens, products on the tensor cores in 3xTF32, see the
-// file's comment): a parallel kernel over (chunk, v head) writes each chunk's state-independent
-// matrices to `scratch`, then a sequential kernel over the chunks carries the state. scratch: device
+// file's comment): a conv pass over all channels, a parallel kernel over (chunk, v head) that
+// writes each chunk's state-independent matrices to `scratch`, then a sequential kernel over the
+// chunks that carries the state. scratch (records, then the T x C conv outputs): device
 // memory of gdn_pf_chunked_scratch(d, T) bytes (0 when Dk > 128), no initial contents needed.
 // nsplit: blocks per v head for the sequential kernel (<= 0: Dv / 32 rounded up; columns a block
 // rounded up to 16, at most 64). Takes Dk <= 128 and any Dv; larger Dk goes to gdn_pf_scan. Used by

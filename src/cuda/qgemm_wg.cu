@@ -7,7 +7,10 @@
 // numbers), one 64-k stage at a time, into a partial accumulator; a column of ones in the same MMA
 // gives the stage's activation sum; then acc += s*part + b*sum, i.e. x . (s*q + b) with the weights
 // never rounded. No weight in any form is written to device memory: the codes are turned into bf16 q
-// in shared memory, once per block for all its rows.
+// in shared memory, once per block for all its rows. The engine's default is the other mode (BW
+// below, lily_qg_bf16w): the weights rounded once to bf16 as HF's bf16 model holds them, no fold
+// (+19 % at 4K, as close to HF fp32 on the trained demo model: docs/PERF.md); the exact mode stays
+// for LILY_CUDA_QG_BF16W=0.
 //
 // Why faster than the mma.sync kernel (docs/PERF.md, ncu of 2026-11-29: register-bound occupancy,
 // IPC 2 of 4, ALU the busiest pipe): one wgmma m64n136k16 replaces 34 mma.sync and their fragment
