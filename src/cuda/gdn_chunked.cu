@@ -15,7 +15,7 @@
 //   the chunk's q, k (k head h // (Hv/Hk)) and v after the conv, beta, log-decay g, Gamma = cumulative
 //   g (warp scan), L2 norms of q and k (eps inside the sqrt, q scaled by Dk^-1/2: the scan's code);
 //   MMA: A = beta_i (k_i.k_j) e^(Gamma_i - Gamma_j) (j < i), M = (q_i.k_j) e^(Gamma_i - Gamma_j) (j <= i);
-//   X = (I + A)^-1 by forward substitution (4 lanes a column, no block barrier);
+//   X = (I + A)^-1 by blocks of 16 (forward substitution in the diagonal blocks, then products);
 //   MMA: W = X (beta e^Gamma K) (64 x Dk), U = X (beta V) (64 x Dv, in passes of 128 columns);
 //   and Qg = e^Gamma Q, Kd = e^(Gamma_C - Gamma) K, e^Gamma_C, all written to the scratch record of
 //   (chunk, head) in fp32 (layout at gc_layout: ~144 KB a record at Dk = Dv = 128).
@@ -385,16 +385,21 @@ __global__ void __launch_bounds__(GC_THREADS, 2)
         gQ[w] = eG[i] * Qs[i * ldk + k], gK[w] = eC[i] * Ks[i * ldk + k];
     }
     __syncthreads();
-    // B = beta e^Gamma K over Q's buffer (Q is spent); X = (I + A)^-1, lower unitriangular: X_ij =
-    // -sum_{m=j}^{i-1} A_im X_mj. Columns are independent: 4 lanes of one warp per column (m split
-    // mod 4), rows in order, __syncwarp only.
+    // B = beta e^Gamma K over Q's buffer (Q is spent); X = (I + A)^-1, lower unitriangular, by blocks
+    // of 16 (a forward substitution over all 64 rows kept the block waiting on warp 0's columns for
+    // a quarter of phase A):
+    //   the four diagonal blocks: X_ij = -sum_{m=j}^{i-1} A_im X_mj within the block, 4 lanes of one
+    //   warp per column (m split mod 4), 16 rows in order, __syncwarp only;
+    //   then the blocks below, one block diagonal at a time: X_IJ = -X_II T_IJ with T_IJ = sum over
+    //   K = J..I-1 of A_IK X_KJ (T parked in A's unused upper block (J, I)).
+    // Only X's lower blocks are written: the products below read row block rb up to column 16 rb + 15.
     for (int w = tid; w < GC_C * dkp; w += GC_THREADS) {
         const int i = w / dkp, k = w % dkp;
         Bs[i * ldb + k] = bet[i] * eG[i] * Ks[i * ldk + k];
     }
     {
-        const int j = warp * 8 + (lane >> 2), p = lane & 3;
-        for (int i = 0; i < GC_C; i++) {
+        const int j = warp * 8 + (lane >> 2), p = lane & 3, i0 = j & ~15;
+        for (int i = i0; i < i0 + 16; i++) {
             float s = 0.0f;
             if (i > j)
                 for (int m = j + p; m < i; m += 4) s += Am[i * GC_LD64 + m] * Xm[m * GC_LD64 + j];
@@ -405,6 +410,22 @@ __global__ void __launch_bounds__(GC_THREADS, 2)
         }
     }
     __syncthreads();
+    for (int dd = 1; dd < 4; dd++) { // blocks (J + dd, J), J < 4 - dd; element e: J = e / 256, (r, c)
+        for (int e = tid; e < (4 - dd) * 256; e += GC_THREADS) {
+            const int J = e >> 8, I = J + dd, r = (e >> 4) & 15, c = e & 15;
+            float s = 0.0f;
+            for (int m = 16 * J; m < 16 * I; m++) s += Am[(16 * I + r) * GC_LD64 + m] * Xm[m * GC_LD64 + 16 * J + c];
+            Am[(16 * J + r) * GC_LD64 + 16 * I + c] = s;
+        }
+        __syncthreads();
+        for (int e = tid; e < (4 - dd) * 256; e += GC_THREADS) {
+            const int J = e >> 8, I = J + dd, r = (e >> 4) & 15, c = e & 15;
+            float s = 0.0f;
+            for (int m = 0; m <= r; m++) s += Xm[(16 * I + r) * GC_LD64 + 16 * I + m] * Am[(16 * J + m) * GC_LD64 + 16 * I + c];
+            Xm[(16 * I + r) * GC_LD64 + 16 * J + c] = -s;
+        }
+        __syncthreads();
+    }
     // W = X B (X lower: row block rb needs columns < 16 (rb + 1)).
     for (int tile = warp; tile < 4 * (dkp / 8); tile += GC_WARPS) {
         const int rb = tile / (dkp / 8), cb = tile % (dkp / 8);

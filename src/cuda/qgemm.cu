@@ -326,9 +326,12 @@ int qgemm_pick_tile(int rows) {
     // With the wgmma kernel (64/128-row tiles only) 64 beat 32 at 32 rows per expert (MoE block at
     // T=1024: 0.98 vs 1.06 ms) and lost to 16 at 8 rows (T=256: 0.80 vs 0.60 ms; device run of
     // 2026-11-29 21:0x, docs/PERF.md): 32 stays for the rows in between.
+    // With bf16 weights (no fold, lily_qg_bf16w) the 128-row tile is the faster one from 64 rows
+    // up: every GEMM on 128-row tiles measured +2.5 % at 4K (128 rows per expert), +1.9 % at 32K
+    // (chunks of 4096), +0.3 % at 2K (64 rows) against this rule's 64 (2026-11-30, inv.sh).
     if (rows <= 8) return 16;
     if (rows <= (lily_qg_wgmma ? 20 : 48)) return 32;
-    if (rows <= 384) return 64;
+    if (rows <= (lily_qg_wgmma && lily_qg_bf16w ? 64 : 384)) return 64;
     return 128;
 }
 
