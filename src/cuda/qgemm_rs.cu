@@ -38,7 +38,9 @@
 
 int lily_qg_rs = 0;
 // Timing-only ablations (dev; results are wrong): bit 1 = no fragment build (constant fragments),
-// 2 = no activation copies, 4 = no code/scale copies, 8 = no MMAs. LILY_QG_RS_ABL, read once.
+// 2 = no activation copies, 4 = no code/scale copies, 8 = no MMAs; LILY_QG_RS_ABL (read once) = 1,
+// 2, 7 or 8 (the instantiated ones; any other value runs the real kernel). docs/PERF.md has what
+// they measured.
 static int rs_abl = -1;
 // Warpgroups per block (64 weight rows each): 2 (default) or 4 (LILY_QG_RS_WGS=4, dev). Every block
 // copies the whole activation tile, and at 2 warpgroups those copies from L2 bound the kernel (ncu:
