@@ -108,11 +108,10 @@ __device__ __forceinline__ void rs_hold(const uint32_t (&f)[16]) {
                  : "memory");
 }
 
-// Byte t of code word w (codes k = 2t, 2t+1) as bf16 (s q + b) pair: exact q via 128 + q - 128,
-// then one rounding of s q + b (as qgemm_wg.cu's bf16-weight dequantisation).
+// Byte t of code word w (codes k = 2t, 2t+1) as bf16 (s q + b) pair: exact q, then one rounding of
+// s q + b (as qgemm_wg.cu's bf16-weight dequantisation).
 __device__ __forceinline__ uint32_t rs_pair(uint32_t w, int t, uint32_t s2, uint32_t b2) {
-    const uint32_t v = (__byte_perm(w, w >> 4, t | ((4 + t) << 8)) & 0x000F000Fu) | 0x43004300u;
-    return wg_bf2_fma(wg_bf2_fma(v, 0x3F803F80u, 0xC300C300u), s2, b2);
+    return wg_bf2_fma(wg_code_pair(w, w >> 4, t), s2, b2);
 }
 
 template <int NT, int WGS, int ABL>
@@ -178,9 +177,9 @@ __global__ void __launch_bounds__(128 * WGS, WGS == 2 ? 2 : 1) qgemm_rs_kernel(q
         const char *cs = smem + st * C::STAGE + C::X_BYTES;
         const uint4 p0 = *(const uint4 *)(cs + R0 * RS_CODE_LD), p1 = *(const uint4 *)(cs + R0 * RS_CODE_LD + 16);
         const uint4 q0 = *(const uint4 *)(cs + (R0 + 8) * RS_CODE_LD), q1 = *(const uint4 *)(cs + (R0 + 8) * RS_CODE_LD + 16);
-        const uint32_t sb0 = *(const uint32_t *)(cs + C::C_BYTES + 4 * R0), sb1 = *(const uint32_t *)(cs + C::C_BYTES + 4 * (R0 + 8));
-        const uint32_t s0 = (sb0 & 0xffffu) | (sb0 << 16), b0 = (sb0 >> 16) | (sb0 & 0xffff0000u);
-        const uint32_t s1 = (sb1 & 0xffffu) | (sb1 << 16), b1 = (sb1 >> 16) | (sb1 & 0xffff0000u);
+        uint32_t s0, b0, s1, b1;
+        wg_sb_pairs(*(const uint32_t *)(cs + C::C_BYTES + 4 * R0), s0, b0);
+        wg_sb_pairs(*(const uint32_t *)(cs + C::C_BYTES + 4 * (R0 + 8)), s1, b1);
         const uint32_t wa[8] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
         const uint32_t wb[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
 #pragma unroll

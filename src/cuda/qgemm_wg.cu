@@ -131,10 +131,7 @@ __global__ void __launch_bounds__(wg_cfg<WGS>::THREADS, MINB) qgemm_wg_kernel(qg
             const uint4 w = *(const uint4 *)(Cs + j * 32 + half * 16);
             const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
             uint32_t s2 = 0, b2 = 0; // BW: (scale, scale) and (bias, bias) as bf16 pairs
-            if (BW) {
-                const uint32_t sb = *(const uint32_t *)(Cs + C::C_BYTES + 4 * j);
-                s2 = (sb & 0xffffu) | (sb << 16), b2 = (sb >> 16) | (sb & 0xffff0000u);
-            }
+            if (BW) wg_sb_pairs(*(const uint32_t *)(Cs + C::C_BYTES + 4 * j), s2, b2);
 #pragma unroll
             for (int q = 0; q < 4; q++) {
                 const int word = 4 * half + q, s = word >> 1, h = word & 1;

@@ -107,17 +107,23 @@ __device__ __forceinline__ uint32_t wg_pack(float lo, float hi) {
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
     return d;
 }
+// Codes 2i and 2i+1 of word w (byte i; w4 = w >> 4) as a bf16 pair of exact q (low half = code 2i).
+__device__ __forceinline__ uint32_t wg_code_pair(uint32_t w, uint32_t w4, int i) {
+    // byte i of w (low nibble = code 2i) to bits 0-7, byte i of w>>4 (code 2i+1) to bits 16-23
+    const uint32_t v = (__byte_perm(w, w4, i | ((4 + i) << 8)) & 0x000F000Fu) | 0x43004300u;
+    return wg_bf2_fma(v, 0x3F803F80u, 0xC300C300u); // 128 + q - 128: q exactly
+}
 // The 8 codes of a word (nibble i = k offset i) as 16 bytes of bf16 q in k order (one core-matrix row).
 __device__ __forceinline__ uint4 wg_codes(uint32_t w) {
     const uint32_t w4 = w >> 4;
     uint32_t r[4];
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-        // byte i of w (low nibble = code 2i) to bits 0-7, byte i of w>>4 (code 2i+1) to bits 16-23
-        uint32_t v = (__byte_perm(w, w4, i | ((4 + i) << 8)) & 0x000F000Fu) | 0x43004300u;
-        r[i] = wg_bf2_fma(v, 0x3F803F80u, 0xC300C300u); // 128 + q - 128: q exactly
-    }
+    for (int i = 0; i < 4; i++) r[i] = wg_code_pair(w, w4, i);
     return make_uint4(r[0], r[1], r[2], r[3]);
+}
+// A column's scale|bias word (bf16 scale low, bias high) as (scale, scale) and (bias, bias) pairs.
+__device__ __forceinline__ void wg_sb_pairs(uint32_t sb, uint32_t &s2, uint32_t &b2) {
+    s2 = (sb & 0xffffu) | (sb << 16), b2 = (sb >> 16) | (sb & 0xffff0000u);
 }
 
 // One output pair at element offset `at` of y (row orow, columns col and col + 1) through the
