@@ -81,6 +81,9 @@ enum lily_cuda_opt {
     LILY_CUDA_OPT_QG_RS = 25,       // prefill: 1 = the bf16-weight GEMM with the operands swapped
                                     // (qgemm_rs.cu: weights dequantised into the MMA's registers;
                                     // LILY_CUDA_QG_RS; flag qg_rs; default 0)
+    LILY_CUDA_OPT_QG_WIDE = 26,     // prefill: bf16-weight GEMMs on 128-row tiles take 256 weight rows
+                                    // a block (qgemm_wg.cu's wide tile): 1 = where it is faster
+                                    // (default), 2 = always, 0 = never (LILY_CUDA_QG_WIDE; flag qg_wide)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

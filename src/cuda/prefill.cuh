@@ -71,6 +71,12 @@ extern int lily_qg_wgmma, lily_qg_wg_desc_swap;
 // exact weights (LILY_CUDA_QG_BF16W; option LILY_CUDA_OPT_QG_BF16W; the engine sets it from the
 // option, default 1; this variable's own initial value 0 is what kernel tests start from).
 extern int lily_qg_bf16w;
+// The wide tile (256 columns a block, one block an SM) for bf16-weight calls on 128-row tiles: 0 =
+// never, 1 = where it measured faster (qgemm_wide_takes: a wave of blocks at least), 2 = always
+// (tests). Option LILY_CUDA_OPT_QG_WIDE (LILY_CUDA_QG_WIDE, flag qg_wide; engine default 1); this
+// variable's own initial value 0 is what kernel tests start from.
+extern int lily_qg_wide;
+bool qgemm_wide_takes(const qg_args &a, int grid_x);
 bool qgemm_wg_takes(const qg_args &a, int bm);
 void qgemm_wg_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st);
 // qgemm_rs.cu: the bf16-weight calls with the operands swapped (weights dequantised into the MMA's

@@ -28,21 +28,29 @@
 // and along M/N (SBO).
 #include "qgemm_wg.cuh"
 
-#define WG_STAGES 3
-
 int lily_qg_wgmma = 1;
 int lily_qg_wg_desc_swap = 0;
 int lily_qg_bf16w = 0;
+int lily_qg_wide = 0;
 
-template <int WGS>
+enum { WG_DESC_SWAP = 1, WG_EPI_REGS = 2 }; // kernel flags: the descriptor probe; the register epilogue (timing)
+
+// BN: output columns (weight rows) a block multiplies: 128 (+ 8 ones columns for the fold), or the
+// wide 256 with bf16 weights (m64n256k16, no ones columns): each activation tile copied from L2 then
+// serves twice the weight rows, the traffic the swapped-operand kernel's ablations found to be the
+// bound (docs/PERF.md), at one block an SM instead of two. NST: cp.async stages.
+template <int WGS, int BN = WG_BN, int NST = 3>
 struct wg_cfg {
     static constexpr int BM = 64 * WGS;
     static constexpr int THREADS = 128 * WGS;
-    static constexpr int A_BYTES = BM * 128;   // bf16 X rows, 64 k
-    static constexpr int C_BYTES = WG_BN * 32; // 4-bit codes, 64 k per column
-    static constexpr int S_BYTES = WG_BN * 4;  // one scale|bias word per column
+    static constexpr int A_BYTES = BM * 128; // bf16 X rows, 64 k
+    static constexpr int C_BYTES = BN * 32;  // 4-bit codes, 64 k per column
+    static constexpr int S_BYTES = BN * 4;   // one scale|bias word per column
     static constexpr int STAGE = A_BYTES + C_BYTES + S_BYTES;
-    static constexpr int SMEM = WG_STAGES * STAGE + 2 * WG_BQ_BYTES + BM * 4 + 2 * WG_BN * 8;
+    static constexpr int BQ_STEP = BN == WG_BN ? WG_BQ_STEP : (BN / 8) * 256; // bf16 B of one k16 step
+    static constexpr int BQ_BYTES = 4 * BQ_STEP;
+    static constexpr int NR = BN == WG_BN ? 68 : BN / 2; // accumulator registers a thread
+    static constexpr int SMEM = NST * STAGE + 2 * BQ_BYTES + BM * 4 + 2 * BN * 8;
 };
 
 // MINB: blocks per SM the register budget is cut for (3 of 64 rows: 168 registers, a few spilled).
@@ -50,21 +58,24 @@ struct wg_cfg {
 // buffer (one more bf16x2 FMA per pair, a single rounding of the exact value), and the MMAs of all
 // stages accumulate into one accumulator. No fold, so nothing waits for a stage's MMA except the
 // refill of the B buffer it read, one stage later.
-template <int WGS, int MINB, bool BW>
-__global__ void __launch_bounds__(wg_cfg<WGS>::THREADS, MINB) qgemm_wg_kernel(qg_args a, int swap) {
-    using C = wg_cfg<WGS>;
-    constexpr int BM = C::BM;
+template <int WGS, int MINB, bool BW, int BN = WG_BN, int NST = 3>
+__global__ void __launch_bounds__(wg_cfg<WGS, BN, NST>::THREADS, MINB) qgemm_wg_kernel(qg_args a, int flags) {
+    static_assert(BN == WG_BN || (BN == 256 && BW), "the wide tile has no ones columns: bf16 weights only");
+    using C = wg_cfg<WGS, BN, NST>;
+    constexpr int BM = C::BM, WG_STAGES = NST;
+    static_assert(BM * (BN + 8) * 4 <= C::SMEM, "the epilogue's fp32 tile overlays the pipeline");
+    const int swap = flags & WG_DESC_SWAP;
     extern __shared__ __align__(128) char smem[];
     char *bq = smem + WG_STAGES * C::STAGE; // two bf16 B buffers
-    int *a_row = (int *)(bq + 2 * WG_BQ_BYTES);
+    int *a_row = (int *)(bq + 2 * C::BQ_BYTES);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
     const int g = lane >> 2, t = lane & 3;
     const bool glu = a.epi == QG_GLU;
-    const int n0 = blockIdx.y * (glu ? WG_BN / 2 : WG_BN);
+    const int n0 = blockIdx.y * (glu ? BN / 2 : BN);
 
     int m0, rows, grp;
     if (!wg_block_rows(a, BM, &m0, &rows, &grp)) return;
-    wg_block_setup<C::THREADS>(a, BM, m0, rows, a_row, bq, 2, WG_BQ_BYTES);
+    wg_block_setup<C::THREADS>(a, BM, m0, rows, a_row, bq, BN == WG_BN ? 2 : 0, C::BQ_BYTES);
     __syncthreads();
 
     const long wrow0 = (long)grp * a.N;
@@ -76,7 +87,7 @@ __global__ void __launch_bounds__(wg_cfg<WGS>::THREADS, MINB) qgemm_wg_kernel(qg
     // A: chunks i = tid + it*THREADS (it < AIT); eight consecutive threads fill one core matrix
     // (128 contiguous bytes: no bank conflict). Codes: two 16-byte halves of columns (i >> 1).
     // Scales: one word of column tid (tid < 128).
-    constexpr int AIT = BM * 8 / C::THREADS, CIT = WG_BN * 2 / C::THREADS;
+    constexpr int AIT = BM * 8 / C::THREADS, CIT = BN * 2 / C::THREADS;
     const uint16_t *a_src[AIT];
     uint32_t a_ok = 0;
 #pragma unroll
@@ -91,16 +102,16 @@ __global__ void __launch_bounds__(wg_cfg<WGS>::THREADS, MINB) qgemm_wg_kernel(qg
 #pragma unroll
     for (int it = 0; it < CIT; it++) {
         const int i = tid + it * C::THREADS, j = i >> 1, c = i & 1;
-        const dq_mat &m = (glu && j >= 64) ? a.w2 : a.w;
-        const int n = n0 + (glu ? (j & 63) : j);
+        const dq_mat &m = (glu && j >= BN / 2) ? a.w2 : a.w;
+        const int n = n0 + (glu ? (j & (BN / 2 - 1)) : j);
         c_src[it] = (const char *)m.codes + (n < a.N ? (wrow0 + n) * row_bytes + c * 16 : 0);
         c_ok |= (n < a.N) << it;
     }
     const uint32_t *s_src = NULL;
     bool s_ok = false;
-    if (tid < WG_BN) {
-        const dq_mat &m = (glu && tid >= 64) ? a.w2 : a.w;
-        const int n = n0 + (glu ? (tid & 63) : tid);
+    if (tid < BN) {
+        const dq_mat &m = (glu && tid >= BN / 2) ? a.w2 : a.w;
+        const int n = n0 + (glu ? (tid & (BN / 2 - 1)) : tid);
         s_ok = n < a.N;
         s_src = m.sb + (s_ok ? (wrow0 + n) * ng : 0);
     }
@@ -115,19 +126,19 @@ __global__ void __launch_bounds__(wg_cfg<WGS>::THREADS, MINB) qgemm_wg_kernel(qg
 #pragma unroll
         for (int it = 0; it < CIT; it++)
             wg_cp16(Cs + (tid + it * C::THREADS) * 16, c_src[it] + kt * 32, (c_ok >> it) & 1);
-        if (tid < WG_BN) wg_cp4(Ss + tid, s_src + ((kt * WG_BK) >> gshift), s_ok);
+        if (tid < BN) wg_cp4(Ss + tid, s_src + ((kt * WG_BK) >> gshift), s_ok);
     };
     // Codes of stage slot st -> bf16 q in B buffer b: column j, k16 step s, half h (k 8h..8h+7) is
     // row j%8 of core matrix (j/8, h) of step s. Consecutive threads take consecutive columns, so
     // a warp phase's 16-byte stores fill one 128-byte core matrix. The column's scale word becomes
     // (scale, bias) floats for the fold.
-    float2 *sf = (float2 *)(a_row + BM); // [2][WG_BN] (scale, bias) per B buffer
+    float2 *sf = (float2 *)(a_row + BM); // [2][BN] (scale, bias) per B buffer (exact weights only)
     auto dequant = [&](int st, int b) {
         const char *Cs = smem + st * C::STAGE + C::A_BYTES;
-        char *B = bq + b * WG_BQ_BYTES;
+        char *B = bq + b * C::BQ_BYTES;
 #pragma unroll
         for (int it = 0; it < CIT; it++) {
-            const int i = tid + it * C::THREADS, j = i & (WG_BN - 1), half = i >> 7;
+            const int i = tid + it * C::THREADS, j = i & (BN - 1), half = i >> (BN == 256 ? 8 : 7);
             const uint4 w = *(const uint4 *)(Cs + j * 32 + half * 16);
             const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
             uint32_t s2 = 0, b2 = 0; // BW: (scale, scale) and (bias, bias) as bf16 pairs
@@ -139,20 +150,21 @@ __global__ void __launch_bounds__(wg_cfg<WGS>::THREADS, MINB) qgemm_wg_kernel(qg
                 if (BW)
                     v = make_uint4(wg_bf2_fma(v.x, s2, b2), wg_bf2_fma(v.y, s2, b2), wg_bf2_fma(v.z, s2, b2),
                                    wg_bf2_fma(v.w, s2, b2));
-                *(uint4 *)(B + s * WG_BQ_STEP + (j >> 3) * 256 + h * 128 + (j & 7) * 16) = v;
+                *(uint4 *)(B + s * C::BQ_STEP + (j >> 3) * 256 + h * 128 + (j & 7) * 16) = v;
             }
             if (!BW && half == 0) {
                 const uint32_t sb = *(const uint32_t *)(Cs + C::C_BYTES + 4 * j);
-                sf[b * WG_BN + j] = make_float2(__uint_as_float(sb << 16), __uint_as_float(sb & 0xffff0000u));
+                sf[b * BN + j] = make_float2(__uint_as_float(sb << 16), __uint_as_float(sb & 0xffff0000u));
             }
         }
     };
 
-    float acc[64], part[68];
+    constexpr int NR = C::NR;
+    float acc[64], part[NR];
 #pragma unroll
     for (int i = 0; i < 64; i++) acc[i] = 0.0f;
 #pragma unroll
-    for (int i = 0; i < 68; i++) part[i] = 0.0f;
+    for (int i = 0; i < NR; i++) part[i] = 0.0f;
 
 #pragma unroll
     for (int s = 0; s < WG_STAGES - 1; s++) {
@@ -171,15 +183,18 @@ __global__ void __launch_bounds__(wg_cfg<WGS>::THREADS, MINB) qgemm_wg_kernel(qg
     if constexpr (BW) { // part accumulates all of K (its last 4 columns: the activation sums, unused)
         for (int kt = 0; kt < KT; kt++) {
             const int st = kt % WG_STAGES, b = kt & 1;
-            wg_fence(part);
+            wgx_fence<NR>(part);
 #pragma unroll
-            for (int s = 0; s < 4; s++)
-                wg_mma(part, da0 + ((st * C::STAGE + s * 256) >> 4), db0 + ((b * WG_BQ_BYTES + s * WG_BQ_STEP) >> 4),
-                       kt > 0 || s > 0);
-            wg_commit_mma(part);
+            for (int s = 0; s < 4; s++) {
+                const uint64_t da = da0 + ((st * C::STAGE + s * 256) >> 4);
+                const uint64_t db = db0 + ((b * C::BQ_BYTES + s * C::BQ_STEP) >> 4);
+                if constexpr (BN == WG_BN) wg_mma(part, da, db, kt > 0 || s > 0);
+                else wg_mma256(part, da, db, kt > 0 || s > 0);
+            }
+            wgx_commit<NR>(part);
             // Stage kt-1's MMA, the last reader of its A slot and of B buffer b^1, is complete in
             // every warpgroup: then the slot is refilled and the buffer rewritten.
-            wg_wait_mma1(part);
+            wgx_wait<NR, 1>(part);
             __syncthreads();
             if (kt + WG_STAGES - 1 < KT) load_stage((kt + WG_STAGES - 1) % WG_STAGES, kt + WG_STAGES - 1);
             wg_commit();
@@ -191,9 +206,10 @@ __global__ void __launch_bounds__(wg_cfg<WGS>::THREADS, MINB) qgemm_wg_kernel(qg
                 __syncthreads();
             }
         }
-        wg_wait_mma(part);
+        wgx_wait<NR, 0>(part);
         wg_cpwait<0>();
-        wg_epilogue(a, part, 16 * warp + g, t, m0, rows, n0);
+        if (flags & WG_EPI_REGS) wg_epilogue<BN / 8>(a, part, 16 * warp + g, t, m0, rows, n0);
+        else wg_epilogue_smem<BN / 8, C::THREADS>(a, part, (float *)smem, 16 * warp + g, t, m0, rows, n0, BM);
     } else {
         for (int kt = 0; kt < KT; kt++) {
             const int st = kt % WG_STAGES, b = kt & 1;
@@ -220,17 +236,41 @@ __global__ void __launch_bounds__(wg_cfg<WGS>::THREADS, MINB) qgemm_wg_kernel(qg
     }
 }
 
-template <int WGS, int MINB, bool BW>
+template <int WGS, int MINB, bool BW, int BN = WG_BN, int NST = 3>
 static void wg_launch_t(const qg_args &a, int grid_x, cudaStream_t st) {
-    using C = wg_cfg<WGS>;
+    using C = wg_cfg<WGS, BN, NST>;
     static bool attr = false;
     if (!attr) {
-        cudaFuncSetAttribute(qgemm_wg_kernel<WGS, MINB, BW>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
+        cudaFuncSetAttribute(qgemm_wg_kernel<WGS, MINB, BW, BN, NST>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             C::SMEM);
         attr = true;
     }
-    const int cols = a.epi == QG_GLU ? WG_BN / 2 : WG_BN;
+    const int cols = a.epi == QG_GLU ? BN / 2 : BN;
     dim3 grid(grid_x, (a.N + cols - 1) / cols);
-    qgemm_wg_kernel<WGS, MINB, BW><<<grid, C::THREADS, C::SMEM, st>>>(a, lily_qg_wg_desc_swap);
+    static int epi_regs = -1; // LILY_QG_EPI_REGS=1: the unrolled register epilogue (timing only)
+    if (epi_regs < 0) epi_regs = getenv("LILY_QG_EPI_REGS") && atoi(getenv("LILY_QG_EPI_REGS")) == 1;
+    const int flags = (lily_qg_wg_desc_swap ? WG_DESC_SWAP : 0) | (epi_regs ? WG_EPI_REGS : 0);
+    qgemm_wg_kernel<WGS, MINB, BW, BN, NST><<<grid, C::THREADS, C::SMEM, st>>>(a, flags);
+}
+
+// Which bf16-weight calls on 128-row tiles take the wide tile: those with a wave of blocks at least,
+// except the grouped down projection (measured, docs/PERF.md 2026-11-30 fourth session; qgone TFLOP/s
+// 128-column -> wide: 4096 x 8192 x 2048 242 -> 289, 4096 x 2048 x 4096 228 -> 306, 4096 x 12352 x
+// 2048 248 -> 296, 4096 x 2048 x 512 169 -> 183; but 1024 x 1024 x 2048, 32 wide blocks for 132
+// SMs, 78 -> 62; and in a 4K prefill the MoE down GEMM 23.8 -> 28.1 ms while the grouped gate|up
+// gained 33.1 -> 27.7). grid_x: the launch's row tiles (grouped: the tile map's bound).
+bool qgemm_wide_takes(const qg_args &a, int grid_x) {
+    if (!lily_qg_bf16w || !lily_qg_wide) return false;
+    if (lily_qg_wide == 2) return true;
+    if (a.tile_off && a.epi != QG_GLU) return false;
+    static int sms = 0;
+    if (!sms) {
+        int dev = 0;
+        cudaGetDevice(&dev);
+        if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0) sms = 132;
+    }
+    const int cols = a.epi == QG_GLU ? 128 : 256;
+    return (long)grid_x * ((a.N + cols - 1) / cols) >= sms;
 }
 
 bool qgemm_wg_takes(const qg_args &a, int bm) {
@@ -242,8 +282,11 @@ bool qgemm_wg_takes(const qg_args &a, int bm) {
 void qgemm_wg_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st) {
     // 64-row tiles: registers cut for 3 blocks per SM (measured against 2 blocks with all registers,
     // LILY_CUDA_WG_MINB of 2026-11-29: 158 vs 148 TFLOP/s at 4096 x 8192 x 2048, docs/PERF.md).
+    // 128-row tiles with bf16 weights: two blocks an SM (128 registers; the shared-memory epilogue
+    // would take 144 and one block). The wide tile: one block an SM (4 stages measured no faster).
     if (lily_qg_bf16w) {
-        if (bm == 128) wg_launch_t<2, 1, true>(a, grid_x, st);
+        if (bm == 128 && qgemm_wide_takes(a, grid_x)) wg_launch_t<2, 1, true, 256>(a, grid_x, st);
+        else if (bm == 128) wg_launch_t<2, 2, true>(a, grid_x, st);
         else wg_launch_t<1, 3, true>(a, grid_x, st);
     } else if (bm == 128) {
         wg_launch_t<2, 1, false>(a, grid_x, st);

@@ -97,6 +97,44 @@ __device__ __forceinline__ void wg_wait_mma1(float *d) {
     asm volatile("wgmma.wait_group.sync.aligned 1;\n" : WG_D68 ::"memory");
 }
 
+// The wide tile (qgemm_wg.cu, BN = 256, bf16 weights only): d (64 x 256 per warpgroup, fp32, 128
+// registers a thread) = (acc ? d : 0) + A (64 x 16) . B (16 x 256); no ones columns (nothing to fold).
+#define WG_D128 \
+    WG_F4(0), WG_F4(4), WG_F4(8), WG_F4(12), WG_F4(16), WG_F4(20), WG_F4(24), WG_F4(28), \
+    WG_F4(32), WG_F4(36), WG_F4(40), WG_F4(44), WG_F4(48), WG_F4(52), WG_F4(56), WG_F4(60), \
+    WG_F4(64), WG_F4(68), WG_F4(72), WG_F4(76), WG_F4(80), WG_F4(84), WG_F4(88), WG_F4(92), \
+    WG_F4(96), WG_F4(100), WG_F4(104), WG_F4(108), WG_F4(112), WG_F4(116), WG_F4(120), WG_F4(124)
+__device__ __forceinline__ void wg_mma256(float *d, uint64_t da, uint64_t db, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+                 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+                 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+                 "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+                 "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+                 "%128, %129, p, 1, 1, 0, 0;\n}\n"
+                 : WG_D128
+                 : "l"(da), "l"(db), "r"(acc));
+}
+// Register fences of the accumulator as wg_fence / wg_commit_mma / wg_wait_mma(1), for NR = 68 (the
+// m64n136 accumulator) or 128 (m64n256).
+template <int NR> __device__ __forceinline__ void wgx_fence(float *d) {
+    if constexpr (NR == 128) asm volatile("wgmma.fence.sync.aligned;\n" : WG_D128 ::"memory");
+    else wg_fence(d);
+}
+template <int NR> __device__ __forceinline__ void wgx_commit(float *d) {
+    if constexpr (NR == 128) asm volatile("wgmma.commit_group.sync.aligned;\n" : WG_D128 ::"memory");
+    else wg_commit_mma(d);
+}
+template <int NR, int LEFT> __device__ __forceinline__ void wgx_wait(float *d) {
+    if constexpr (NR == 128) asm volatile("wgmma.wait_group.sync.aligned %128;\n" : WG_D128 : "n"(LEFT) : "memory");
+    else if constexpr (LEFT == 1) wg_wait_mma1(d);
+    else wg_wait_mma(d);
+}
+
 __device__ __forceinline__ uint32_t wg_bf2_fma(uint32_t a, uint32_t b, uint32_t c) {
     uint32_t d;
     asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
@@ -194,7 +232,9 @@ __device__ __forceinline__ void wg_fold(float *acc, const float *part, const flo
 }
 
 // The block's output: the thread holds rows r0, r0+8 of the tile (r0 = 16*warp + g over the
-// multiplying warps) and columns 8j+2t, 8j+2t+1 of each of the 16 column groups.
+// multiplying warps) and columns 8j+2t, 8j+2t+1 of each of the NJ column groups (16, or 32 for the
+// wide tile; QG_GLU: the first half gate, the second half up).
+template <int NJ = 16>
 __device__ __forceinline__ void wg_epilogue(const qg_args &a, const float *acc, int r0, int t, int m0,
                                             int rows, int n0) {
     if (a.epi == QG_GLU) {
@@ -204,13 +244,13 @@ __device__ __forceinline__ void wg_epilogue(const qg_args &a, const float *acc, 
             if (r >= rows) continue;
             const int p = m0 + r, orow = a.y_rows ? __ldg(a.y_rows + p) : p;
 #pragma unroll
-            for (int j = 0; j < 8; j++) {
+            for (int j = 0; j < NJ / 2; j++) {
                 const int col = n0 + 8 * j + 2 * t;
                 if (col >= a.N) continue;
                 float o[2];
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
-                    const float gv = rb(acc[4 * j + 2 * hr + e]), uv = rb(acc[4 * (j + 8) + 2 * hr + e]);
+                    const float gv = rb(acc[4 * j + 2 * hr + e]), uv = rb(acc[4 * (j + NJ / 2) + 2 * hr + e]);
                     o[e] = rb(silu_f(gv)) * uv;
                 }
                 *(uint32_t *)((uint16_t *)a.y + (long)orow * a.ldy + col) = wg_pack(o[0], o[1]);
@@ -223,9 +263,64 @@ __device__ __forceinline__ void wg_epilogue(const qg_args &a, const float *acc, 
         const int r = r0 + 8 * hr;
         if (r >= rows) continue;
 #pragma unroll
-        for (int j = 0; j < 16; j++) {
+        for (int j = 0; j < NJ; j++) {
             const int col = n0 + 8 * j + 2 * t;
             if (col < a.N) wg_store2(a, m0 + r, col, acc[4 * j + 2 * hr], acc[4 * j + 2 * hr + 1]);
+        }
+    }
+}
+
+// The same output through shared memory (qgemm_wg.cu's bf16-weight path): the accumulators go to a
+// row-major fp32 tile (stride NJ*8 + 8 floats: each half-warp's float2 stores hit 32 distinct banks),
+// then each thread takes 4 consecutive columns of a row at a time, so a warp writes 512 (fp32) or
+// 256 (bf16) contiguous bytes of one row and every store is a full 16- or 8-byte piece, with one
+// epilogue switch per piece in a loop that is not unrolled. The unrolled register epilogue above
+// (NJ x 2 scattered 4-byte stores, each behind its own switch) was a fifth of the wide tile's stall
+// samples, most of them instruction-cache misses (ncu, docs/PERF.md). Arithmetic and rounding per
+// element are qg_store2_at's, so the outputs are bitwise the same. The caller has retired every
+// MMA and cp.async of the block; `tile` may overlay the pipeline's shared memory.
+template <int NJ, int THREADS>
+__device__ __forceinline__ void wg_epilogue_smem(const qg_args &a, const float *acc, float *tile, int r0, int t,
+                                                 int m0, int rows, int n0, int BM) {
+    constexpr int BN = NJ * 8, LD = BN + 8;
+    __syncthreads(); // every warp is past its last read of the pipeline's shared memory
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++)
+#pragma unroll
+        for (int j = 0; j < NJ; j++)
+            *(float2 *)(tile + (r0 + 8 * hr) * LD + 8 * j + 2 * t) = make_float2(acc[4 * j + 2 * hr], acc[4 * j + 2 * hr + 1]);
+    __syncthreads();
+    const bool glu = a.epi == QG_GLU;
+    const int C4 = glu ? BN / 8 : BN / 4; // 4-column pieces a row writes (QG_GLU: the gate half)
+    const int nr = min(rows, BM);
+    for (int i = threadIdx.x; i < nr * C4; i += THREADS) {
+        const int r = i / C4, c = 4 * (i - r * C4), col = n0 + c;
+        if (col >= a.N) continue;
+        const int p = m0 + r, orow = a.y_rows ? __ldg(a.y_rows + p) : p;
+        const long at = (long)orow * a.ldy + col;
+        const bool full = col + 4 <= a.N; // else N - col = 2 (N even): one pair
+        const float4 v = *(const float4 *)(tile + r * LD + c);
+        uint16_t *yb = (uint16_t *)a.y + at;
+        float *yf = (float *)a.y + at;
+        if (glu) {
+            const float4 u = *(const float4 *)(tile + r * LD + BN / 2 + c);
+            const uint32_t p0 = wg_pack(rb(silu_f(rb(v.x))) * rb(u.x), rb(silu_f(rb(v.y))) * rb(u.y));
+            const uint32_t p1 = wg_pack(rb(silu_f(rb(v.z))) * rb(u.z), rb(silu_f(rb(v.w))) * rb(u.w));
+            if (full && !((uintptr_t)yb & 7)) *(uint2 *)yb = make_uint2(p0, p1);
+            else {
+                *(uint32_t *)yb = p0;
+                if (full) *(uint32_t *)(yb + 2) = p1;
+            }
+            continue;
+        }
+        if (full && a.epi == QG_BF16 && !((uintptr_t)yb & 7)) {
+            *(uint2 *)yb = make_uint2(wg_pack(v.x, v.y), wg_pack(v.z, v.w));
+        } else if (full && a.epi == QG_F32_RAW && !((uintptr_t)yf & 15)) {
+            *(float4 *)yf = v;
+        } else {
+            auto scale = [&] { return __ldg(a.scale + orow); };
+            qg_store2_at(a, at, scale, v.x, v.y);
+            if (full) qg_store2_at(a, at + 2, scale, v.z, v.w);
         }
     }
 }

@@ -128,17 +128,21 @@ static void test_qgemm(rng &r) {
         {129, 66, 320, 8, 32, 128, QG_F32_RAW},  {150, 96, 320, 4, 64, 64, QG_GLU},
         {17, 130, 128, 4, 64, 16, QG_GLU},       {200, 300, 256, 4, 64, 128, QG_RESID},
         {65, 512, 512, 4, 64, 32, QG_BF16},      {513, 64, 4096, 4, 64, 0, QG_F32},
+        {300, 600, 256, 4, 64, 128, QG_GLU},
     };
     int idx = 0;
     const int wg_default = lily_qg_wgmma, ws_default = qgemm_ws_on();
     for (auto &k : cases)
-    for (int wg = 0; wg < 5; wg++) { // mma.sync, wgmma, wgmma warp-specialised (qgemm_ws.cu), wgmma on bf16
-                                      // weights, the same with the operands swapped (qgemm_rs.cu)
+    for (int wg = 0; wg < 6; wg++) { // mma.sync, wgmma, wgmma warp-specialised (qgemm_ws.cu), wgmma on bf16
+                                      // weights, the same with the operands swapped (qgemm_rs.cu), the wide
+                                      // tile (256 columns; 128-row tiles only)
         if (g_small && idx++ >= 16) break;
+        if (wg == 5 && (k.tile ? k.tile : qgemm_pick_tile(k.M)) != 128) continue;
         lily_qg_wgmma = wg > 0;
         lily_qg_ws = wg == 2;
         lily_qg_bf16w = wg >= 3;
         lily_qg_rs = wg == 4;
+        lily_qg_wide = wg == 5 ? 2 : 0;
         host_mat hw, hw2;
         make_qmat(hw, k.N, k.K, k.bits, k.group, 1.0f / sqrtf((float)k.K), r);
         make_qmat(hw2, k.N, k.K, k.bits, k.group, 1.0f / sqrtf((float)k.K), r);
@@ -198,7 +202,8 @@ static void test_qgemm(rng &r) {
         if (wg_path)
             snprintf(probe, sizeof probe, "; swapped descriptors: rel_l2 %.1e", rel_l2(swapped.data(), ex.data(), n));
         report(ok, "qgemm%s M=%d N=%d K=%d bits=%d group=%d tile=%d epi=%d: rel_l2 %.1e vs %s weights (tol %.0e)%s",
-               wg_path ? (wg == 4 ? " (wgmma, bf16 weights, swapped operands)" : wg == 3 ? " (wgmma, bf16 weights)"
+               wg_path ? (wg == 5 ? " (wgmma, bf16 weights, wide tile)" : wg == 4 ? " (wgmma, bf16 weights, swapped operands)"
+                          : wg == 3 ? " (wgmma, bf16 weights)"
                           : wg == 2 ? " (wgmma, warp-specialised)" : " (wgmma)") : "",
                k.M, k.N, k.K, k.bits, k.group, k.tile, k.epi, dx, wg >= 3 ? "bf16-rounded" : "exact", tol, probe);
         free_all();
@@ -207,6 +212,7 @@ static void test_qgemm(rng &r) {
     lily_qg_ws = ws_default;
     lily_qg_bf16w = 0;
     lily_qg_rs = 0;
+    lily_qg_wide = 0;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -799,6 +805,8 @@ void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
     lily_qg_bf16w = bw_default;
     const char *rs = getenv("LILY_CUDA_QG_RS");
     lily_qg_rs = rs ? atoi(rs) != 0 : 0;
+    const char *wide = getenv("LILY_CUDA_QG_WIDE");
+    lily_qg_wide = wide ? atoi(wide) : 1; // as the engine
     test_moe_pf(r); // default kernels: wgmma for tiles of 64/128 rows
     lily_qg_wgmma = 0;
     printf("(the same MoE cases on the mma.sync kernel)\n");
@@ -814,6 +822,11 @@ void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
     printf("(the same MoE cases on the swapped-operand bf16-weight kernel, qgemm_rs.cu)\n");
     test_moe_pf(r);
     lily_qg_bf16w = bw_saved, lily_qg_rs = rs_saved;
+    const int wide_saved = lily_qg_wide;
+    lily_qg_bf16w = 1, lily_qg_wide = 2;
+    printf("(the same MoE cases on the wide bf16-weight tile wherever they take 128-row tiles)\n");
+    test_moe_pf(r);
+    lily_qg_bf16w = bw_saved, lily_qg_wide = wide_saved;
     test_gdn_pf(r);
     test_gdn_chunked(r);
     test_attn_pf(r);
@@ -834,15 +847,17 @@ void run_qg_once(int M, int N, int K, int tile, int wg) {
     a.y = poisoned<uint16_t>((size_t)M * N), a.ldy = N;
     lily_qg_wgmma = wg > 0;
     lily_qg_ws = wg == 2; // WG: 0 mma.sync, 1 wgmma, 2 warp-specialised wgmma, 3 wgmma on bf16 weights,
-    lily_qg_bf16w = wg >= 3; // 4 the same with the operands swapped (qgemm_rs.cu)
+    lily_qg_bf16w = wg >= 3; // 4 the same with the operands swapped (qgemm_rs.cu), 5 the wide tile
     lily_qg_rs = wg == 4;
+    lily_qg_wide = wg == 5 ? 2 : 0;
     for (int i = 0; i < 2; i++) qgemm_launch(a, tile, 0, 0);
     CK(cudaDeviceSynchronize());
     double ms = gpu_time_ms([&] { qgemm_launch(a, tile, 0, 0); }, 10);
     printf("qgone M=%d N=%d K=%d tile=%d %s: %.3f ms, %.1f TFLOP/s\n", M, N, K, tile,
-           wg == 4 ? "wgmma-rs" : wg == 3 ? "wgmma-bf16w" : wg == 2 ? "wgmma-ws" : wg ? "wgmma" : "mma.sync", ms,
+           wg == 5 ? "wgmma-wide" : wg == 4 ? "wgmma-rs" : wg == 3 ? "wgmma-bf16w" : wg == 2 ? "wgmma-ws" : wg ? "wgmma" : "mma.sync", ms,
            2.0 * M * N * K / (ms * 1e-3) / 1e12);
     lily_qg_bf16w = 0;
     lily_qg_rs = 0;
+    lily_qg_wide = 0;
     free_all();
 }
