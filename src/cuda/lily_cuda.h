@@ -84,6 +84,8 @@ enum lily_cuda_opt {
     LILY_CUDA_OPT_QG_WIDE = 26,     // prefill: bf16-weight GEMMs on 128-row tiles take 256 weight rows
                                     // a block (qgemm_wg.cu's wide tile): 1 = where it is faster
                                     // (default), 2 = always, 0 = never (LILY_CUDA_QG_WIDE; flag qg_wide)
+    LILY_CUDA_OPT_QG_TMA = 27,      // prefill: 1 = the wide tile loads dense X rows and weight codes by
+                                    // tensor-map copies (default; LILY_CUDA_QG_TMA; flag qg_tma)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

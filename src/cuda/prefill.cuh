@@ -77,6 +77,9 @@ extern int lily_qg_bf16w;
 // variable's own initial value 0 is what kernel tests start from.
 extern int lily_qg_wide;
 bool qgemm_wide_takes(const qg_args &a, int grid_x);
+// 1 = the wide tile loads X and the codes of dense calls by tensor-map copies (TMA); 0 = cp.async
+// (LILY_CUDA_QG_TMA; option LILY_CUDA_OPT_QG_TMA; flag qg_tma; default 1).
+extern int lily_qg_tma;
 bool qgemm_wg_takes(const qg_args &a, int bm);
 void qgemm_wg_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st);
 // qgemm_rs.cu: the bf16-weight calls with the operands swapped (weights dequantised into the MMA's

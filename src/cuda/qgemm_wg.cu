@@ -26,31 +26,44 @@
 // operands in the canonical no-swizzle K-major layout: 8x8 "core matrices" of 128 contiguous bytes
 // (8 rows of 16 bytes); the descriptors give the byte distance between core matrices along K (LBO)
 // and along M/N (SBO).
+#include <cuda.h> // CUtensorMap
+#include <cudaTypedefs.h> // PFN_cuTensorMapEncodeTiled
+
 #include "qgemm_wg.cuh"
 
 int lily_qg_wgmma = 1;
 int lily_qg_wg_desc_swap = 0;
 int lily_qg_bf16w = 0;
 int lily_qg_wide = 0;
+int lily_qg_tma = 1;
 
 enum { WG_DESC_SWAP = 1, WG_EPI_REGS = 2 }; // kernel flags: the descriptor probe; the register epilogue (timing)
 
 // BN: output columns (weight rows) a block multiplies: 128 (+ 8 ones columns for the fold), or the
 // wide 256 with bf16 weights (m64n256k16, no ones columns): each activation tile copied from L2 then
 // serves twice the weight rows, the traffic the swapped-operand kernel's ablations found to be the
-// bound (docs/PERF.md), at one block an SM instead of two. NST: cp.async stages.
-template <int WGS, int BN = WG_BN, int NST = 3>
+// bound (docs/PERF.md), at one block an SM instead of two. NST: cp.async stages. TMA: X rows and code
+// rows by tensor-map copies (wide tile, dense rows; below).
+template <int WGS, int BN = WG_BN, int NST = 3, bool TMA = false>
 struct wg_cfg {
     static constexpr int BM = 64 * WGS;
     static constexpr int THREADS = 128 * WGS;
     static constexpr int A_BYTES = BM * 128; // bf16 X rows, 64 k
     static constexpr int C_BYTES = BN * 32;  // 4-bit codes, 64 k per column
     static constexpr int S_BYTES = BN * 4;   // one scale|bias word per column
-    static constexpr int STAGE = A_BYTES + C_BYTES + S_BYTES;
+    static constexpr int STAGE = TMA ? (A_BYTES + C_BYTES + S_BYTES + 1023) / 1024 * 1024 : A_BYTES + C_BYTES + S_BYTES;
     static constexpr int BQ_STEP = BN == WG_BN ? WG_BQ_STEP : (BN / 8) * 256; // bf16 B of one k16 step
     static constexpr int BQ_BYTES = 4 * BQ_STEP;
     static constexpr int NR = BN == WG_BN ? 68 : BN / 2; // accumulator registers a thread
-    static constexpr int SMEM = NST * STAGE + 2 * BQ_BYTES + BM * 4 + 2 * BN * 8;
+    // + TMA: one mbarrier a stage, and slack to align the stages to 1024 bytes (the swizzle atom)
+    static constexpr int SMEM = NST * STAGE + 2 * BQ_BYTES + BM * 4 + 2 * BN * 8 + (TMA ? NST * 8 + 1024 : 0);
+};
+
+// The tensor maps of a TMA launch (kernel parameters, __grid_constant__): X (bf16, box 64 k x 128
+// rows, 128-byte swizzle) and the code rows of w and w2 (bytes, box 32 x BN or BN/2 rows, row-major
+// as the cp.async path lays them out).
+struct wg_tmaps {
+    CUtensorMap x, w, w2;
 };
 
 // MINB: blocks per SM the register budget is cut for (3 of 64 rows: 168 registers, a few spilled).
@@ -58,14 +71,21 @@ struct wg_cfg {
 // buffer (one more bf16x2 FMA per pair, a single rounding of the exact value), and the MMAs of all
 // stages accumulate into one accumulator. No fold, so nothing waits for a stage's MMA except the
 // refill of the B buffer it read, one stage later.
-template <int WGS, int MINB, bool BW, int BN = WG_BN, int NST = 3>
-__global__ void __launch_bounds__(wg_cfg<WGS, BN, NST>::THREADS, MINB) qgemm_wg_kernel(qg_args a, int flags) {
+// TMA (wide tile, dense rows: no x_rows gather): thread 0 requests each stage's X tile and code rows
+// with tensor-map copies completing on the stage's mbarrier, instead of 7 cp.async per thread a
+// stage; ncu showed the wide tile's warps waiting a quarter of the time for the load/store unit to
+// accept those cp.async. The scale words stay cp.async (4 bytes a column: below a TMA box's 16).
+template <int WGS, int MINB, bool BW, int BN = WG_BN, int NST = 3, bool TMA = false>
+__global__ void __launch_bounds__(wg_cfg<WGS, BN, NST, TMA>::THREADS, MINB)
+    qgemm_wg_kernel(qg_args a, int flags, const __grid_constant__ wg_tmaps tm) {
     static_assert(BN == WG_BN || (BN == 256 && BW), "the wide tile has no ones columns: bf16 weights only");
-    using C = wg_cfg<WGS, BN, NST>;
+    static_assert(!TMA || (BN == 256 && BW), "tensor-map loads: the wide tile only");
+    using C = wg_cfg<WGS, BN, NST, TMA>;
     constexpr int BM = C::BM, WG_STAGES = NST;
     static_assert(BM * (BN + 8) * 4 <= C::SMEM, "the epilogue's fp32 tile overlays the pipeline");
     const int swap = flags & WG_DESC_SWAP;
-    extern __shared__ __align__(128) char smem[];
+    extern __shared__ __align__(128) char smem_raw[];
+    char *smem = TMA ? (char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023) : smem_raw;
     char *bq = smem + WG_STAGES * C::STAGE; // two bf16 B buffers
     int *a_row = (int *)(bq + 2 * C::BQ_BYTES);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
@@ -76,6 +96,11 @@ __global__ void __launch_bounds__(wg_cfg<WGS, BN, NST>::THREADS, MINB) qgemm_wg_
     int m0, rows, grp;
     if (!wg_block_rows(a, BM, &m0, &rows, &grp)) return;
     wg_block_setup<C::THREADS>(a, BM, m0, rows, a_row, bq, BN == WG_BN ? 2 : 0, C::BQ_BYTES);
+    uint64_t *full = (uint64_t *)((char *)(a_row + BM) + 2 * BN * 8); // TMA: [NST] after sf
+    if (TMA && tid == 0) {
+        for (int s = 0; s < NST; s++) mb_init(&full[s], 1);
+        mb_init_fence();
+    }
     __syncthreads();
 
     const long wrow0 = (long)grp * a.N;
@@ -120,12 +145,21 @@ __global__ void __launch_bounds__(wg_cfg<WGS, BN, NST>::THREADS, MINB) qgemm_wg_
     auto load_stage = [&](int st, int kt) {
         char *As = smem + st * C::STAGE, *Cs = As + C::A_BYTES;
         uint32_t *Ss = (uint32_t *)(Cs + C::C_BYTES);
+        if constexpr (TMA) {
+            if (tid == 0) {
+                mb_expect_tx(&full[st], C::A_BYTES + C::C_BYTES);
+                tma_g2s_2d(As, &tm.x, kt * WG_BK, m0, &full[st]);
+                tma_g2s_2d(Cs, &tm.w, kt * 32, (int)(wrow0 + n0), &full[st]);
+                if (glu) tma_g2s_2d(Cs + (BN / 2) * 32, &tm.w2, kt * 32, (int)(wrow0 + n0), &full[st]);
+            }
+        } else {
 #pragma unroll
-        for (int it = 0; it < AIT; it++)
-            wg_cp16(As + a_dst + it * (C::THREADS / 64) * 1024, a_src[it] + kt * WG_BK, (a_ok >> it) & 1);
+            for (int it = 0; it < AIT; it++)
+                wg_cp16(As + a_dst + it * (C::THREADS / 64) * 1024, a_src[it] + kt * WG_BK, (a_ok >> it) & 1);
 #pragma unroll
-        for (int it = 0; it < CIT; it++)
-            wg_cp16(Cs + (tid + it * C::THREADS) * 16, c_src[it] + kt * 32, (c_ok >> it) & 1);
+            for (int it = 0; it < CIT; it++)
+                wg_cp16(Cs + (tid + it * C::THREADS) * 16, c_src[it] + kt * 32, (c_ok >> it) & 1);
+        }
         if (tid < BN) wg_cp4(Ss + tid, s_src + ((kt * WG_BK) >> gshift), s_ok);
     };
     // Codes of stage slot st -> bf16 q in B buffer b: column j, k16 step s, half h (k 8h..8h+7) is
@@ -172,6 +206,7 @@ __global__ void __launch_bounds__(wg_cfg<WGS, BN, NST>::THREADS, MINB) qgemm_wg_
         wg_commit();
     }
     wg_cpwait<WG_STAGES - 2>();
+    if (TMA) mb_wait(&full[0], 0);
     __syncthreads();
     dequant(0, 0);
     wg_fence_proxy();
@@ -179,14 +214,15 @@ __global__ void __launch_bounds__(wg_cfg<WGS, BN, NST>::THREADS, MINB) qgemm_wg_
 
     // Descriptors of stage 0 / buffer 0, step 0; a stage, buffer or step adds its byte offset / 16
     // to the address field (all of shared memory is below 256 KB: no carry out of the field).
-    const uint64_t da0 = wg_desc(smem + wg * 8192, 128, 1024, swap), db0 = wg_desc(bq, 128, 256, swap);
+    const uint64_t da0 = TMA ? wg_desc_sw128(smem + wg * 8192) : wg_desc(smem + wg * 8192, 128, 1024, swap);
+    const uint64_t db0 = wg_desc(bq, 128, 256, swap);
     if constexpr (BW) { // part accumulates all of K (its last 4 columns: the activation sums, unused)
         for (int kt = 0; kt < KT; kt++) {
             const int st = kt % WG_STAGES, b = kt & 1;
             wgx_fence<NR>(part);
 #pragma unroll
             for (int s = 0; s < 4; s++) {
-                const uint64_t da = da0 + ((st * C::STAGE + s * 256) >> 4);
+                const uint64_t da = da0 + ((st * C::STAGE + s * (TMA ? 32 : 256)) >> 4);
                 const uint64_t db = db0 + ((b * C::BQ_BYTES + s * C::BQ_STEP) >> 4);
                 if constexpr (BN == WG_BN) wg_mma(part, da, db, kt > 0 || s > 0);
                 else wg_mma256(part, da, db, kt > 0 || s > 0);
@@ -200,6 +236,7 @@ __global__ void __launch_bounds__(wg_cfg<WGS, BN, NST>::THREADS, MINB) qgemm_wg_
             wg_commit();
             if (kt + 1 < KT) {
                 wg_cpwait<WG_STAGES - 2>();
+                if (TMA) mb_wait(&full[(kt + 1) % WG_STAGES], ((kt + 1) / WG_STAGES) & 1);
                 __syncthreads(); // stage kt+1's loads have landed for every thread
                 dequant((kt + 1) % WG_STAGES, b ^ 1);
                 wg_fence_proxy();
@@ -236,12 +273,12 @@ __global__ void __launch_bounds__(wg_cfg<WGS, BN, NST>::THREADS, MINB) qgemm_wg_
     }
 }
 
-template <int WGS, int MINB, bool BW, int BN = WG_BN, int NST = 3>
-static void wg_launch_t(const qg_args &a, int grid_x, cudaStream_t st) {
-    using C = wg_cfg<WGS, BN, NST>;
+template <int WGS, int MINB, bool BW, int BN = WG_BN, int NST = 3, bool TMA = false>
+static void wg_launch_t(const qg_args &a, int grid_x, cudaStream_t st, const wg_tmaps *tm = NULL) {
+    using C = wg_cfg<WGS, BN, NST, TMA>;
     static bool attr = false;
     if (!attr) {
-        cudaFuncSetAttribute(qgemm_wg_kernel<WGS, MINB, BW, BN, NST>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        cudaFuncSetAttribute(qgemm_wg_kernel<WGS, MINB, BW, BN, NST, TMA>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              C::SMEM);
         attr = true;
     }
@@ -250,7 +287,49 @@ static void wg_launch_t(const qg_args &a, int grid_x, cudaStream_t st) {
     static int epi_regs = -1; // LILY_QG_EPI_REGS=1: the unrolled register epilogue (timing only)
     if (epi_regs < 0) epi_regs = getenv("LILY_QG_EPI_REGS") && atoi(getenv("LILY_QG_EPI_REGS")) == 1;
     const int flags = (lily_qg_wg_desc_swap ? WG_DESC_SWAP : 0) | (epi_regs ? WG_EPI_REGS : 0);
-    qgemm_wg_kernel<WGS, MINB, BW, BN, NST><<<grid, C::THREADS, C::SMEM, st>>>(a, flags);
+    static wg_tmaps none; // the non-TMA kernels' unused parameter
+    qgemm_wg_kernel<WGS, MINB, BW, BN, NST, TMA><<<grid, C::THREADS, C::SMEM, st>>>(a, flags, tm ? *tm : none);
+}
+
+// cuTensorMapEncodeTiled from the driver (through the runtime: no link to libcuda); NULL when the
+// driver does not give it, and the wide tile then loads by cp.async.
+static PFN_cuTensorMapEncodeTiled_v12000 wg_encoder(void) {
+    static PFN_cuTensorMapEncodeTiled_v12000 fn = NULL;
+    static bool tried = false;
+    if (!tried) {
+        tried = true;
+        void *p = NULL;
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+            q == cudaDriverEntryPointSuccess)
+            fn = (PFN_cuTensorMapEncodeTiled_v12000)p;
+        cudaGetLastError();
+    }
+    return fn;
+}
+
+// The tensor maps of a dense wide-tile call (wg_tmaps); false when the call does not fit them
+// (gathered or grouped rows, unaligned X, or no encoder): it then takes the cp.async path.
+static bool wg_make_tmaps(const qg_args &a, wg_tmaps *tm) {
+    PFN_cuTensorMapEncodeTiled_v12000 enc = lily_qg_tma ? wg_encoder() : NULL;
+    if (!enc || a.x_rows || a.tile_off || ((uintptr_t)a.x & 15) || (a.ldx % 8) || a.ldx < a.K) return false;
+    const cuuint32_t es[2] = {1, 1};
+    const cuuint64_t xd[2] = {(cuuint64_t)a.K, (cuuint64_t)a.M}, xs[1] = {(cuuint64_t)a.ldx * 2};
+    const cuuint32_t xb[2] = {WG_BK, 128};
+    if (enc(&tm->x, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)a.x, xd, xs, xb, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+        return false;
+    const bool glu = a.epi == QG_GLU;
+    const cuuint64_t rb = (cuuint64_t)a.K / 2, wd[2] = {rb, (cuuint64_t)a.N}, ws[1] = {rb};
+    const cuuint32_t wb[2] = {32, glu ? 128u : 256u};
+    for (int m = 0; m < (glu ? 2 : 1); m++) {
+        const dq_mat &w = m ? a.w2 : a.w;
+        if (enc(m ? &tm->w2 : &tm->w, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, (void *)w.codes, wd, ws, wb, es,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+            return false;
+    }
+    return true;
 }
 
 // Which bf16-weight calls on 128-row tiles take the wide tile: those with a wave of blocks at least,
@@ -285,7 +364,11 @@ void qgemm_wg_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st) {
     // 128-row tiles with bf16 weights: two blocks an SM (128 registers; the shared-memory epilogue
     // would take 144 and one block). The wide tile: one block an SM (4 stages measured no faster).
     if (lily_qg_bf16w) {
-        if (bm == 128 && qgemm_wide_takes(a, grid_x)) wg_launch_t<2, 1, true, 256>(a, grid_x, st);
+        wg_tmaps tm;
+        if (bm == 128 && qgemm_wide_takes(a, grid_x)) {
+            if (wg_make_tmaps(a, &tm)) wg_launch_t<2, 1, true, 256, 3, true>(a, grid_x, st, &tm);
+            else wg_launch_t<2, 1, true, 256>(a, grid_x, st);
+        }
         else if (bm == 128) wg_launch_t<2, 2, true>(a, grid_x, st);
         else wg_launch_t<1, 3, true>(a, grid_x, st);
     } else if (bm == 128) {

@@ -58,6 +58,18 @@ __device__ __forceinline__ void bulk_g2s(void *dst, const void *src, uint32_t by
                  "l"(src), "r"(bytes), "r"(wg_smem(b)) : "memory");
 }
 
+// One 2-D tensor-map copy (TMA) global -> shared of the box at (c0 inner, c1 outer), completing on b.
+__device__ __forceinline__ void tma_g2s_2d(void *dst, const void *tmap, int c0, int c1, uint64_t *b) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+                 ::"r"(wg_smem(dst)), "l"(tmap), "r"(c0), "r"(c1), "r"(wg_smem(b)) : "memory");
+}
+// Descriptor of a K-major operand in the 128-byte swizzle a tensor-map copy with
+// CU_TENSOR_MAP_SWIZZLE_128B writes: rows of 128 bytes (64 bf16 of k), 8-row atoms of 1024 bytes
+// (SBO), the atom 1024-byte aligned; a k16 step adds 32 bytes to the start address.
+__device__ __forceinline__ uint64_t wg_desc_sw128(const void *p) {
+    return (uint64_t)((wg_smem(p) & 0x3FFFF) >> 4) | (1ull << 16) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
+}
+
 // Shared-memory matrix descriptor, no swizzle: start address, LBO and SBO in 16-byte units.
 __device__ __forceinline__ uint64_t wg_desc(const void *p, uint32_t lbo, uint32_t sbo, int swap) {
     if (swap) { uint32_t t = lbo; lbo = sbo; sbo = t; }

@@ -7,11 +7,13 @@
 //           and scatter checked as a permutation. Skewed logits: one expert takes every token, half
 //           the experts none.
 //   moe     the whole block vs a CPU reference (exact weights, spec §2.5 rounding points): tol 1e-2.
-//   gdn     the chunk scan vs a CPU token-by-token recurrence (spec §2.4): state tol 1e-4, output
-//           5e-3 (the host sums without FMA, so a few bf16 roundings of conv outputs flip); and vs
+//   gdn     the chunk scan vs a CPU token-by-token recurrence (spec §2.4): state tol 3e-4, output
+//           5e-3 (the host sums without FMA and has its own expf, so a few bf16 roundings of conv
+//           outputs and of beta flip: the state sits at 4e-8 .. 3e-6 without one and measured
+//           3.9e-5 and 1.3e-4 with one carried (2026-11-30); a wrong decay or boundary is > 1e-2); and vs
 //           the decode kernel gdn_step run T times (same fp32 arithmetic up to summation order):
 //           state 1e-5, output 2e-3, ring bitwise.
-//   gdn chunked  gdn_pf_chunked vs the same CPU recurrence and vs the scan: state 1e-4, output 5e-3
+//   gdn chunked  gdn_pf_chunked vs the same CPU recurrence (state 3e-4) and vs the scan (1e-4), output 5e-3
 //           (reasons at test_gdn_chunked); then scan vs chunked timings at T=1024/4096 (not `small`).
 //   attn    pf_attention and pf_attention_flash vs a CPU softmax in double (spec §2.3, gated) and vs
 //           each other: rel. L2 1e-2, worst row 2e-2 (reasons at test_attn_pf); then their timings
@@ -133,16 +135,18 @@ static void test_qgemm(rng &r) {
     int idx = 0;
     const int wg_default = lily_qg_wgmma, ws_default = qgemm_ws_on();
     for (auto &k : cases)
-    for (int wg = 0; wg < 6; wg++) { // mma.sync, wgmma, wgmma warp-specialised (qgemm_ws.cu), wgmma on bf16
+    for (int wg = 0; wg < 7; wg++) { // mma.sync, wgmma, wgmma warp-specialised (qgemm_ws.cu), wgmma on bf16
                                       // weights, the same with the operands swapped (qgemm_rs.cu), the wide
-                                      // tile (256 columns; 128-row tiles only)
+                                      // tile (256 columns; 128-row tiles only) with tensor-map loads (5)
+                                      // and with cp.async (6)
         if (g_small && idx++ >= 16) break;
-        if (wg == 5 && (k.tile ? k.tile : qgemm_pick_tile(k.M)) != 128) continue;
+        if (wg >= 5 && (k.tile ? k.tile : qgemm_pick_tile(k.M)) != 128) continue;
         lily_qg_wgmma = wg > 0;
         lily_qg_ws = wg == 2;
         lily_qg_bf16w = wg >= 3;
         lily_qg_rs = wg == 4;
-        lily_qg_wide = wg == 5 ? 2 : 0;
+        lily_qg_wide = wg >= 5 ? 2 : 0;
+        lily_qg_tma = wg != 6;
         host_mat hw, hw2;
         make_qmat(hw, k.N, k.K, k.bits, k.group, 1.0f / sqrtf((float)k.K), r);
         make_qmat(hw2, k.N, k.K, k.bits, k.group, 1.0f / sqrtf((float)k.K), r);
@@ -202,7 +206,7 @@ static void test_qgemm(rng &r) {
         if (wg_path)
             snprintf(probe, sizeof probe, "; swapped descriptors: rel_l2 %.1e", rel_l2(swapped.data(), ex.data(), n));
         report(ok, "qgemm%s M=%d N=%d K=%d bits=%d group=%d tile=%d epi=%d: rel_l2 %.1e vs %s weights (tol %.0e)%s",
-               wg_path ? (wg == 5 ? " (wgmma, bf16 weights, wide tile)" : wg == 4 ? " (wgmma, bf16 weights, swapped operands)"
+               wg_path ? (wg == 6 ? " (wgmma, bf16 weights, wide tile, cp.async)" : wg == 5 ? " (wgmma, bf16 weights, wide tile)" : wg == 4 ? " (wgmma, bf16 weights, swapped operands)"
                           : wg == 3 ? " (wgmma, bf16 weights)"
                           : wg == 2 ? " (wgmma, warp-specialised)" : " (wgmma)") : "",
                k.M, k.N, k.K, k.bits, k.group, k.tile, k.epi, dx, wg >= 3 ? "bf16-rounded" : "exact", tol, probe);
@@ -213,6 +217,7 @@ static void test_qgemm(rng &r) {
     lily_qg_bf16w = 0;
     lily_qg_rs = 0;
     lily_qg_wide = 0;
+    lily_qg_tma = 1;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -478,7 +483,7 @@ static void test_gdn_pf(rng &r) {
         std::vector<float> gs2 = back(S2, Sr.size()), gr2 = back(ring2, hist.size());
         double es2 = rel_l2(gs.data(), gs2.data(), gs.size()), eo2 = rel_l2(go.data(), od.data(), go.size());
         bool ring2_ok = !memcmp(gr.data(), gr2.data(), gr.size() * 4);
-        bool ok = !count_nonfinite(go.data(), go.size()) && eo < 5e-3 && es < 1e-4 && ring_ok && es2 < 1e-5 && eo2 < 2e-3 && ring2_ok;
+        bool ok = !count_nonfinite(go.data(), go.size()) && eo < 5e-3 && es < 3e-4 && ring_ok && es2 < 1e-5 && eo2 < 2e-3 && ring2_ok;
         report(ok, "gdn prefill scan hk=%d hv=%d dk=%d dv=%d K=%d T=%d pos=%d nsplit=%d: vs CPU o %.1e state %.1e ring %s; vs decode steps o %.1e state %.1e ring %s",
                k.hk, k.hv, k.dk, k.dv, k.K, T, k.pos, k.nsplit, eo, es, ring_ok ? "equal" : "DIFFER", eo2, es2, ring2_ok ? "equal" : "DIFFER");
         free_all();
@@ -510,7 +515,7 @@ static void test_gdn_pf(rng &r) {
 // ---------------------------------------------------------------------------------------------
 // The chunked GDN form (gdn_chunked.cu) against the same CPU recurrence and against gdn_pf_scan from
 // the same start. Tolerances, with why:
-//   vs CPU: state rel. L2 1e-4 and output 5e-3, the scan's: the products are 3xTF32 (about fp32,
+//   vs CPU: state rel. L2 3e-4 and output 5e-3, the scan's: the products are 3xTF32 (about fp32,
 //     ~1e-6 relative each) and the chunked and recurrent forms agree to ~5e-7 in fp32 (spec §4), so
 //     the chunked kernel should sit where the scan sits; the output tolerance is the bf16 flips of
 //     conv outputs (host without FMA) as for the scan. A lost chunk boundary, a wrong decay or a
@@ -555,8 +560,8 @@ static void test_gdn_chunked(rng &r) {
         double eo2 = rel_l2(go.data(), go2.data(), go.size()), es2 = rel_l2(gs.data(), gs2.data(), gs.size());
         bool ring_ok = !memcmp(gr.data(), hist.data(), gr.size() * 4);
         bool ok = !count_nonfinite(go.data(), go.size()) && !count_nonfinite(gs.data(), gs.size()) && eo < 5e-3 &&
-                  es < 1e-4 && eo2 < 5e-3 && es2 < 1e-4 && ring_ok;
-        report(ok, "gdn prefill chunked hk=%d hv=%d dk=%d dv=%d K=%d T=%d pos=%d nsplit=%d: vs CPU o %.1e state %.1e ring %s; vs scan o %.1e state %.1e (tol 5e-3, 1e-4)",
+                  es < 3e-4 && eo2 < 5e-3 && es2 < 1e-4 && ring_ok;
+        report(ok, "gdn prefill chunked hk=%d hv=%d dk=%d dv=%d K=%d T=%d pos=%d nsplit=%d: vs CPU o %.1e state %.1e (tol 5e-3, 3e-4) ring %s; vs scan o %.1e state %.1e (tol 5e-3, 1e-4)",
                k.hk, k.hv, k.dk, k.dv, k.K, T, k.pos, k.nsplit, eo, es, ring_ok ? "equal" : "DIFFER", eo2, es2);
         free_all();
     }
@@ -848,16 +853,18 @@ void run_qg_once(int M, int N, int K, int tile, int wg) {
     lily_qg_wgmma = wg > 0;
     lily_qg_ws = wg == 2; // WG: 0 mma.sync, 1 wgmma, 2 warp-specialised wgmma, 3 wgmma on bf16 weights,
     lily_qg_bf16w = wg >= 3; // 4 the same with the operands swapped (qgemm_rs.cu), 5 the wide tile
-    lily_qg_rs = wg == 4;
-    lily_qg_wide = wg == 5 ? 2 : 0;
+    lily_qg_rs = wg == 4; // 6 the wide tile with cp.async instead of tensor-map loads
+    lily_qg_wide = wg >= 5 ? 2 : 0;
+    lily_qg_tma = wg != 6;
     for (int i = 0; i < 2; i++) qgemm_launch(a, tile, 0, 0);
     CK(cudaDeviceSynchronize());
     double ms = gpu_time_ms([&] { qgemm_launch(a, tile, 0, 0); }, 10);
     printf("qgone M=%d N=%d K=%d tile=%d %s: %.3f ms, %.1f TFLOP/s\n", M, N, K, tile,
-           wg == 5 ? "wgmma-wide" : wg == 4 ? "wgmma-rs" : wg == 3 ? "wgmma-bf16w" : wg == 2 ? "wgmma-ws" : wg ? "wgmma" : "mma.sync", ms,
+           wg == 6 ? "wgmma-wide-cpasync" : wg == 5 ? "wgmma-wide" : wg == 4 ? "wgmma-rs" : wg == 3 ? "wgmma-bf16w" : wg == 2 ? "wgmma-ws" : wg ? "wgmma" : "mma.sync", ms,
            2.0 * M * N * K / (ms * 1e-3) / 1e12);
     lily_qg_bf16w = 0;
     lily_qg_rs = 0;
     lily_qg_wide = 0;
+    lily_qg_tma = 1;
     free_all();
 }
