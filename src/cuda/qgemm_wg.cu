@@ -308,11 +308,14 @@ static PFN_cuTensorMapEncodeTiled_v12000 wg_encoder(void) {
     return fn;
 }
 
-// The tensor maps of a dense wide-tile call (wg_tmaps); false when the call does not fit them
-// (gathered or grouped rows, unaligned X, or no encoder): it then takes the cp.async path.
+// The tensor maps of a wide-tile call with contiguous X rows (wg_tmaps): dense, or grouped with the
+// groups' rows stored in order (the MoE down projection: a tile's rows past its group belong to the
+// next group and are computed and dropped, past M they are zeros); the code map spans every group's
+// rows. False when the call does not fit them (gathered rows, unaligned X, or no encoder): it then
+// takes the cp.async path.
 static bool wg_make_tmaps(const qg_args &a, wg_tmaps *tm) {
     PFN_cuTensorMapEncodeTiled_v12000 enc = lily_qg_tma ? wg_encoder() : NULL;
-    if (!enc || a.x_rows || a.tile_off || ((uintptr_t)a.x & 15) || (a.ldx % 8) || a.ldx < a.K) return false;
+    if (!enc || a.x_rows || ((uintptr_t)a.x & 15) || (a.ldx % 8) || a.ldx < a.K) return false;
     const cuuint32_t es[2] = {1, 1};
     const cuuint64_t xd[2] = {(cuuint64_t)a.K, (cuuint64_t)a.M}, xs[1] = {(cuuint64_t)a.ldx * 2};
     const cuuint32_t xb[2] = {WG_BK, 128};
@@ -320,7 +323,8 @@ static bool wg_make_tmaps(const qg_args &a, wg_tmaps *tm) {
             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
         return false;
     const bool glu = a.epi == QG_GLU;
-    const cuuint64_t rb = (cuuint64_t)a.K / 2, wd[2] = {rb, (cuuint64_t)a.N}, ws[1] = {rb};
+    const cuuint64_t wrows = (cuuint64_t)a.N * (a.tile_off ? a.n_groups : 1);
+    const cuuint64_t rb = (cuuint64_t)a.K / 2, wd[2] = {rb, wrows}, ws[1] = {rb};
     const cuuint32_t wb[2] = {32, glu ? 128u : 256u};
     for (int m = 0; m < (glu ? 2 : 1); m++) {
         const dq_mat &w = m ? a.w2 : a.w;
@@ -333,7 +337,8 @@ static bool wg_make_tmaps(const qg_args &a, wg_tmaps *tm) {
 }
 
 // Which bf16-weight calls on 128-row tiles take the wide tile: those with a wave of blocks at least,
-// except the grouped down projection (measured, docs/PERF.md 2026-11-30 fourth session; qgone TFLOP/s
+// except the grouped down projection (measured, docs/PERF.md 2026-11-30 fourth session; qgone TFLOP/s,
+// cp.async loads
 // 128-column -> wide: 4096 x 8192 x 2048 242 -> 289, 4096 x 2048 x 4096 228 -> 306, 4096 x 12352 x
 // 2048 248 -> 296, 4096 x 2048 x 512 169 -> 183; but 1024 x 1024 x 2048, 32 wide blocks for 132
 // SMs, 78 -> 62; and in a 4K prefill the MoE down GEMM 23.8 -> 28.1 ms while the grouped gate|up
@@ -341,6 +346,8 @@ static bool wg_make_tmaps(const qg_args &a, wg_tmaps *tm) {
 bool qgemm_wide_takes(const qg_args &a, int grid_x) {
     if (!lily_qg_bf16w || !lily_qg_wide) return false;
     if (lily_qg_wide == 2) return true;
+    // The grouped down projection stays on 128 columns: wide it lost with cp.async (23.8 -> 28.1 ms
+    // at 4K) and with tensor-map loads (23.8 -> 27.2 ms; prefill 4K 28.2K -> 27.6K tok/s).
     if (a.tile_off && a.epi != QG_GLU) return false;
     static int sms = 0;
     if (!sms) {
