@@ -26,6 +26,13 @@
 // operands in the canonical no-swizzle K-major layout: 8x8 "core matrices" of 128 contiguous bytes
 // (8 rows of 16 bytes); the descriptors give the byte distance between core matrices along K (LBO)
 // and along M/N (SBO).
+//
+// The wide tile (bf16 weights, 128 rows x 256 columns, m64n256k16, one block an SM; the default
+// wherever a launch has a wave of blocks, qgemm_wide_takes): each X tile copied from L2 serves twice
+// the weight rows. With dense (or in-order grouped) X rows, thread 0 loads each stage's X tile
+// (128-byte swizzled) and code rows by tensor-map copies completing on an mbarrier (TMA). The
+// bf16-weight path writes its output through shared memory (wg_epilogue_smem). Measured at 4096 x
+// 12352 x 2048: 248 (128 columns) -> 296 (wide, cp.async) -> 380 TFLOP/s (wide, TMA); docs/PERF.md.
 #include <cuda.h> // CUtensorMap
 #include <cudaTypedefs.h> // PFN_cuTensorMapEncodeTiled
 
