@@ -86,6 +86,9 @@ enum lily_cuda_opt {
                                     // (default), 2 = always, 0 = never (LILY_CUDA_QG_WIDE; flag qg_wide)
     LILY_CUDA_OPT_QG_TMA = 27,      // prefill: 1 = the wide tile loads dense X rows and weight codes by
                                     // tensor-map copies (default; LILY_CUDA_QG_TMA; flag qg_tma)
+    LILY_CUDA_OPT_MOE_GATHER = 28,  // prefill: 1 = the MoE gate|up rows copied into expert order so that
+                                    // GEMM takes tensor-map loads (default; LILY_CUDA_MOE_GATHER; flag
+                                    // moe_gather)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

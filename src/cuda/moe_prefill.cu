@@ -8,7 +8,10 @@
 //   4. scatter: each (token, slot) takes a place in its expert's group (order inside a group is
 //      free: every output row depends on its own input row only);
 //   5. grouped GEMMs: gate|up fused with SiLU(gate)*up (rows gathered from xn), then down with the
-//      routing weight applied, each row written to its (token, slot) place: no atomics on outputs;
+//      routing weight applied, each row written to its (token, slot) place: no atomics on outputs.
+//      Where the gate|up GEMM takes the wide tile's tensor-map loads (moe_pf_gathers), the rows are
+//      first copied into expert order (into yk, free until the down GEMM writes it), since a
+//      tensor map cannot gather;
 //   6. shared expert: dense gate|up GLU and down GEMMs, the 1-row sigmoid gate as a warp dot;
 //   7. combine: per token, fp32 sum of its top-k rows + gate * shared row, one rounding, + residual.
 // Ablations (moe_pf_scratch's host / sep): steps 2-4 on the CPU (moe_pf_route_host), and the dense
@@ -120,6 +123,25 @@ __global__ void row_dot_kernel(dq_mat m, const uint16_t *x, int T, int H, float 
         acc += dq_get(m, 0, c) * __uint_as_float((uint32_t)x[(long)tok * H + c] << 16);
     acc = warp_sum(acc);
     if (lane == 0) out[tok] = rb(acc);
+}
+
+// xg[p] = x[rows[p]] (H bf16 a row; one block a row, 16-byte pieces when H % 8 == 0).
+__global__ void gather_rows_kernel(const uint16_t *x, int H, const int *rows, uint16_t *xg) {
+    const long src = (long)__ldg(rows + blockIdx.x) * H, dst = (long)blockIdx.x * H;
+    if ((H & 7) == 0) {
+        for (int i = threadIdx.x; i < H / 8; i += blockDim.x) ((uint4 *)(xg + dst))[i] = ((const uint4 *)(x + src))[i];
+    } else {
+        for (int i = threadIdx.x; i < H; i += blockDim.x) xg[dst + i] = x[src + i];
+    }
+}
+
+int lily_moe_gather = 0;
+
+// The gate|up GEMM's rows are gathered into expert order first when its launch will load them by
+// tensor map (the wide tile, 128-row tiles, bf16 weights): measured in docs/PERF.md.
+static bool moe_pf_gathers(const moe_pf_w &w, const moe_pf_scratch *s, int tile_m) {
+    return lily_moe_gather && !s->sep && tile_m == 128 && lily_qg_wgmma && lily_qg_bf16w && lily_qg_wide && lily_qg_tma &&
+           (w.H % 8) == 0;
 }
 
 // out[t] = rb(res[t] + rb(sum_k yk[t, k] + rb(sigmoid(sh_s[t])) * sh_y[t])).
@@ -316,6 +338,11 @@ int moe_pf_experts(const moe_pf_w &w, const uint16_t *xn, int T, const float *re
     memset(&g, 0, sizeof g);
     g.x = xn, g.ldx = w.H, g.x_rows = s->sorted_tok, g.w = w.gate, g.w2 = w.up, g.M = R, g.N = w.I,
     g.K = w.H, g.grp_off = s->grp_off, g.tile_off = s->tile_off, g.n_groups = w.E, g.epi = QG_GLU;
+    if (moe_pf_gathers(w, s, tile_m)) {
+        gather_rows_kernel<<<R, 256, 0, st>>>(xn, w.H, s->sorted_tok, s->yk);
+        g.x = s->yk, g.x_rows = NULL;
+        PF_MARK("moe rows gathered into expert order");
+    }
     g.y = s->h, g.ldy = w.I;
     if ((rc = qgemm_launch(g, tile_m, max_tiles, st))) return rc;
     PF_MARK("moe experts gate|up grouped gemm");

@@ -77,6 +77,10 @@ extern int lily_qg_bf16w;
 // variable's own initial value 0 is what kernel tests start from.
 extern int lily_qg_wide;
 bool qgemm_wide_takes(const qg_args &a, int grid_x);
+// 1 = the MoE gate|up rows are copied into expert order first where that GEMM takes tensor-map loads
+// (moe_prefill.cu; LILY_CUDA_MOE_GATHER, option LILY_CUDA_OPT_MOE_GATHER, flag moe_gather; engine
+// default 1; this variable's own 0 is what kernel tests start from).
+extern int lily_moe_gather;
 // 1 = the wide tile loads X and the codes of dense calls by tensor-map copies (TMA); 0 = cp.async
 // (LILY_CUDA_QG_TMA; option LILY_CUDA_OPT_QG_TMA; flag qg_tma; default 1).
 extern int lily_qg_tma;

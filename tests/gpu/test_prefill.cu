@@ -812,6 +812,8 @@ void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
     lily_qg_rs = rs ? atoi(rs) != 0 : 0;
     const char *wide = getenv("LILY_CUDA_QG_WIDE");
     lily_qg_wide = wide ? atoi(wide) : 1; // as the engine
+    const char *gat = getenv("LILY_CUDA_MOE_GATHER");
+    lily_moe_gather = gat ? atoi(gat) != 0 : 1;
     test_moe_pf(r); // default kernels: wgmma for tiles of 64/128 rows
     lily_qg_wgmma = 0;
     printf("(the same MoE cases on the mma.sync kernel)\n");
@@ -829,8 +831,14 @@ void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
     lily_qg_bf16w = bw_saved, lily_qg_rs = rs_saved;
     const int wide_saved = lily_qg_wide;
     lily_qg_bf16w = 1, lily_qg_wide = 2;
-    printf("(the same MoE cases on the wide bf16-weight tile wherever they take 128-row tiles)\n");
-    test_moe_pf(r);
+    const int gather_saved = lily_moe_gather;
+    for (int gth = 0; gth < 2; gth++) {
+        lily_moe_gather = gth;
+        printf("(the same MoE cases on the wide bf16-weight tile wherever they take 128-row tiles, gate|up rows %s)\n",
+               gth ? "gathered into expert order first (tensor-map loads)" : "gathered by the GEMM (cp.async)");
+        test_moe_pf(r);
+    }
+    lily_moe_gather = gather_saved;
     lily_qg_bf16w = bw_saved, lily_qg_wide = wide_saved;
     test_gdn_pf(r);
     test_gdn_chunked(r);
