@@ -78,7 +78,7 @@ struct wg_tmaps {
 // buffer (one more bf16x2 FMA per pair, a single rounding of the exact value), and the MMAs of all
 // stages accumulate into one accumulator. No fold, so nothing waits for a stage's MMA except the
 // refill of the B buffer it read, one stage later.
-// TMA (wide tile, dense rows: no x_rows gather): thread 0 requests each stage's X tile and code rows
+// TMA (wide tile, X rows in order: no x_rows gather): thread 0 requests each stage's X tile and code rows
 // with tensor-map copies completing on the stage's mbarrier, instead of 7 cp.async per thread a
 // stage; ncu showed the wide tile's warps waiting a quarter of the time for the load/store unit to
 // accept those cp.async. The scale words stay cp.async (4 bytes a column: below a TMA box's 16).
@@ -316,9 +316,9 @@ static PFN_cuTensorMapEncodeTiled_v12000 wg_encoder(void) {
 }
 
 // The tensor maps of a wide-tile call with contiguous X rows (wg_tmaps): dense, or grouped with the
-// groups' rows stored in order (the MoE down projection: a tile's rows past its group belong to the
-// next group and are computed and dropped, past M they are zeros); the code map spans every group's
-// rows. False when the call does not fit them (gathered rows, unaligned X, or no encoder): it then
+// groups' rows stored in order (the MoE gate|up after moe_prefill.cu's gather: a tile's rows past
+// its group belong to the next group and are computed and dropped, past M they are zeros); the code
+// map spans every group's rows. False when the call does not fit them (gathered rows, unaligned X, or no encoder): it then
 // takes the cp.async path.
 static bool wg_make_tmaps(const qg_args &a, wg_tmaps *tm) {
     PFN_cuTensorMapEncodeTiled_v12000 enc = lily_qg_tma ? wg_encoder() : NULL;
@@ -344,12 +344,11 @@ static bool wg_make_tmaps(const qg_args &a, wg_tmaps *tm) {
 }
 
 // Which bf16-weight calls on 128-row tiles take the wide tile: those with a wave of blocks at least,
-// except the grouped down projection (measured, docs/PERF.md 2026-11-30 fourth session; qgone TFLOP/s,
-// cp.async loads
-// 128-column -> wide: 4096 x 8192 x 2048 242 -> 289, 4096 x 2048 x 4096 228 -> 306, 4096 x 12352 x
-// 2048 248 -> 296, 4096 x 2048 x 512 169 -> 183; but 1024 x 1024 x 2048, 32 wide blocks for 132
-// SMs, 78 -> 62; and in a 4K prefill the MoE down GEMM 23.8 -> 28.1 ms while the grouped gate|up
-// gained 33.1 -> 27.7). grid_x: the launch's row tiles (grouped: the tile map's bound).
+// except the grouped down projection (measured, docs/PERF.md 2026-11-30 fourth session; qgone TFLOP/s
+// 128-column -> wide, both by cp.async: 4096 x 8192 x 2048 242 -> 289, 4096 x 2048 x 4096 228 -> 306,
+// 4096 x 12352 x 2048 248 -> 296, 4096 x 2048 x 512 169 -> 183; but 1024 x 1024 x 2048, 32 wide
+// blocks for 132 SMs, 78 -> 62; and in a 4K prefill the MoE down GEMM 23.8 -> 28.1 ms while the
+// grouped gate|up gained 33.1 -> 27.7). grid_x: the launch's row tiles (grouped: the tile map's bound).
 bool qgemm_wide_takes(const qg_args &a, int grid_x) {
     if (!lily_qg_bf16w || !lily_qg_wide) return false;
     if (lily_qg_wide == 2) return true;
@@ -382,9 +381,11 @@ void qgemm_wg_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st) {
         if (bm == 128 && qgemm_wide_takes(a, grid_x)) {
             if (wg_make_tmaps(a, &tm)) wg_launch_t<2, 1, true, 256, 3, true>(a, grid_x, st, &tm);
             else wg_launch_t<2, 1, true, 256>(a, grid_x, st);
+        } else if (bm == 128) {
+            wg_launch_t<2, 2, true>(a, grid_x, st);
+        } else {
+            wg_launch_t<1, 3, true>(a, grid_x, st);
         }
-        else if (bm == 128) wg_launch_t<2, 2, true>(a, grid_x, st);
-        else wg_launch_t<1, 3, true>(a, grid_x, st);
     } else if (bm == 128) {
         wg_launch_t<2, 1, false>(a, grid_x, st);
     } else {
