@@ -3,10 +3,7 @@
 # tensor-map loads (LILY_CUDA_MOE_GATHER, default 1): prefill tests (MoE cases both ways), e2e,
 # fixtures; lily bench 4K,32K on/off alternating; pfprof 4K.
 . .carry/common.sh; synth_bg; safe_start 200
-timeout 100 $B/lily-gpu-test prefill $(date +%s) > $L/prefill.txt 2>&1; el "prefill rc=$?"; grep -E "FAIL|passed" $L/prefill.txt | cut -c1-220 | head
-timeout 40 $B/lily-gpu-test e2e $(date +%s) > $L/e2e.txt 2>&1; el "e2e rc=$?"; grep -E "FAIL|passed" $L/e2e.txt | cut -c1-260
-FIX=$(for d in tests/fixtures/models/*/; do [ -f "$d/ref_logits.f32" ] && echo "${d%/}"; done)
-timeout 60 $B/lily-gpu-test fixtures $FIX > $L/fixtures.txt 2>&1; el "fixtures rc=$?"; grep -E "FAIL|passed" $L/fixtures.txt | cut -c1-220
+pf_checks
 wait $SP
 for v in 1 0 1 0; do LILY_CUDA_MOE_GATHER=$v timeout 40 $B/lily bench --model /tmp/big --backend cuda --no-plot --prefill 4K,32K --decode none --reps 2 --warmup 1 --out $L/g$v 2>&1 | grep -E "^prefill " | sed "s/^/gather=$v /"; done; el bench
 timeout 30 $B/lily-gpu-test pfprof /tmp/big 4K > $L/pfprof.txt 2>&1; el pfprof; grep -v upload $L/pfprof.txt | head -8; grep gathered $L/pfprof.txt

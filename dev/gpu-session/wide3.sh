@@ -2,10 +2,7 @@
 # wide3.sh (device, ~4 min): the wide tile wherever a launch has a wave of blocks (the new rule):
 # prefill tests, e2e, fixtures; lily bench prefill rule / no wide tile alternating; pfprof 4K, 64K.
 . .carry/common.sh; synth_bg; safe_start 540
-timeout 150 $B/lily-gpu-test prefill $(date +%s) > $L/prefill.txt 2>&1; el "prefill rc=$?"; grep -E "FAIL|passed" $L/prefill.txt | cut -c1-230 | head -20
-timeout 60 $B/lily-gpu-test e2e $(date +%s) > $L/e2e.txt 2>&1; el "e2e rc=$?"; grep -E "FAIL|passed" $L/e2e.txt | cut -c1-260
-FIX=$(for d in tests/fixtures/models/*/; do [ -f "$d/ref_logits.f32" ] && echo "${d%/}"; done)
-timeout 150 $B/lily-gpu-test fixtures $FIX > $L/fix.txt 2>&1; el "fixtures rc=$?"; grep -E "FAIL|passed" $L/fix.txt | cut -c1-200 | tail -5
+pf_checks
 wait $SP
 for i in 1 2; do for v in 1 0; do
   LILY_CUDA_QG_WIDE=$v timeout 100 $B/lily bench --model /tmp/big --backend cuda --no-plot --prefill 512,1K,2K,4K,8K,32K --decode none --reps 2 --warmup 1 --out $L/bench_$v$i 2>&1 | grep -E "^prefill " | sed "s/^/wide=$v /"
