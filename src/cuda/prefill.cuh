@@ -84,6 +84,9 @@ extern int lily_moe_gather;
 // 1 = the wide tile loads X and the codes of dense calls by tensor-map copies (TMA); 0 = cp.async
 // (LILY_CUDA_QG_TMA; option LILY_CUDA_OPT_QG_TMA; flag qg_tma; default 1).
 extern int lily_qg_tma;
+// 1 = the 128-column bf16-weight tile loads by tensor map as well, where the call fits the maps
+// (LILY_CUDA_QG_TMA128; branch tma128: not yet run on a GPU; kernel tests start from 0).
+extern int lily_qg_tma128;
 bool qgemm_wg_takes(const qg_args &a, int bm);
 void qgemm_wg_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st);
 // qgemm_rs.cu: the bf16-weight calls with the operands swapped (weights dequantised into the MMA's

@@ -43,6 +43,7 @@ int lily_qg_wg_desc_swap = 0;
 int lily_qg_bf16w = 0;
 int lily_qg_wide = 0;
 int lily_qg_tma = 1;
+int lily_qg_tma128 = 0;
 
 enum { WG_DESC_SWAP = 1, WG_EPI_REGS = 2 }; // kernel flags: the descriptor probe; the register epilogue (timing)
 
@@ -86,7 +87,7 @@ template <int WGS, int MINB, bool BW, int BN = WG_BN, int NST = 3, bool TMA = fa
 __global__ void __launch_bounds__(wg_cfg<WGS, BN, NST, TMA>::THREADS, MINB)
     qgemm_wg_kernel(qg_args a, int flags, const __grid_constant__ wg_tmaps tm) {
     static_assert(BN == WG_BN || (BN == 256 && BW), "the wide tile has no ones columns: bf16 weights only");
-    static_assert(!TMA || (BN == 256 && BW), "tensor-map loads: the wide tile only");
+    static_assert(!TMA || BW, "tensor-map loads: bf16 weights only");
     using C = wg_cfg<WGS, BN, NST, TMA>;
     constexpr int BM = C::BM, WG_STAGES = NST;
     static_assert(BM * (BN + 8) * 4 <= C::SMEM, "the epilogue's fp32 tile overlays the pipeline");
@@ -320,7 +321,7 @@ static PFN_cuTensorMapEncodeTiled_v12000 wg_encoder(void) {
 // its group belong to the next group and are computed and dropped, past M they are zeros); the code
 // map spans every group's rows. False when the call does not fit them (gathered rows, unaligned X, or no encoder): it then
 // takes the cp.async path.
-static bool wg_make_tmaps(const qg_args &a, wg_tmaps *tm) {
+static bool wg_make_tmaps(const qg_args &a, wg_tmaps *tm, int bn) {
     PFN_cuTensorMapEncodeTiled_v12000 enc = lily_qg_tma ? wg_encoder() : NULL;
     if (!enc || a.x_rows || ((uintptr_t)a.x & 15) || (a.ldx % 8) || a.ldx < a.K) return false;
     const cuuint32_t es[2] = {1, 1};
@@ -332,7 +333,7 @@ static bool wg_make_tmaps(const qg_args &a, wg_tmaps *tm) {
     const bool glu = a.epi == QG_GLU;
     const cuuint64_t wrows = (cuuint64_t)a.N * (a.tile_off ? a.n_groups : 1);
     const cuuint64_t rb = (cuuint64_t)a.K / 2, wd[2] = {rb, wrows}, ws[1] = {rb};
-    const cuuint32_t wb[2] = {32, glu ? 128u : 256u};
+    const cuuint32_t wb[2] = {32, (cuuint32_t)(glu ? bn / 2 : bn)};
     for (int m = 0; m < (glu ? 2 : 1); m++) {
         const dq_mat &w = m ? a.w2 : a.w;
         if (enc(m ? &tm->w2 : &tm->w, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, (void *)w.codes, wd, ws, wb, es,
@@ -379,10 +380,13 @@ void qgemm_wg_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st) {
     if (lily_qg_bf16w) {
         wg_tmaps tm;
         if (bm == 128 && qgemm_wide_takes(a, grid_x)) {
-            if (wg_make_tmaps(a, &tm)) wg_launch_t<2, 1, true, 256, 3, true>(a, grid_x, st, &tm);
+            if (wg_make_tmaps(a, &tm, 256)) wg_launch_t<2, 1, true, 256, 3, true>(a, grid_x, st, &tm);
             else wg_launch_t<2, 1, true, 256>(a, grid_x, st);
         } else if (bm == 128) {
-            wg_launch_t<2, 2, true>(a, grid_x, st);
+            // 128 columns with tensor-map loads (branch tma128, not yet run on a GPU): the grouped
+            // down projection (rows in order) and the launches too small for the wide tile.
+            if (lily_qg_tma128 && wg_make_tmaps(a, &tm, 128)) wg_launch_t<2, 2, true, WG_BN, 3, true>(a, grid_x, st, &tm);
+            else wg_launch_t<2, 2, true>(a, grid_x, st);
         } else {
             wg_launch_t<1, 3, true>(a, grid_x, st);
         }

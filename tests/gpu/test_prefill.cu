@@ -135,17 +135,18 @@ static void test_qgemm(rng &r) {
     int idx = 0;
     const int wg_default = lily_qg_wgmma, ws_default = qgemm_ws_on();
     for (auto &k : cases)
-    for (int wg = 0; wg < 7; wg++) { // mma.sync, wgmma, wgmma warp-specialised (qgemm_ws.cu), wgmma on bf16
+    for (int wg = 0; wg < 8; wg++) { // mma.sync, wgmma, wgmma warp-specialised (qgemm_ws.cu), wgmma on bf16
                                       // weights, the same with the operands swapped (qgemm_rs.cu), the wide
                                       // tile (256 columns; 128-row tiles only) with tensor-map loads (5)
                                       // and with cp.async (6)
         if (g_small && idx++ >= 16) break;
         if (wg >= 5 && (k.tile ? k.tile : qgemm_pick_tile(k.M)) != 128) continue;
+        lily_qg_tma128 = wg == 7; // 7: the 128-column bf16-weight tile with tensor-map loads
         lily_qg_wgmma = wg > 0;
         lily_qg_ws = wg == 2;
         lily_qg_bf16w = wg >= 3;
         lily_qg_rs = wg == 4;
-        lily_qg_wide = wg >= 5 ? 2 : 0;
+        lily_qg_wide = wg == 5 || wg == 6 ? 2 : 0;
         lily_qg_tma = wg != 6;
         host_mat hw, hw2;
         make_qmat(hw, k.N, k.K, k.bits, k.group, 1.0f / sqrtf((float)k.K), r);
@@ -206,7 +207,7 @@ static void test_qgemm(rng &r) {
         if (wg_path)
             snprintf(probe, sizeof probe, "; swapped descriptors: rel_l2 %.1e", rel_l2(swapped.data(), ex.data(), n));
         report(ok, "qgemm%s M=%d N=%d K=%d bits=%d group=%d tile=%d epi=%d: rel_l2 %.1e vs %s weights (tol %.0e)%s",
-               wg_path ? (wg == 6 ? " (wgmma, bf16 weights, wide tile, cp.async)" : wg == 5 ? " (wgmma, bf16 weights, wide tile)" : wg == 4 ? " (wgmma, bf16 weights, swapped operands)"
+               wg_path ? (wg == 7 ? " (wgmma, bf16 weights, tensor-map loads)" : wg == 6 ? " (wgmma, bf16 weights, wide tile, cp.async)" : wg == 5 ? " (wgmma, bf16 weights, wide tile)" : wg == 4 ? " (wgmma, bf16 weights, swapped operands)"
                           : wg == 3 ? " (wgmma, bf16 weights)"
                           : wg == 2 ? " (wgmma, warp-specialised)" : " (wgmma)") : "",
                k.M, k.N, k.K, k.bits, k.group, k.tile, k.epi, dx, wg >= 3 ? "bf16-rounded" : "exact", tol, probe);
@@ -218,6 +219,7 @@ static void test_qgemm(rng &r) {
     lily_qg_rs = 0;
     lily_qg_wide = 0;
     lily_qg_tma = 1;
+    lily_qg_tma128 = 0;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -839,6 +841,10 @@ void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
         test_moe_pf(r);
     }
     lily_moe_gather = gather_saved;
+    lily_qg_wide = 0, lily_qg_tma128 = 1;
+    printf("(the same MoE cases on the 128-column bf16-weight tile with tensor-map loads where the rows are in order)\n");
+    test_moe_pf(r);
+    lily_qg_tma128 = 0;
     lily_qg_bf16w = bw_saved, lily_qg_wide = wide_saved;
     test_gdn_pf(r);
     test_gdn_chunked(r);
@@ -862,17 +868,19 @@ void run_qg_once(int M, int N, int K, int tile, int wg) {
     lily_qg_ws = wg == 2; // WG: 0 mma.sync, 1 wgmma, 2 warp-specialised wgmma, 3 wgmma on bf16 weights,
     lily_qg_bf16w = wg >= 3; // 4 the same with the operands swapped (qgemm_rs.cu), 5 the wide tile
     lily_qg_rs = wg == 4; // 6 the wide tile with cp.async instead of tensor-map loads
-    lily_qg_wide = wg >= 5 ? 2 : 0;
+    lily_qg_wide = wg == 5 || wg == 6 ? 2 : 0; // 7 the 128-column tile with tensor-map loads
     lily_qg_tma = wg != 6;
+    lily_qg_tma128 = wg == 7;
     for (int i = 0; i < 2; i++) qgemm_launch(a, tile, 0, 0);
     CK(cudaDeviceSynchronize());
     double ms = gpu_time_ms([&] { qgemm_launch(a, tile, 0, 0); }, 10);
     printf("qgone M=%d N=%d K=%d tile=%d %s: %.3f ms, %.1f TFLOP/s\n", M, N, K, tile,
-           wg == 6 ? "wgmma-wide-cpasync" : wg == 5 ? "wgmma-wide" : wg == 4 ? "wgmma-rs" : wg == 3 ? "wgmma-bf16w" : wg == 2 ? "wgmma-ws" : wg ? "wgmma" : "mma.sync", ms,
+           wg == 7 ? "wgmma-tma128" : wg == 6 ? "wgmma-wide-cpasync" : wg == 5 ? "wgmma-wide" : wg == 4 ? "wgmma-rs" : wg == 3 ? "wgmma-bf16w" : wg == 2 ? "wgmma-ws" : wg ? "wgmma" : "mma.sync", ms,
            2.0 * M * N * K / (ms * 1e-3) / 1e12);
     lily_qg_bf16w = 0;
     lily_qg_rs = 0;
     lily_qg_wide = 0;
     lily_qg_tma = 1;
+    lily_qg_tma128 = 0;
     free_all();
 }
