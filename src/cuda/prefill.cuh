@@ -38,6 +38,9 @@ struct qg_args {
     const float *scale; // QG_SCALE_BF16: per output row
     const float *res;   // QG_RESID
 };
+// QG_GLU's element: rb(silu(rb(gate))) * rb(up), before the output's bf16 rounding (every qgemm path).
+__device__ __forceinline__ float qg_glu(float gate, float up) { return rb(silu_f(rb(gate))) * rb(up); }
+
 // The epilogue of one output element: row p of the product (sorted row in grouped mode), column n,
 // fp32 accumulator acc (gate for QG_GLU) and acc2 (up, QG_GLU only). Shared by every qgemm path that
 // finishes one element at a time (the generic kernel, the separate-dequantisation ablation).
@@ -49,7 +52,7 @@ __device__ __forceinline__ void qg_store(const qg_args &a, int p, int n, float a
     case QG_F32: ((float *)a.y)[at] = rb(acc); break;
     case QG_F32_RAW: ((float *)a.y)[at] = acc; break;
     case QG_RESID: ((float *)a.y)[at] = rb(a.res[at] + rb(acc)); break;
-    case QG_GLU: ((uint16_t *)a.y)[at] = lily_f32_to_bf16(rb(silu_f(rb(acc))) * rb(acc2)); break;
+    case QG_GLU: ((uint16_t *)a.y)[at] = lily_f32_to_bf16(qg_glu(acc, acc2)); break;
     case QG_SCALE_BF16: ((uint16_t *)a.y)[at] = lily_f32_to_bf16(a.scale[orow] * rb(acc)); break;
     }
 }

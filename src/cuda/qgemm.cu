@@ -263,8 +263,7 @@ __global__ void __launch_bounds__(qg_cfg<MF, WM, BITS>::THREADS) qgemm_kernel(qg
                     float o[2];
 #pragma unroll
                     for (int e = 0; e < 2; e++) {
-                        float gv = rb(acc[mf][nf][2 * hr + e]), uv = rb(U[r * LD + c + e]);
-                        o[e] = rb(silu_f(gv)) * uv;
+                        o[e] = qg_glu(acc[mf][nf][2 * hr + e], U[r * LD + c + e]);
                     }
                     int p = m0 + r, orow = a.y_rows ? __ldg(a.y_rows + p) : p;
                     *(uint32_t *)((uint16_t *)a.y + (long)orow * a.ldy + col) = wg_pack(o[0], o[1]);

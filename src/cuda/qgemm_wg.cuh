@@ -262,8 +262,7 @@ __device__ __forceinline__ void wg_epilogue(const qg_args &a, const float *acc, 
                 float o[2];
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
-                    const float gv = rb(acc[4 * j + 2 * hr + e]), uv = rb(acc[4 * (j + NJ / 2) + 2 * hr + e]);
-                    o[e] = rb(silu_f(gv)) * uv;
+                    o[e] = qg_glu(acc[4 * j + 2 * hr + e], acc[4 * (j + NJ / 2) + 2 * hr + e]);
                 }
                 *(uint32_t *)((uint16_t *)a.y + (long)orow * a.ldy + col) = wg_pack(o[0], o[1]);
             }
@@ -316,8 +315,8 @@ __device__ __forceinline__ void wg_epilogue_smem(const qg_args &a, const float *
         float *yf = (float *)a.y + at;
         if (glu) {
             const float4 u = *(const float4 *)(tile + r * LD + BN / 2 + c);
-            const uint32_t p0 = wg_pack(rb(silu_f(rb(v.x))) * rb(u.x), rb(silu_f(rb(v.y))) * rb(u.y));
-            const uint32_t p1 = wg_pack(rb(silu_f(rb(v.z))) * rb(u.z), rb(silu_f(rb(v.w))) * rb(u.w));
+            const uint32_t p0 = wg_pack(qg_glu(v.x, u.x), qg_glu(v.y, u.y));
+            const uint32_t p1 = wg_pack(qg_glu(v.z, u.z), qg_glu(v.w, u.w));
             if (full && !((uintptr_t)yb & 7)) *(uint2 *)yb = make_uint2(p0, p1);
             else {
                 *(uint32_t *)yb = p0;
