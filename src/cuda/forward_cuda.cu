@@ -289,6 +289,7 @@ static int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_QG_WIDE] = env_int("LILY_CUDA_QG_WIDE", 1);
     cx->opt[LILY_CUDA_OPT_QG_TMA] = env_int("LILY_CUDA_QG_TMA", 1) != 0;
     cx->opt[LILY_CUDA_OPT_MOE_GATHER] = env_int("LILY_CUDA_MOE_GATHER", 1) != 0;
+    cx->opt[LILY_CUDA_OPT_QG_TMA128] = env_int("LILY_CUDA_QG_TMA128", 1) != 0;
     *out = cx;
 #define FAIL(x) do { rc = (x); if (rc) { free_ctx(cx); *out = NULL; return rc; } } while (0)
     FAIL(cudaStreamCreateWithFlags(&cx->st, cudaStreamNonBlocking) == cudaSuccess ? 0
@@ -722,6 +723,7 @@ static const struct {
     {"attn_comb", LILY_CUDA_OPT_ATTN_COMB, 0, 1}, {"qg_bf16w", LILY_CUDA_OPT_QG_BF16W, 0, 1},
     {"qg_rs", LILY_CUDA_OPT_QG_RS, 0, 1},         {"qg_wide", LILY_CUDA_OPT_QG_WIDE, 0, 1},
     {"qg_tma", LILY_CUDA_OPT_QG_TMA, 0, 1},       {"moe_gather", LILY_CUDA_OPT_MOE_GATHER, 0, 1},
+    {"qg_tma128", LILY_CUDA_OPT_QG_TMA128, 0, 1},
 };
 
 extern "C" int lily_cuda_set_opt(void *ctx, int opt, int value);

@@ -89,6 +89,9 @@ enum lily_cuda_opt {
     LILY_CUDA_OPT_MOE_GATHER = 28,  // prefill: 1 = the MoE gate|up rows copied into expert order so that
                                     // GEMM takes tensor-map loads (default; LILY_CUDA_MOE_GATHER; flag
                                     // moe_gather)
+    LILY_CUDA_OPT_QG_TMA128 = 29,   // prefill: 1 = the 128-column bf16-weight tile loads by tensor-map
+                                    // copies too, where the call fits the maps (default;
+                                    // LILY_CUDA_QG_TMA128; flag qg_tma128)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

@@ -138,10 +138,11 @@ __global__ void gather_rows_kernel(const uint16_t *x, int H, const int *rows, ui
 int lily_moe_gather = 0;
 
 // The gate|up GEMM's rows are gathered into expert order first when its launch will load them by
-// tensor map (the wide tile, 128-row tiles, bf16 weights): measured in docs/PERF.md.
+// tensor map (128-row tiles, bf16 weights, the wide tile or the 128-column one with tensor maps on):
+// measured in docs/PERF.md.
 static bool moe_pf_gathers(const moe_pf_w &w, const moe_pf_scratch *s, int tile_m) {
-    return lily_moe_gather && !s->sep && tile_m == 128 && lily_qg_wgmma && lily_qg_bf16w && lily_qg_wide && lily_qg_tma &&
-           (w.H % 8) == 0;
+    return lily_moe_gather && !s->sep && tile_m == 128 && lily_qg_wgmma && lily_qg_bf16w && lily_qg_tma &&
+           (lily_qg_wide || lily_qg_tma128) && (w.H % 8) == 0;
 }
 
 // out[t] = rb(res[t] + rb(sum_k yk[t, k] + rb(sigmoid(sh_s[t])) * sh_y[t])).

@@ -226,7 +226,7 @@ int forward_chunks(cuda_ctx *cx, cuda_state *s, const int *tokens, int n, float 
     lily_qg_rs = cx->opt[LILY_CUDA_OPT_QG_RS] != 0;       // and which bf16-weight kernel
     lily_qg_wide = cx->opt[LILY_CUDA_OPT_QG_WIDE];        // and its tile width
     lily_qg_tma = cx->opt[LILY_CUDA_OPT_QG_TMA];          // and how the wide tile loads
-    lily_qg_tma128 = getenv("LILY_CUDA_QG_TMA128") && atoi(getenv("LILY_CUDA_QG_TMA128")) == 1; // (trial)
+    lily_qg_tma128 = cx->opt[LILY_CUDA_OPT_QG_TMA128];    // and the 128-column tile too
     lily_moe_gather = cx->opt[LILY_CUDA_OPT_MOE_GATHER];  // and whether MoE rows are gathered for it
     const int C = cx->pf.C;
     if (cx->opt[LILY_CUDA_OPT_SEP_DEQUANT] && (rc = sep_reserve(cx, C))) return rc;

@@ -383,7 +383,7 @@ void qgemm_wg_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st) {
             if (wg_make_tmaps(a, &tm, 256)) wg_launch_t<2, 1, true, 256, 3, true>(a, grid_x, st, &tm);
             else wg_launch_t<2, 1, true, 256>(a, grid_x, st);
         } else if (bm == 128) {
-            // 128 columns with tensor-map loads (branch tma128, not yet run on a GPU): the grouped
+            // 128 columns with tensor-map loads (LILY_CUDA_QG_TMA128, measured in docs/PERF.md): the grouped
             // down projection (rows in order) and the launches too small for the wide tile.
             if (lily_qg_tma128 && wg_make_tmaps(a, &tm, 128)) wg_launch_t<2, 2, true, WG_BN, 3, true>(a, grid_x, st, &tm);
             else wg_launch_t<2, 2, true>(a, grid_x, st);
