@@ -231,6 +231,9 @@ static int scratch_alloc(cuda_ctx *cx) {
     attn_dims ad = {c->n_heads, c->n_kv_heads, c->head_dim, c->rope_dim, 0, c->rope_theta, c->norm_eps, 0};
     CU_TRY(cudaMalloc(&cx->part, attn_part_floats(ad, maxsplit) * sizeof(float)));
     CU_TRY(cudaMalloc(&cx->h, (size_t)c->n_experts_tok * c->moe_inter * sizeof(float)));
+    CU_TRY(cudaMalloc(&cx->mf_part, (size_t)(c->n_experts_tok + 1) * c->hidden * sizeof(float)));
+    CU_TRY(cudaMalloc(&cx->mf_cnt, 8 * sizeof(unsigned)));
+    CU_TRY(cudaMemset(cx->mf_cnt, 0, 8 * sizeof(unsigned)));
     CU_TRY(cudaMalloc(&cx->logits, (size_t)c->vocab_size * sizeof(float)));
     CU_TRY(cudaMalloc(&cx->ids, 64 * sizeof(int)));
     CU_TRY(cudaMalloc(&cx->nan_flag, sizeof(int)));
@@ -290,6 +293,8 @@ static int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_QG_TMA] = env_int("LILY_CUDA_QG_TMA", 1) != 0;
     cx->opt[LILY_CUDA_OPT_MOE_GATHER] = env_int("LILY_CUDA_MOE_GATHER", 1) != 0;
     cx->opt[LILY_CUDA_OPT_QG_TMA128] = env_int("LILY_CUDA_QG_TMA128", 1) != 0;
+    cx->opt[LILY_CUDA_OPT_MOE_FUSED] = env_int("LILY_CUDA_MOE_FUSED", 1) != 0;
+    lily_cuda_moe_fused_ng = env_int("LILY_CUDA_MOE_FUSED_NG", 2) == 1 ? 1 : 2; // timing knob
     *out = cx;
 #define FAIL(x) do { rc = (x); if (rc) { free_ctx(cx); *out = NULL; return rc; } } while (0)
     FAIL(cudaStreamCreateWithFlags(&cx->st, cudaStreamNonBlocking) == cudaSuccess ? 0
@@ -326,9 +331,9 @@ static void free_ctx(void *p) {
     if (!cx) return;
     if (cx->st) cudaStreamSynchronize(cx->st);
     float *bufs[] = {cx->x, cx->xn, cx->qkv, cx->z, cx->b, cx->a, cx->o, cx->qg, cx->kk, cx->vv,
-                     cx->qr, cx->rl, cx->sg, cx->su, cx->ss, cx->wts, cx->part, cx->h, cx->logits};
+                     cx->qr, cx->rl, cx->sg, cx->su, cx->ss, cx->wts, cx->part, cx->h, cx->logits, cx->mf_part};
     for (float *b : bufs) cudaFree(b);
-    cudaFree(cx->ids), cudaFree(cx->nan_flag), cudaFree(cx->amax), cudaFree(cx->arena);
+    cudaFree(cx->ids), cudaFree(cx->nan_flag), cudaFree(cx->amax), cudaFree(cx->arena), cudaFree(cx->mf_cnt);
     cudaFree(cx->pf.mem);
     if (cx->host_route.pin) cudaFreeHost(cx->host_route.pin);
     qgemm_sep_free(&cx->sep);
@@ -538,10 +543,16 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
         }
         gemv_launch(g, 0, st);
         prof_mark(cx, "moe norm+router+shared gate/up");
-        moe_gate_up(d->moe, cx->rl, cx->xn, cx->h, cx->ids, cx->wts, st);
-        prof_mark(cx, "moe experts gate/up");
-        moe_down(d->moe, cx->h, cx->ids, cx->wts, d->sh_down, cx->sg, cx->su, cx->ss, cx->x, cx->x, st);
-        prof_mark(cx, "moe experts down+shared");
+        if (cx->opt[LILY_CUDA_OPT_MOE_FUSED] && moe_fused_takes(d->moe, d->sh_down)) {
+            moe_fused(d->moe, cx->rl, cx->xn, cx->ids, cx->wts, d->sh_down, cx->sg, cx->su, cx->ss, cx->x, cx->x,
+                      cx->mf_part, cx->mf_cnt, st);
+            prof_mark(cx, "moe experts gate/up+down (fused)");
+        } else {
+            moe_gate_up(d->moe, cx->rl, cx->xn, cx->h, cx->ids, cx->wts, st);
+            prof_mark(cx, "moe experts gate/up");
+            moe_down(d->moe, cx->h, cx->ids, cx->wts, d->sh_down, cx->sg, cx->su, cx->ss, cx->x, cx->x, st);
+            prof_mark(cx, "moe experts down+shared");
+        }
         if (cx->dump) dump_layer(cx, l);
     }
     gv_args g;
@@ -591,7 +602,7 @@ int apply_precision(cuda_ctx *cx, cuda_state *s) {
     if (current != s->kv_f32 || current_early != early) {
         const int f = s->kv_f32;
         CU_TRY(cudaStreamSynchronize(cx->st));
-        gemv_set_modes(f, early), moe_set_modes(f, early), gdn_set_modes(f, early);
+        gemv_set_modes(f, early), moe_set_modes(f, early), moe_fused_set_modes(f, early), gdn_set_modes(f, early);
         attn_set_modes(f, early), norm_rope_set_modes(f, early), sample_set_modes(f, early);
         CU_TRY(cudaDeviceSynchronize());
         current = f, current_early = early;
@@ -723,7 +734,7 @@ static const struct {
     {"attn_comb", LILY_CUDA_OPT_ATTN_COMB, 0, 1}, {"qg_bf16w", LILY_CUDA_OPT_QG_BF16W, 0, 1},
     {"qg_rs", LILY_CUDA_OPT_QG_RS, 0, 1},         {"qg_wide", LILY_CUDA_OPT_QG_WIDE, 0, 1},
     {"qg_tma", LILY_CUDA_OPT_QG_TMA, 0, 1},       {"moe_gather", LILY_CUDA_OPT_MOE_GATHER, 0, 1},
-    {"qg_tma128", LILY_CUDA_OPT_QG_TMA128, 0, 1},
+    {"qg_tma128", LILY_CUDA_OPT_QG_TMA128, 0, 1}, {"moe_fused", LILY_CUDA_OPT_MOE_FUSED, 0, 1},
 };
 
 extern "C" int lily_cuda_set_opt(void *ctx, int opt, int value);

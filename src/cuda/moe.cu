@@ -6,7 +6,7 @@
 //   moe_down: each output row sums the 8 experts' down rows (times their routing weights) and the
 //     shared expert's down row (times its sigmoid gate) in one fp32 accumulator, adds the residual.
 // Only the selected experts' weights are read.
-#include "cuda_common.cuh"
+#include "moe.cuh"
 
 LILY_CUDA_MODE_SETTER(moe)
 LILY_TRACE_SETTER(moe)
@@ -15,80 +15,6 @@ LILY_TRACE_SETTER(moe)
 #define MOE_WARPS 8
 #define PPW 2  // output rows per warp
 #define MUNR 2 // chunks per lane per batch (4 measured no faster: docs/PERF.md)
-#define MAX_TOPK 16
-#define MAX_E_PER_LANE 16 // n_experts <= 512
-
-// Softmax over E logits, top-k by probability (ties: lower id), optional renormalisation; the
-// weights are rounded to bf16 as the reference does. Run by one warp.
-__device__ void router_topk(const float *logits, int E, int k, int norm, int *ids, float *wts, bool redux) {
-    int lane = threadIdx.x & 31;
-    float v[MAX_E_PER_LANE];
-    float mx = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < MAX_E_PER_LANE; j++) {
-        int e = lane + 32 * j;
-        v[j] = e < E ? logits[e] : -INFINITY;
-        mx = fmaxf(mx, v[j]);
-    }
-    mx = warp_max(mx);
-    float sum = 0.0f;
-#pragma unroll
-    for (int j = 0; j < MAX_E_PER_LANE; j++) {
-        int e = lane + 32 * j;
-        v[j] = e < E ? expf(v[j] - mx) : -1.0f; // probabilities (unnormalised), -1 = absent
-        if (e < E) sum += v[j];
-    }
-    sum = warp_sum(sum);
-    float pk[MAX_TOPK], tot = 0.0f;
-    int ik[MAX_TOPK];
-    if (redux) {
-        // The same selection with the warp's integer reductions (redux.sync) instead of ten shuffles
-        // per round: key = probability bits + 1 (positive floats order as integers; a probability
-        // that underflowed to 0 still beats an absent or taken expert, key 0); the round's winner is
-        // the lowest id among the lanes whose best equals the maximum, as below.
-        uint32_t key[MAX_E_PER_LANE];
-#pragma unroll
-        for (int j = 0; j < MAX_E_PER_LANE; j++) key[j] = v[j] >= 0.0f ? __float_as_uint(v[j]) + 1u : 0u;
-        for (int t = 0; t < k; t++) {
-            uint32_t b = 0;
-            int bi = 0x7fffffff;
-#pragma unroll
-            for (int j = 0; j < MAX_E_PER_LANE; j++)
-                if (key[j] > b) b = key[j], bi = lane + 32 * j;
-            const uint32_t m = __reduce_max_sync(0xffffffffu, b);
-            const int e = __reduce_min_sync(0xffffffffu, b == m ? bi : 0x7fffffff);
-#pragma unroll
-            for (int j = 0; j < MAX_E_PER_LANE; j++)
-                if (lane + 32 * j == e) key[j] = 0u;
-            pk[t] = __uint_as_float(m - 1u) / sum;
-            ik[t] = e;
-            tot += pk[t];
-        }
-    } else
-    for (int t = 0; t < k; t++) {
-        float b = -2.0f;
-        int bi = 0x7fffffff;
-#pragma unroll
-        for (int j = 0; j < MAX_E_PER_LANE; j++)
-            if (v[j] > b) b = v[j], bi = lane + 32 * j;
-        for (int o = 16; o > 0; o >>= 1) {
-            float ob = __shfl_xor_sync(0xffffffffu, b, o);
-            int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-            if (ob > b || (ob == b && oi < bi)) b = ob, bi = oi;
-        }
-#pragma unroll
-        for (int j = 0; j < MAX_E_PER_LANE; j++)
-            if (lane + 32 * j == bi) v[j] = -1.0f;
-        pk[t] = b / sum;
-        ik[t] = bi;
-        tot += pk[t];
-    }
-    if (lane == 0)
-        for (int t = 0; t < k; t++) {
-            ids[t] = ik[t];
-            wts[t] = rb(norm ? pk[t] / tot : pk[t]);
-        }
-}
 
 // x (cols) into padded shared memory plus its 16-value sums.
 __device__ void load_x(const float *x, int cols, float *xs, float *xsum) {

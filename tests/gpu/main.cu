@@ -428,6 +428,39 @@ static int run_e2e(uint64_t seed) {
     return 0;
 }
 
+// The one-launch MoE (LILY_CUDA_OPT_MOE_FUSED) in whole decode steps: a tiny model whose MoE shapes it
+// takes (rows of whole 128-column steps; config_tiny's hidden 320 does not), graph-replayed steps with
+// it on and off against the CPU backend, and the two against each other.
+static void run_e2e_moe_fused(uint64_t seed) {
+    const lily_backend *be = &lily_backend_cuda, *cpu = &lily_backend_cpu;
+    lily_config c = config_tiny();
+    c.hidden = 256, c.moe_inter = 128, c.shared_inter = 128;
+    test_model *tm = test_model_new(c, seed + 5, 1);
+    const lily_model *m = test_model_get(tm);
+    void *ctx, *cctx;
+    int rc = be->init(m, &ctx);
+    if (rc) die("init", rc);
+    if ((rc = cpu->init(m, &cctx))) die("cpu init", rc);
+    const int V = c.vocab_size, N = 32;
+    std::vector<int> tf = random_tokens(N, V, seed + 6);
+    std::vector<float> ref = run_logits(cpu, cctx, tf, V, 0);
+    lily_cuda_set_opt(ctx, LILY_CUDA_OPT_MOE_FUSED, 0);
+    std::vector<float> g0 = run_logits(be, ctx, tf, V, 1);
+    lily_cuda_set_opt(ctx, LILY_CUDA_OPT_MOE_FUSED, 1);
+    std::vector<float> g1 = run_logits(be, ctx, tf, V, 1), g1b = run_logits(be, ctx, tf, V, 1);
+    cmp_stats s0 = compare(g0.data(), ref.data(), N, V, BF16_GAP), s1 = compare(g1.data(), ref.data(), N, V, BF16_GAP);
+    const double e = rel_l2(g1.data(), g0.data(), g1.size());
+    report(s1.rel_mean < BF16_REL_MEAN && s1.rel_worst < BF16_REL_WORST && s1.dec_agree == s1.dec_n && e < 1e-2 &&
+               !memcmp(g1.data(), g1b.data(), g1.size() * 4),
+           "e2e decode with the one-launch MoE (H=256, I=128): vs CPU backend rel_l2 mean %.2e worst %.2e, top-1 "
+           "%d/%d (decisive %d/%d; two launches: mean %.2e worst %.2e); vs two launches rel_l2 %.2e; run twice: %s",
+           s1.rel_mean, s1.rel_worst, s1.agree, N, s1.dec_agree, s1.dec_n, s0.rel_mean, s0.rel_worst, e,
+           !memcmp(g1.data(), g1b.data(), g1.size() * 4) ? "bitwise equal" : "DIFFERS");
+    be->free(ctx);
+    cpu->free(cctx);
+    test_model_free(tm);
+}
+
 
 // ---------------------------------------------------------------------------------------------
 static bool read_file(const std::string &path, std::string &out) {
@@ -663,7 +696,8 @@ static int run_full(const char *dir) {
         {"gemv2 prologue by loops (register prologue off)", LILY_CUDA_OPT_GV_PRO, 0},
         {"MoE latency variants off", LILY_CUDA_OPT_MOE_LAT, 0}, {"GDN latency variant off", LILY_CUDA_OPT_GDN_LAT, 0},
         {"expert down, 1 warp per row (split 4 off)", LILY_CUDA_OPT_MOE_KS, 1},
-        {"split-KV combine, serial loads (parallel combine off)", LILY_CUDA_OPT_ATTN_COMB, 0}};
+        {"split-KV combine, serial loads (parallel combine off)", LILY_CUDA_OPT_ATTN_COMB, 0},
+        {"MoE in two launches (moe_fused off)", LILY_CUDA_OPT_MOE_FUSED, 0}};
     for (auto &a : ab) {
         int old = a.opt >= 0 ? lily_cuda_get_opt(ctx, a.opt) : 0;
         if (a.opt >= 0) lily_cuda_set_opt(ctx, a.opt, a.val);
@@ -733,7 +767,7 @@ int main(int argc, char **argv) {
     uint64_t seed = argc > 2 ? strtoull(argv[2], NULL, 10) : (uint64_t)time(NULL);
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (!strcmp(mode, "kernels")) run_kernel_tests(seed);
-    else if (!strcmp(mode, "e2e")) run_e2e(seed);
+    else if (!strcmp(mode, "e2e")) run_e2e(seed), run_e2e_moe_fused(seed);
     else if (!strcmp(mode, "fixtures")) run_fixtures(argc - 2, argv + 2);
     else if (!strcmp(mode, "compare") && argc > 2) run_compare(argv[2], argc > 3 ? atoi(argv[3]) : 16, argc > 4 ? argv[4] : NULL);
     else if (!strcmp(mode, "full") && argc > 2) run_full(argv[2]);

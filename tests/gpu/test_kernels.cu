@@ -215,24 +215,29 @@ static void test_gemv(rng &r) {
 
 // ---------------------------------------------------------------------------------------------
 static void test_moe(rng &r) {
-    struct cs { int H, I, E, K, Is, norm; } cases[] = {{320, 192, 10, 3, 128, 1}, {2048, 512, 256, 8, 512, 1}, {256, 64, 7, 2, 0, 0}};
+    // The last three take moe_fused too (rows of whole 128-column steps): odd slices per block (384
+    // rows of gate/up over 8 blocks), group 32, no shared expert.
+    struct cs { int H, I, E, K, Is, norm, grp; } cases[] = {{320, 192, 10, 3, 128, 1, 64}, {2048, 512, 256, 8, 512, 1, 64},
+                                                            {256, 64, 7, 2, 0, 0, 64}, {640, 384, 19, 5, 256, 1, 64},
+                                                            {512, 256, 33, 4, 128, 1, 32}, {256, 128, 7, 2, 0, 0, 64}};
     for (auto &k : cases) {
         std::vector<host_mat> g(k.E), u(k.E), dn(k.E);
         for (int e = 0; e < k.E; e++) {
-            make_qmat(g[e], k.I, k.H, 4, 64, 1.0f / sqrtf((float)k.H), r);
-            make_qmat(u[e], k.I, k.H, 4, 64, 1.0f / sqrtf((float)k.H), r);
-            make_qmat(dn[e], k.H, k.I, 4, 64, 1.0f / sqrtf((float)k.I), r);
+            make_qmat(g[e], k.I, k.H, 4, k.grp, 1.0f / sqrtf((float)k.H), r);
+            make_qmat(u[e], k.I, k.H, 4, k.grp, 1.0f / sqrtf((float)k.H), r);
+            make_qmat(dn[e], k.H, k.I, 4, k.grp, 1.0f / sqrtf((float)k.I), r);
         }
         moe_w w = {up_stack(g), up_stack(u), up_stack(dn), k.E, k.K, k.I, k.H, k.norm};
         host_mat sg, su, sd;
         dq_mat dsd = {};
-        std::vector<float> x = randv(k.H, r), lg = randv(k.E, r, 2.0f), res = randv(k.H, r);
+        // A small residual, so that the outputs (rounded to bf16 after adding it) show the MoE sum's errors.
+        std::vector<float> x = randv(k.H, r), lg = randv(k.E, r, 2.0f), res = randv(k.H, r, 0.02f);
         // An exact tie at the top: both taken, the lower id first (the reference's order).
         float lmax = *std::max_element(lg.begin(), lg.end()) + 1.0f;
         lg[2] = lg[k.E - 2] = lmax;
         std::vector<float> sgv = randv(k.Is ? k.Is : 1, r), suv = randv(k.Is ? k.Is : 1, r), ssv = randv(1, r);
         if (k.Is) {
-            make_qmat(sd, k.H, k.Is, 4, 64, 1.0f / sqrtf((float)k.Is), r);
+            make_qmat(sd, k.H, k.Is, 4, k.grp, 1.0f / sqrtf((float)k.Is), r);
             dsd = up_mat(sd.m);
         }
         float *h = poisoned<float>(k.K * k.I), *wts = poisoned<float>(k.K), *out = poisoned<float>(k.H);
@@ -275,6 +280,39 @@ static void test_moe(rng &r) {
             dn_same[i] = !memcmp(o_lat.data(), go_ks[i].data(), o_lat.size() * 4);
         }
         lily_cuda_moe_ks = ks_default, lily_cuda_moe_lat = lat_default;
+        // moe_fused, where it takes the shapes: one group of warps a block into a poisoned output, then
+        // two groups twice in place (the second launch finds the counters the first left), all three
+        // bitwise equal.
+        const bool fused = moe_fused_takes(w, dsd);
+        std::vector<float> fo;
+        std::vector<int> fid;
+        bool f_same = true;
+        if (fused) {
+            float *part = poisoned<float>((k.K + 1) * k.H);
+            unsigned *cnt = nullptr;
+            CK(cudaMalloc(&cnt, 8 * sizeof(unsigned)));
+            CK(cudaMemset(cnt, 0, 8 * sizeof(unsigned)));
+            const int ng_default = lily_cuda_moe_fused_ng;
+            lily_cuda_moe_fused_ng = 1;
+            CK(cudaMemset(out, 0xff, k.H * sizeof(float)));
+            CK(cudaMemset(ids, 0xff, k.K * sizeof(int)));
+            moe_fused(w, dlg, dx, ids, wts, dsd, dsg, dsu, dss, dres, out, part, cnt, 0);
+            CK(cudaGetLastError());
+            fo = back(out, k.H), fid = back(ids, k.K);
+            const bool w_same = !memcmp(w_lat.data(), back(wts, k.K).data(), w_lat.size() * 4);
+            for (int rep = 0; rep < 2; rep++) { // two groups of warps a block, twice
+                lily_cuda_moe_fused_ng = 2;
+                float *inplace = dup(res);
+                moe_fused(w, dlg, dx, ids, wts, dsd, dsg, dsu, dss, inplace, inplace, part, cnt, 0);
+                CK(cudaGetLastError());
+                f_same = f_same && !memcmp(back(inplace, k.H).data(), fo.data(), fo.size() * 4);
+                CK(cudaFree(inplace));
+            }
+            lily_cuda_moe_fused_ng = ng_default;
+            f_same = f_same && w_same && back(cnt, 8) == std::vector<unsigned>(8, 0u);
+            CK(cudaFree(part));
+            CK(cudaFree(cnt));
+        }
         // Reference.
         float mx = -INFINITY;
         for (float v : lg) mx = fmaxf(mx, v);
@@ -323,6 +361,14 @@ static void test_moe(rng &r) {
                    "variant: gate/up %s, down %s",
                    k.H, k.I, k.E, k.K, k.Is, 1 << i, ids_ok ? "equal" : "DIFFER", eh, eo,
                    gu_same ? "bitwise equal" : "DIFFERS", dn_same[i] ? "bitwise equal" : "DIFFERS");
+        }
+        if (fused) {
+            double eo = rel_l2(fo.data(), outr.data(), fo.size());
+            report(fid == rid && eo < 5e-3 && !count_nonfinite(fo.data(), fo.size()) && f_same,
+                   "moe fused H=%d I=%d E=%d top%d Is=%d group %d: ids %s, out rel_l2 %.2e; two warp groups in "
+                   "place, again, weights, counters: %s",
+                   k.H, k.I, k.E, k.K, k.Is, k.grp, fid == rid ? "equal" : "DIFFER", eo,
+                   f_same ? "bitwise equal, zero" : "DIFFER");
         }
     }
 }
@@ -515,12 +561,13 @@ static void test_qk(rng &r) {
     }
 }
 
+// LILY_GPU_KERNELS=family (gemv, moe, gdn, attn, qk): that family only (a sanitizer run of one).
 void run_kernel_tests(uint64_t seed) {
     rng r(seed);
     printf("kernel tests, seed %llu\n", (unsigned long long)seed);
-    test_gemv(r);
-    test_moe(r);
-    test_gdn(r);
-    test_attn(r);
-    test_qk(r);
+    const char *only = getenv("LILY_GPU_KERNELS");
+    const struct { const char *name; void (*fn)(rng &); } fam[] = {
+        {"gemv", test_gemv}, {"moe", test_moe}, {"gdn", test_gdn}, {"attn", test_attn}, {"qk", test_qk}};
+    for (auto &f : fam)
+        if (!only || !strcmp(only, f.name)) f.fn(r);
 }
