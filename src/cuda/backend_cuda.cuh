@@ -58,8 +58,8 @@ struct cuda_ctx {
     float *x, *xn, *qkv, *z, *b, *a, *o, *qg, *kk, *vv, *qr, *part, *rl, *sg, *su, *ss, *h, *wts,
         *logits;
     int *ids, *nan_flag;
-    float *mf_part;   // moe_fused's partial outputs ((topk + 1) x hidden)
-    unsigned *mf_cnt; // and its counters (8, zero between launches)
+    float *mf_part;   // moe_fused's partial outputs (topk * (moe_inter / 32) + 1 rows of hidden)
+    unsigned *mf_cnt; // and its grid barrier (2 counters)
     float2 *amax;
     int amax_n;
     cudaStream_t st;

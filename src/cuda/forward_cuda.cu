@@ -231,9 +231,10 @@ static int scratch_alloc(cuda_ctx *cx) {
     attn_dims ad = {c->n_heads, c->n_kv_heads, c->head_dim, c->rope_dim, 0, c->rope_theta, c->norm_eps, 0};
     CU_TRY(cudaMalloc(&cx->part, attn_part_floats(ad, maxsplit) * sizeof(float)));
     CU_TRY(cudaMalloc(&cx->h, (size_t)c->n_experts_tok * c->moe_inter * sizeof(float)));
-    CU_TRY(cudaMalloc(&cx->mf_part, (size_t)(c->n_experts_tok + 1) * c->hidden * sizeof(float)));
-    CU_TRY(cudaMalloc(&cx->mf_cnt, 8 * sizeof(unsigned)));
-    CU_TRY(cudaMemset(cx->mf_cnt, 0, 8 * sizeof(unsigned)));
+    // moe_fused's partial outputs (the model's expert shapes; moe_fused_part_floats of a layer's moe_w)
+    CU_TRY(cudaMalloc(&cx->mf_part, ((size_t)c->n_experts_tok * (c->moe_inter / 32) + 1) * c->hidden * sizeof(float)));
+    CU_TRY(cudaMalloc(&cx->mf_cnt, 2 * sizeof(unsigned)));
+    CU_TRY(cudaMemset(cx->mf_cnt, 0, 2 * sizeof(unsigned)));
     CU_TRY(cudaMalloc(&cx->logits, (size_t)c->vocab_size * sizeof(float)));
     CU_TRY(cudaMalloc(&cx->ids, 64 * sizeof(int)));
     CU_TRY(cudaMalloc(&cx->nan_flag, sizeof(int)));
@@ -294,7 +295,7 @@ static int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_MOE_GATHER] = env_int("LILY_CUDA_MOE_GATHER", 1) != 0;
     cx->opt[LILY_CUDA_OPT_QG_TMA128] = env_int("LILY_CUDA_QG_TMA128", 1) != 0;
     cx->opt[LILY_CUDA_OPT_MOE_FUSED] = env_int("LILY_CUDA_MOE_FUSED", 1) != 0;
-    lily_cuda_moe_fused_ng = env_int("LILY_CUDA_MOE_FUSED_NG", 2) == 1 ? 1 : 2; // timing knob
+    lily_cuda_moe_fused_tma = env_int("LILY_CUDA_MOE_FUSED_TMA", 1) != 0; // timing knob (bitwise the same)
     *out = cx;
 #define FAIL(x) do { rc = (x); if (rc) { free_ctx(cx); *out = NULL; return rc; } } while (0)
     FAIL(cudaStreamCreateWithFlags(&cx->st, cudaStreamNonBlocking) == cudaSuccess ? 0

@@ -309,11 +309,11 @@ __device__ __forceinline__ void gv2_tile(const gv_seg &s, int tile, const uint4 
 // x (prepared in xs by gv_prologue) split into three bf16 parts in B-fragment order at bsm, and per
 // group of G = 128 / HPG columns the sum of each part and of x at xsg. Thread i takes columns
 // 8i..8i+7 (step i/16, chunk (i/4)%4, word i%4); the G/8 threads of a group are adjacent lanes.
-// The caller puts a barrier between this and the first gv2_tile.
+// The caller puts a barrier between this and the first gv2_tile. tid: the thread's index among the
+// GV_THREADS that run it.
 template <int HPG>
-__device__ __forceinline__ void gv2_split_x(int cols, const float *xs, uint4 *bsm, uint4 *zero4, float *xsg) {
+__device__ __forceinline__ void gv2_split_x(int cols, const float *xs, uint4 *bsm, uint4 *zero4, float *xsg, int tid) {
     constexpr int G = 128 / HPG;
-    const int tid = threadIdx.x;
     if (tid == 0) *zero4 = make_uint4(0, 0, 0, 0);
     for (int i0 = 0; i0 < cols / 8; i0 += GV_THREADS) { // same trip count in every lane (shuffles)
         const int i = i0 + tid;
@@ -352,4 +352,8 @@ __device__ __forceinline__ void gv2_split_x(int cols, const float *xs, uint4 *bs
         }
     }
 }
-
+// The same by a block's threads 0 .. GV_THREADS-1 (tid = threadIdx.x).
+template <int HPG>
+__device__ __forceinline__ void gv2_split_x(int cols, const float *xs, uint4 *bsm, uint4 *zero4, float *xsg) {
+    gv2_split_x<HPG>(cols, xs, bsm, zero4, xsg, (int)threadIdx.x);
+}

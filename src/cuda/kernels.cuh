@@ -72,17 +72,20 @@ extern int lily_cuda_moe_lat;
 void moe_down(const moe_w &w, const float *h, const int *ids, const float *wts, dq_mat sh_down,
               const float *sg, const float *su, const float *sh_score, const float *res, float *out,
               cudaStream_t st);
-// moe_fused.cu: moe_gate_up + moe_down in one launch (LILY_CUDA_MOE_FUSED): a cluster of blocks per
-// selected expert and one for the shared expert; the same out (and ids, wts). part: (topk + 1) x
-// hidden floats of scratch; cnt: 8 counters, zero before the first launch (each launch leaves them
-// zero). moe_fused_takes: the shapes and formats it takes (4-bit, one group size, rows of whole
-// 128-column steps); moe_fused does nothing for others.
+// moe_fused.cu: moe_gate_up + moe_down in one launch (LILY_CUDA_MOE_FUSED): a block per (selected
+// expert, 32 of its intermediate values), split-K partial outputs added after a grid barrier; the
+// same out (and ids, wts). part: moe_fused_part_floats(w) floats of scratch; bar: 2 counters, zero
+// before the first launch (each launch leaves the first zero). moe_fused_takes: the shapes and
+// formats it takes (4-bit, one group size, rows of whole 128-column steps, a grid of at most one
+// block an SM); moe_fused does nothing for others.
 bool moe_fused_takes(const moe_w &w, const dq_mat &sh_down);
-// Groups of 8 warps per block of moe_fused: 1 or 2 (default; LILY_CUDA_MOE_FUSED_NG, timing knob).
-extern int lily_cuda_moe_fused_ng;
+size_t moe_fused_part_floats(const moe_w &w);
+// 1 = moe_fused's down slice comes by tensor-map copies (default; LILY_CUDA_MOE_FUSED_TMA; same results
+// bitwise as 0, 16-byte loads into registers).
+extern int lily_cuda_moe_fused_tma;
 void moe_fused(const moe_w &w, const float *router_logits, const float *x, int *ids, float *wts, dq_mat sh_down,
-               const float *sg, const float *su, const float *sh_score, const float *res, float *out,
-               float *part, unsigned *cnt, cudaStream_t st);
+               const float *sg, const float *su, const float *sh_score, const float *res, float *out, float *part,
+               unsigned *bar, cudaStream_t st);
 
 // ---- gdn.cu: one Gated DeltaNet step --------------------------------------------------------
 struct gdn_dims { int hk, hv, dk, dv, kconv; };
@@ -133,6 +136,7 @@ void sample_set_modes(int f32act, int pdl_early);
 
 #ifdef LILY_TRACE
 void gemv_set_trace(unsigned long long *p);
+void moe_fused_set_trace(unsigned long long *p);
 void moe_set_trace(unsigned long long *p);
 void gdn_set_trace(unsigned long long *p);
 #endif

@@ -4,239 +4,289 @@
 // bytes, reduce, write), ~5-8 us whatever the bytes (docs/PERF.md, "Where the time goes"); the two
 // MoE kernels took ~26 us for 14.8 MB, ~3.4 us of bytes.
 //
-// Shape: one cluster of MF_CL blocks per selected expert, plus one for the shared expert. Block q of
-// a routed cluster:
-//   1. redoes the router top-k (as moe_gate_up does) and requests its slice of the expert's gate and
-//      up rows (rows q*jb .. +jb, contiguous) into shared memory with two bulk copies (TMA);
-//   2. computes silu(gate x) * up x for them on the tensor cores (gemv2's tile, fed from shared
-//      memory), and, once its gate rows are consumed, requests its down rows (q*hb .. +hb, all I
-//      columns, contiguous) into the same buffer;
-//   3. sends its h slice to every block of the cluster (distributed shared memory) and waits at the
-//      cluster barrier: then each block holds the expert's whole h;
-//   4. multiplies its down rows with h: a partial output, times the routing weight, for rows
-//      q*hb .. +hb, written to part[cluster][row].
-// The shared expert's cluster has h = silu(sg) * su from the router kernel already: its blocks
-// request their down rows before waiting for the previous kernel and do step 4 only.
-// The last of the clusters' blocks q to finish (a counter per q) adds the partials of rows
-// q*hb .. +hb in cluster order and the residual: the sum's order is fixed, the result deterministic.
-// No grid-wide barrier: clusters never wait for each other, so they need not be co-resident.
-#include <cooperative_groups.h>
+// Shape: the intermediate dimension of each selected expert is cut into slices of MF_J = 32; one
+// block per (expert, slice), K * I / 32 blocks (128 for the real model: every SM busy). Block b:
+//   1. before waiting for the previous kernel, loads into registers its rows of the shared expert's
+//      down projection (sb rows, all Is columns);
+//   2. redoes the router top-k (as moe_gate_up does); requests its 32 gate and 32 up rows (contiguous)
+//      into shared memory with bulk copies (TMA), and its 32-column slice of the expert's down
+//      projection (one 16-byte chunk of each of the H rows) by tensor-map copies of 256 rows
+//      (LILY_CUDA_MOE_FUSED_TMA; else 16-byte loads into registers);
+//   3. computes its 32 values of h = silu(gate x) * up x on the tensor cores (gemv2's tile, fed from
+//      shared memory): no other block needs them, because
+//   4. its slice of the down projection times those 32 values is a partial output for all H rows
+//      (split K), times the routing weight, into part[slice][row]; its shared rows times the shared
+//      h (silu(sg) * su, from the router kernel), times the shared gate, into part[K * I / 32][row];
+//   5. after a grid barrier (every block is resident: at most one block an SM, checked at launch),
+//      block b adds the partials of rows b*rb .. +rb in a fixed order and the residual: the result
+//      is deterministic.
+// Measured (docs/PERF.md): 18.8 us a launch in `lily-gpu-test chain` against 25.8 us for the pair;
+// decode 4K 319 -> 346 tok/s. Of its time ~1 us is the wait, ~3.8 us the top-k, ~9.7 us the streaming
+// and the math, ~3.4 us the grid barrier and the sums.
+#include <cuda.h>         // CUtensorMap
+#include <cudaTypedefs.h> // PFN_cuTensorMapEncodeTiled
 
 #include "gemv.cuh"
 #include "moe.cuh"
-#include "qgemm_wg.cuh" // bulk-copy and mbarrier wrappers
-
-namespace cg = cooperative_groups;
+#include "qgemm_wg.cuh" // bulk-copy, tensor-map and mbarrier wrappers
 
 LILY_CUDA_MODE_SETTER(moe_fused)
 LILY_TRACE_SETTER(moe_fused)
 
-#define MF_CL 8 // blocks per cluster (the portable maximum)
-#define MF_MAX_TOPK MAX_TOPK
+#define MF_J 32       // h values (gate rows, up rows, down columns) per block
+#define MF_NG 2       // groups of 8 warps a block: gate rows by one, up rows by the other
+#define MF_THREADS (GV_THREADS * MF_NG)
+#define MF_DPT 4      // down rows per thread in registers (H <= MF_THREADS * MF_DPT)
+#define MF_SPT 1      // shared-expert down chunks per thread (sb * Is / 32 <= MF_THREADS)
 
-// The launch's shape, computed on the host: rows per block of the gate/up slice (jb) and of the down
-// projection (hb), bytes of the shared buffer that holds gate rows then down rows (r0b) and up rows
-// (r1b).
+// The launch's shape, computed on the host.
 struct mf_shape {
-    int jb, hb, ncl;
-    int r0b, r1b;
+    int nb;   // blocks: K * I / MF_J
+    int sb;   // shared-expert down rows per block
+    int rb;   // output rows each block adds up after the barrier
+    int r0b;  // bytes of the gate (and of the up) rows' buffer
+    int hr;   // TMD: rows of the down slice's buffers (H rounded up to the 256-row boxes)
+    int dsm_off; // TMD: their offset (in 16-byte units) past the x split
     size_t smem;
 };
 
-__device__ __forceinline__ void cluster_arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void cluster_arrive_release() { asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
-
-// Rows [0, rows) of a matrix whose codes and scale words sit in shared memory at cs / ss (rows of
-// cols/32 chunks and cols/group words), times x (split in bsm / xsg): each row's fp32 dot product to
-// out[row] * scale. ks warps share a 16-row tile's columns; their sums meet in `part` in a fixed
-// order. Called by a group of 8 warps (gi of ng groups: it takes tiles gi, gi + ng, ...); every group
-// of the block calls it with the same rows and ng, so the barriers match.
+// The 32 gate (or up) rows of a block in shared memory at cs / ss, times x (split in bsm / xsg): their
+// fp32 dot products into out[0..31]. One group of 8 warps, 4 of them to a 16-row tile's columns; the
+// 4 sums meet in `part` in a fixed order. Both groups call it at once (the barriers match).
 template <int HPG>
-__device__ __forceinline__ void mf_rows(int rows, int cols, int group, int ks, const uint4 *cs, const uint32_t *ss,
-                                        const uint4 *bsm, const uint4 *zero4, const float *xsg, float (*part)[16],
-                                        float *out, float scale, int gi, int ng) {
+__device__ __forceinline__ void mf_rows32(int cols, int group, const uint4 *cs, const uint32_t *ss, const uint4 *bsm,
+                                          const uint4 *zero4, const float *xsg, float (*part)[16], float *out) {
     const int tid = threadIdx.x % GV_THREADS, lane = tid & 31, warp = tid >> 5;
+    constexpr int KS = 4;
     gv_seg s = {};
-    s.m.rows = rows, s.m.cols = cols, s.m.bits = 4, s.m.group = group, s.m.fmt = DQ_FAST;
-    s.ks = ks;
-    const int rpt = 16 * (GV_WARPS / ks), nchunk = cols / 32, ng_ = cols / group, nt = (rows + rpt - 1) / rpt;
-    for (int i = 0; i * ng < nt; i++) {
-        const int t = i * ng + gi;
-        if (t < nt) {
-            float acc0, acc1;
-            gv2_tile<HPG, true>(s, t, bsm, zero4, xsg, lane, warp, acc0, acc1, cs + (long)t * rpt * nchunk,
-                                ss + (long)t * rpt * ng_);
-            if ((lane & 3) == 0) part[warp][lane >> 2] = acc0, part[warp][(lane >> 2) + 8] = acc1;
-        }
-        __syncthreads();
-        if (t < nt && tid < rpt) {
-            const int wr = tid / 16, r = tid % 16, row = t * rpt + tid;
-            float v = 0.0f;
-            for (int k = 0; k < ks; k++) v += part[wr * ks + k][r];
-            if (row < rows) out[row] = v * scale;
-        }
-        __syncthreads();
+    s.m.rows = MF_J, s.m.cols = cols, s.m.bits = 4, s.m.group = group, s.m.fmt = DQ_FAST;
+    s.ks = KS;
+    float acc0, acc1;
+    gv2_tile<HPG, true>(s, 0, bsm, zero4, xsg, lane, warp, acc0, acc1, cs, ss);
+    if ((lane & 3) == 0) part[warp][lane >> 2] = acc0, part[warp][(lane >> 2) + 8] = acc1;
+    __syncthreads();
+    if (tid < MF_J) {
+        const int wr = tid / 16, r = tid % 16;
+        float v = 0.0f;
+        for (int k = 0; k < KS; k++) v += part[wr * KS + k][r];
+        out[tid] = v;
+    }
+    __syncthreads();
+}
+
+// Values [0, n) into padded shared memory (xs layout) with their 16-value sums (n % 16 == 0).
+__device__ __forceinline__ void mf_sums16(const float *xs, float *xsum, int n) {
+    for (int i = threadIdx.x; i < n / 16; i += MF_THREADS) {
+        float t = 0.0f;
+        for (int j = 0; j < 16; j++) t += xs[xs_index(i * 16 + j)];
+        xsum[i] = t;
     }
 }
 
-// NG: groups of 8 warps. With 2, one group multiplies the gate rows while the other multiplies the up
-// rows, and the down rows are split between them.
-template <int HPG, int NG>
-__global__ void __launch_bounds__(GV_THREADS * NG, 1)
+// Grid barrier (every block resident). gen is read before arriving, so it cannot have moved on; the
+// last block to arrive resets the count and then advances gen. The count is zero again when the
+// kernel ends, ready for the next launch.
+__device__ __forceinline__ void mf_grid_sync(unsigned *bar) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        volatile unsigned *gen = bar + 1;
+        const unsigned g = *gen;
+        __threadfence();
+        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
+            bar[0] = 0;
+            __threadfence();
+            atomicAdd(bar + 1, 1u);
+        } else {
+            while (*gen == g) __nanosleep(32);
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+// TMD: the down slice (a 16-byte chunk of each of H rows, and its scale word) comes by tensor-map
+// copies of 256 rows each (TMA) into shared memory; else by 16-byte loads into registers, which keep
+// the load/store unit busy for ~4 us with H scattered rows (docs/PERF.md).
+template <int HPG, bool TMD>
+__global__ void __launch_bounds__(MF_THREADS, 1)
     moe_fused_kernel(moe_w w, const float *logits, const float *x, int *ids_out, float *wts_out, dq_mat sd,
                      const float *sg, const float *su, const float *sh_score, const float *res, float *out,
-                     float *part, unsigned *cnt, mf_shape sh) {
+                     float *part, unsigned *bar, mf_shape sh, const __grid_constant__ CUtensorMap tmc,
+                     const __grid_constant__ CUtensorMap tms) {
     trace_mark(0);
     extern __shared__ __align__(128) unsigned char mf_smem[];
-    __shared__ int ids[MF_MAX_TOPK];
-    __shared__ float wts[MF_MAX_TOPK + 1];
-    __shared__ float tpart[NG][GV_WARPS][16];
-    __shared__ __align__(8) uint64_t bar[3];
-    __shared__ int last;
-    cg::cluster_group cluster = cg::this_cluster();
+    __shared__ int ids[MAX_TOPK];
+    __shared__ float wts[MAX_TOPK + 1];
+    __shared__ float tpart[MF_NG][GV_WARPS][16];
+    __shared__ __align__(16) float hsl[MF_J / 32 * 36 + MF_J / 16]; // this block's h slice (xs layout), its 16-sums
+    __shared__ float red[MF_THREADS / 32][32];
+    __shared__ __align__(8) uint64_t gbar[3];
     const int H = w.hidden, I = w.inter, K = w.topk, Is = sd.rows ? sd.cols : 0, G = w.gate.group;
-    const int tid = threadIdx.x, q = (int)cluster.block_rank(), c = blockIdx.x / MF_CL, gi = tid / GV_THREADS;
-    constexpr int NT = GV_THREADS * NG;
-    const bool shc = c == K; // the shared expert's cluster
-    const int ncol = shc ? Is : I, maxc = H > ncol ? H : ncol;
-    // Shared memory: buffer 0 (gate rows, then down rows), buffer 1 (up rows), x split, h.
-    unsigned char *b0 = mf_smem, *b1 = b0 + sh.r0b;
-    uint4 *bsm = (uint4 *)(b1 + sh.r1b), *zero4 = bsm + maxc * 3 / 8;
-    float *xsg = (float *)(zero4 + 1), *xs = xsg + maxc / (128 / HPG) * 4, *hg = xs + xs_floats(H);
-    float *hu = hg + sh.jb, *hf = hu + sh.jb; // gate and up sums of this block's rows; the whole h
-    const int j0 = q * sh.jb, jr = max(0, min(sh.jb, I - j0));    // gate/up rows of this block
-    const int r0 = q * sh.hb, hr = max(0, min(sh.hb, H - r0));    // down rows of this block
-    cluster_arrive_relaxed(); // matched before the first remote write: every block has started
+    const int tid = threadIdx.x, gi = tid / GV_THREADS, b = blockIdx.x;
+    const int ns = I / MF_J, k = b / ns, j0 = (b % ns) * MF_J; // expert slot, first h value
+    const int npart = K * ns + (Is ? 1 : 0);
+    // Shared memory: gate rows, up rows (codes then scale words), the x split, x, h, the shared h.
+    unsigned char *bg = mf_smem, *bu = bg + sh.r0b;
+    uint4 *bsm = (uint4 *)(bu + sh.r0b), *zero4 = bsm + H * 3 / 8;
+    float *xsg = (float *)(zero4 + 1), *xs = xsg + H / G * 4, *hg = xs + xs_floats(H), *hu = hg + MF_J;
+    float *hs = hu + MF_J, *hssum = hs + xs_floats(Is > 0 ? Is : 32);
+    uint4 *dsc = (uint4 *)(bsm + H * 3 / 8) + sh.dsm_off, *dss = dsc + sh.hr; // TMD: codes, scale words (4 a row)
+    const long grb = (long)H / 2, gsw = H / G;
+    // 1. The shared expert's rows of this block, chunk (row s0 + i / cps, chunk i % cps) for thread i.
+    const int cps = Is / 32, s0 = b * sh.sb, sr = Is ? max(0, min(sh.sb, H - s0)) : 0;
+    uint4 scode[MF_SPT];
+    uint32_t ssb[MF_SPT];
+#pragma unroll
+    for (int u = 0; u < MF_SPT; u++) {
+        const int i = tid + u * MF_THREADS, r = s0 + (cps ? i / cps : 0);
+        const bool ok = cps && i < sr * cps;
+        scode[u] = ok ? __ldg(sd.codes + (long)r * cps + i % cps) : make_uint4(0, 0, 0, 0);
+        ssb[u] = ok ? __ldg(sd.sb + (long)r * (Is / G) + (i % cps) * 32 / G) : 0u;
+    }
     if (tid == 0) {
-        for (int i = 0; i < 3; i++) mb_init(&bar[i], 1);
+        mb_init(&gbar[0], 1), mb_init(&gbar[1], 1), mb_init(&gbar[2], 1);
         mb_init_fence();
     }
     __syncthreads();
-    const dq_mat &dm = shc ? sd : w.down;
-    const long drb = (long)ncol / 2, dsw = ncol / G; // down row bytes, scale words per row
-    auto request_down = [&](int e) {
-        if (tid == 0 && hr > 0) {
-            const long row = (long)e * H + r0;
-            mb_expect_tx(&bar[2], (uint32_t)(hr * drb + hr * dsw * 4));
-            bulk_g2s(b0, (const char *)dm.codes + row * drb, (uint32_t)(hr * drb), &bar[2]);
-            bulk_g2s(b0 + hr * drb, dm.sb + row * dsw, (uint32_t)(hr * dsw * 4), &bar[2]);
-        }
-    };
-    if (shc) request_down(0); // the shared expert's weights do not depend on the previous kernel
     pdl_wait();
     trace_mark(1);
-    if (!shc) {
-        if (tid < 32) router_topk(logits, w.n_experts, K, w.norm_topk, ids, wts, true);
-        // x into padded shared memory (each thread 8 columns by two 16-byte loads).
-        for (int c8 = tid * 8; c8 < H; c8 += NT * 8) {
-            const float4 a = *(const float4 *)(x + c8), b = *(const float4 *)(x + c8 + 4);
-            float *d = xs + xs_index(c8);
-            *(float4 *)d = a, *(float4 *)(d + 4) = b;
-        }
-        __syncthreads();
-        const int e = ids[c];
-        const long grb = (long)H / 2, gsw = H / G;
-        if (tid == 0 && jr > 0) {
-            const long row = (long)e * I + j0;
-            mb_expect_tx(&bar[0], (uint32_t)(jr * (grb + gsw * 4)));
-            bulk_g2s(b0, (const char *)w.gate.codes + row * grb, (uint32_t)(jr * grb), &bar[0]);
-            bulk_g2s(b0 + jr * grb, w.gate.sb + row * gsw, (uint32_t)(jr * gsw * 4), &bar[0]);
-            mb_expect_tx(&bar[1], (uint32_t)(jr * (grb + gsw * 4)));
-            bulk_g2s(b1, (const char *)w.up.codes + row * grb, (uint32_t)(jr * grb), &bar[1]);
-            bulk_g2s(b1 + jr * grb, w.up.sb + row * gsw, (uint32_t)(jr * gsw * 4), &bar[1]);
-        }
-        if (gi == 0) gv2_split_x<HPG>(H, xs, bsm, zero4, xsg);
-        __syncthreads();
-        trace_mark(2);
-        if (jr > 0 && NG == 2) { // gate rows by group 0, up rows by group 1, at once
-            mb_wait(&bar[gi], 0);
-            unsigned char *bb = gi ? b1 : b0;
-            mf_rows<HPG>(jr, H, G, 2, (const uint4 *)bb, (const uint32_t *)(bb + jr * grb), bsm, zero4, xsg,
-                         tpart[gi], gi ? hu : hg, 1.0f, 0, 1);
-            request_down(e); // buffer 0 is free: mf_rows ends with a barrier
-        } else if (jr > 0) {
-            mb_wait(&bar[0], 0);
-            mf_rows<HPG>(jr, H, G, 2, (const uint4 *)b0, (const uint32_t *)(b0 + jr * grb), bsm, zero4, xsg,
-                         tpart[0], hg, 1.0f, 0, 1);
-            request_down(e); // buffer 0 is free: mf_rows ends with a barrier
-            mb_wait(&bar[1], 0);
-            mf_rows<HPG>(jr, H, G, 2, (const uint4 *)b1, (const uint32_t *)(b1 + jr * grb), bsm, zero4, xsg,
-                         tpart[0], hu, 1.0f, 0, 1);
-        } else {
-            request_down(e);
-        }
-        // h = silu(gate x) * up x, rounded where the reference stores it; this block's slice goes to
-        // every block of the cluster, into hf (padded like xs). Not into xs: a peer may get here while
-        // this block still splits x.
-        cluster_wait();
-        for (int i = tid; i < jr * MF_CL; i += NT) {
-            const int j = i % jr, dst = i / jr;
-            const float v = rb(rb(silu_f(rb(hg[j]))) * rb(hu[j]));
-            *cluster.map_shared_rank(hf + xs_index(j0 + j), dst) = v;
-        }
-        cluster_arrive_release();
-        cluster_wait();
-    } else {
-        for (int i = tid; i < Is; i += NT) hf[xs_index(i)] = rb(rb(silu_f(sg[i])) * su[i]);
-        cluster_wait();
-        cluster_arrive_release(); // the routed clusters' barrier sequence, with nothing to send
-        cluster_wait();
+    // 2. Routing, the weights of this block's slice, x, the shared h.
+    if (tid < 32) router_topk(logits, w.n_experts, K, w.norm_topk, ids, wts, true);
+    for (int c8 = tid * 8; c8 < H; c8 += MF_THREADS * 8) {
+        const float4 a = *(const float4 *)(x + c8), c = *(const float4 *)(x + c8 + 4);
+        float *d = xs + xs_index(c8);
+        *(float4 *)d = a, *(float4 *)(d + 4) = c;
     }
-    if (tid == 0) wts[K] = Is ? rb(sigmoid_f(*sh_score)) : 0.0f;
-    if (gi == 0) gv2_split_x<HPG>(ncol, hf, bsm, zero4, xsg);
+    for (int i = tid; i < Is; i += MF_THREADS) hs[xs_index(i)] = rb(rb(silu_f(sg[i])) * su[i]);
+    if (tid == 32) wts[K] = Is ? rb(sigmoid_f(*sh_score)) : 0.0f;
     __syncthreads();
-    if (hr > 0) {
-        mb_wait(&bar[2], 0);
-        mf_rows<HPG>(hr, ncol, G, 1, (const uint4 *)b0, (const uint32_t *)(b0 + hr * drb), bsm, zero4, xsg, tpart[gi],
-                     part + (long)c * H + r0, shc ? wts[K] : wts[c], gi, NG);
+    trace_mark(2); // routed (the chain's "wait->staged" is the top-k here)
+    const int e = ids[k];
+    if (tid == 0) {
+        const long row = (long)e * I + j0;
+        const uint32_t bytes = (uint32_t)(MF_J * (grb + gsw * 4));
+        mb_expect_tx(&gbar[0], bytes);
+        bulk_g2s(bg, (const char *)w.gate.codes + row * grb, (uint32_t)(MF_J * grb), &gbar[0]);
+        bulk_g2s(bg + MF_J * grb, w.gate.sb + row * gsw, (uint32_t)(MF_J * gsw * 4), &gbar[0]);
+        mb_expect_tx(&gbar[1], bytes);
+        bulk_g2s(bu, (const char *)w.up.codes + row * grb, (uint32_t)(MF_J * grb), &gbar[1]);
+        bulk_g2s(bu + MF_J * grb, w.up.sb + row * gsw, (uint32_t)(MF_J * gsw * 4), &gbar[1]);
+        if (TMD) {
+            mb_expect_tx(&gbar[2], (uint32_t)sh.hr * 32);
+            for (int r = 0; r < sh.hr; r += 256) {
+                tma_g2s_2d(dsc + r, &tmc, j0 / 2, e * H + r, &gbar[2]);
+                tma_g2s_2d(dss + r, &tms, (j0 / G) & ~3, e * H + r, &gbar[2]);
+            }
+        }
+    }
+    // The slice of the down projection: chunk j0 / 32 of rows tid, tid + MF_THREADS, ...
+    const int ncd = I / 32, dsw = I / G;
+    uint4 dcode[MF_DPT];
+    uint32_t dsb[MF_DPT];
+#pragma unroll
+    for (int u = 0; u < MF_DPT; u++) {
+        const int r = tid + u * MF_THREADS;
+        const long row = (long)e * H + r;
+        if (!TMD) {
+            dcode[u] = r < H ? __ldg(w.down.codes + row * ncd + j0 / 32) : make_uint4(0, 0, 0, 0);
+            dsb[u] = r < H ? __ldg(w.down.sb + row * dsw + j0 / G) : 0u;
+        }
+    }
+    if (gi == 0) gv2_split_x<HPG>(H, xs, bsm, zero4, xsg);
+    __syncthreads();
+    // 3. Gate rows by group 0, up rows by group 1, at once.
+    mb_wait(&gbar[gi], 0);
+    unsigned char *bb = gi ? bu : bg;
+    mf_rows32<HPG>(H, G, (const uint4 *)bb, (const uint32_t *)(bb + MF_J * grb), bsm, zero4, xsg, tpart[gi],
+                   gi ? hu : hg);
+    if (tid < MF_J) hsl[xs_index(tid)] = rb(rb(silu_f(rb(hg[tid]))) * rb(hu[tid]));
+    __syncthreads();
+    if (tid < MF_J / 16) {
+        float t = 0.0f;
+        for (int j = 0; j < 16; j++) t += hsl[xs_index(tid * 16 + j)];
+        hsl[xs_floats(MF_J) + tid] = t;
+    }
+    mf_sums16(hs, hssum, Is);
+    if (TMD) mb_wait(&gbar[2], 0);
+    __syncthreads();
+    // 4. Partial outputs: the down slice times h's slice, the shared rows times the shared h.
+    float *pk = part + (long)(k * ns + j0 / MF_J) * H;
+    const float wk = wts[k];
+#pragma unroll
+    for (int u = 0; u < MF_DPT; u++) {
+        const int r = tid + u * MF_THREADS;
+        if (r < H)
+            pk[r] = wk * chunk_apply(chunk_dot<4>(TMD ? dsc[r] : dcode[u], hsl), hsl[xs_floats(MF_J)] + hsl[xs_floats(MF_J) + 1],
+                                     TMD ? ((const uint32_t *)(dss + r))[(j0 / G) & 3] : dsb[u], 4);
+    }
+    if (Is) {
+        // Thread i holds chunk i % cps of row s0 + i / cps; a row's cps chunks are adjacent lanes
+        // (cps a power of two <= 32, checked at launch), added by shuffles in a fixed order.
+#pragma unroll
+        for (int u = 0; u < MF_SPT; u++) {
+            const int i = tid + u * MF_THREADS, c = i % cps;
+            float v = i < sr * cps ? chunk_apply(chunk_dot<4>(scode[u], hs + xs_index(c * 32)), hssum[2 * c] + hssum[2 * c + 1], ssb[u], 4) : 0.0f;
+            for (int o = 1; o < cps; o <<= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+            if (c == 0 && i < sr * cps) part[(long)(K * ns) * H + s0 + i / cps] = wts[K] * v;
+        }
     }
     trace_mark(3);
+    // 5. Every partial written: block b adds rows b*rb .. +rb.
+    mf_grid_sync(bar);
     pdl_trigger();
-    // The last block of rows r0.. to finish adds every cluster's partials in cluster order.
-    __threadfence();
-    __syncthreads();
-    if (tid == 0) {
-        const unsigned n = gridDim.x / MF_CL, old = atomicAdd(cnt + q, 1u);
-        last = old == n - 1;
-        if (last) cnt[q] = 0; // every cluster has counted: ready for the next launch
-    }
-    __syncthreads();
-    if (last) {
-        __threadfence();
-        const int n = gridDim.x / MF_CL;
-        for (int r = tid; r < hr; r += NT) {
-            float s = 0.0f;
-            for (int k = 0; k < n; k++) s += __ldcg(part + (long)k * H + r0 + r);
-            out[r0 + r] = rb(res[r0 + r] + rb(s));
+    const int r0 = b * sh.rb, nr = max(0, min(sh.rb, H - r0));
+    if (nr > 0) {
+        // Thread (p, r): partials p, p + P, ... of row r (P = MF_THREADS / 32 threads a row, rb <= 32);
+        // then one thread a row adds the P sums in order.
+        const int r = tid % 32, p0 = tid / 32;
+        float s = 0.0f;
+        if (r < nr)
+            for (int p = p0; p < npart; p += MF_THREADS / 32) s += __ldcg(part + (long)p * H + r0 + r);
+        red[p0][r] = s;
+        __syncthreads();
+        if (tid < nr) {
+            float t = 0.0f;
+            for (int q = 0; q < MF_THREADS / 32; q++) t += red[q][tid];
+            out[r0 + tid] = rb(res[r0 + tid] + rb(t));
         }
     }
-    if (blockIdx.x == 0 && tid < K) ids_out[tid] = ids[tid], wts_out[tid] = wts[tid];
+    if (b == 0 && tid < K) ids_out[tid] = ids[tid], wts_out[tid] = wts[tid];
     trace_mark(4);
 }
 
-int lily_cuda_moe_fused_ng = 2;
+int lily_cuda_moe_fused_tma = 1;
 
-static int round16(int v) { return (v + 15) / 16 * 16; }
+static int n_sms(void) {
+    static int n = 0;
+    if (!n) {
+        int dev = 0;
+        cudaGetDevice(&dev);
+        if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) n = 132;
+    }
+    return n;
+}
 
 // The launch's shape, or false when the fused kernel does not take these matrices (moe.cu's pair does).
 static bool mf_plan(const moe_w &w, const dq_mat &sd, mf_shape *s) {
-    const int H = w.hidden, I = w.inter, G = w.gate.group, Is = sd.rows ? sd.cols : 0;
-    auto fits = [&](const dq_mat &m) {
-        return m.fmt == DQ_FAST && m.bits == 4 && m.group == G && m.codes && m.sb;
-    };
+    const int H = w.hidden, I = w.inter, G = w.gate.group, Is = sd.rows ? sd.cols : 0, K = w.topk;
+    auto fits = [&](const dq_mat &m) { return m.fmt == DQ_FAST && m.bits == 4 && m.group == G && m.codes && m.sb; };
     if (!fits(w.gate) || !fits(w.up) || !fits(w.down) || (Is && !fits(sd))) return false;
-    if ((G != 32 && G != 64 && G != 128) || H % 128 || I % 128 || Is % 128 || w.topk > MF_MAX_TOPK ||
-        w.topk < 1 || w.n_experts > 512)
+    if ((G != 32 && G != 64 && G != 128) || H % 128 || I % MF_J || Is % 32 || Is > 32 * 32 || (Is & (Is - 1)) ||
+        K > MAX_TOPK || K < 1 || w.n_experts > 512 || H > MF_THREADS * MF_DPT)
         return false;
-    s->jb = round16((I + MF_CL - 1) / MF_CL), s->hb = round16((H + MF_CL - 1) / MF_CL);
-    s->ncl = w.topk + (Is ? 1 : 0);
-    const int ncol = I > Is ? I : Is, maxc = H > ncol ? H : ncol, hpg = 128 / G;
-    const long gate = (long)s->jb * (H / 2 + H / G * 4), down = (long)s->hb * (ncol / 2 + ncol / G * 4);
-    s->r0b = (int)((gate > down ? gate : down) + 127) / 128 * 128;
-    s->r1b = (int)(gate + 127) / 128 * 128;
-    s->smem = (size_t)s->r0b + s->r1b + (size_t)maxc * 3 / 8 * 16 + 16 + (size_t)maxc / (128 / hpg) * 16 +
-              (size_t)(xs_floats(H) + 2 * s->jb + xs_floats(ncol)) * 4;
+    s->nb = K * (I / MF_J);
+    if (s->nb > n_sms()) return false; // one block an SM, all resident (the grid barrier)
+    s->sb = (H + s->nb - 1) / s->nb;
+    if (Is && s->sb * (Is / 32) > MF_THREADS * MF_SPT) return false;
+    s->rb = (H + s->nb - 1) / s->nb;
+    if (s->rb > 32) return false;
+    s->r0b = (MF_J * (H / 2 + H / G * 4) + 127) / 128 * 128;
+    s->smem = (size_t)2 * s->r0b + (size_t)H * 3 / 8 * 16 + 16 + (size_t)H / G * 16 +
+              (size_t)(xs_floats(H) + 2 * MF_J + xs_floats(Is > 0 ? Is : 32) + (Is > 0 ? Is : 32) / 16) * 4;
+    s->hr = (H + 255) / 256 * 256;
+    s->dsm_off = (int)((s->smem - 2 * (size_t)s->r0b - (size_t)H * 3 / 8 * 16 + 127) / 128 * 8); // 128-byte aligned
+    if (s->smem > 200 * 1024) return false;
+    if (lily_cuda_moe_fused_tma) s->smem = 2 * (size_t)s->r0b + (size_t)H * 3 / 8 * 16 + ((size_t)s->dsm_off + 2 * s->hr) * 16;
     return s->smem <= 200 * 1024;
 }
 
@@ -245,40 +295,55 @@ bool moe_fused_takes(const moe_w &w, const dq_mat &sh_down) {
     return mf_plan(w, sh_down, &s);
 }
 
-template <int HPG, int NG>
-static void mf_launch(const mf_shape &s, cudaStream_t st, moe_w w, const float *logits, const float *x, int *ids,
+size_t moe_fused_part_floats(const moe_w &w) {
+    return ((size_t)w.topk * (w.inter / MF_J) + 1) * w.hidden;
+}
+
+// The down projection's codes (uint8 rows of I/2 bytes) and scale words (uint32 rows of I/G) as 2-D
+// tensor maps with boxes of 16 bytes x 256 rows. False when the driver gives no encoder or a map
+// does not fit (the kernel then loads the slice into registers).
+static bool mf_tmaps(const moe_w &w, CUtensorMap *tc, CUtensorMap *ts) {
+    PFN_cuTensorMapEncodeTiled_v12000 enc = (PFN_cuTensorMapEncodeTiled_v12000)lily_tmap_encoder();
+    if (!enc) return false;
+    const cuuint64_t rows = (cuuint64_t)w.n_experts * w.hidden, rb = (cuuint64_t)w.inter / 2, ng = w.inter / w.down.group;
+    const cuuint64_t cd[2] = {rb, rows}, cs[1] = {rb}, sdim[2] = {ng, rows}, ss[1] = {ng * 4};
+    const cuuint32_t cb[2] = {16, 256}, sb[2] = {4, 256}, es[2] = {1, 1};
+    return ng % 4 == 0 && ((uintptr_t)w.down.codes & 15) == 0 && ((uintptr_t)w.down.sb & 15) == 0 &&
+           enc(tc, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, (void *)w.down.codes, cd, cs, cb, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS &&
+           enc(ts, CU_TENSOR_MAP_DATA_TYPE_UINT32, 2, (void *)w.down.sb, sdim, ss, sb, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <int HPG>
+static void mf_launch(mf_shape s, cudaStream_t st, moe_w w, const float *logits, const float *x, int *ids,
                       float *wts, dq_mat sd, const float *sg, const float *su, const float *ss, const float *res,
-                      float *out, float *part, unsigned *cnt) {
+                      float *out, float *part, unsigned *bar) {
+    CUtensorMap tc, ts;
+    memset(&tc, 0, sizeof tc), memset(&ts, 0, sizeof ts);
+    const bool tmd = lily_cuda_moe_fused_tma && mf_tmaps(w, &tc, &ts);
+    if (!tmd && lily_cuda_moe_fused_tma) { // the plan sized shared memory for the tensor-map buffers
+        const int t = lily_cuda_moe_fused_tma;
+        lily_cuda_moe_fused_tma = 0;
+        mf_plan(w, sd, &s);
+        lily_cuda_moe_fused_tma = t;
+    }
     void (*k)(moe_w, const float *, const float *, int *, float *, dq_mat, const float *, const float *,
-              const float *, const float *, float *, float *, unsigned *, mf_shape) = moe_fused_kernel<HPG, NG>;
+              const float *, const float *, float *, float *, unsigned *, mf_shape, const CUtensorMap,
+              const CUtensorMap) = tmd ? moe_fused_kernel<HPG, true> : moe_fused_kernel<HPG, false>;
     cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s.smem);
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(s.ncl * MF_CL), cfg.blockDim = dim3(GV_THREADS * NG), cfg.dynamicSmemBytes = s.smem;
-    cfg.stream = st;
-    cudaLaunchAttribute at[2];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = MF_CL, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
-    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[1].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at, cfg.numAttrs = lily_cuda_pdl ? 2 : 1;
-    cudaLaunchKernelEx(&cfg, k, w, logits, x, ids, wts, sd, sg, su, ss, res, out, part, cnt, s);
+    launch_k(k, s.nb, MF_THREADS, s.smem, st, w, logits, x, ids, wts, sd, sg, su, ss, res, out, part, bar, s, tc, ts);
 }
 
 void moe_fused(const moe_w &w, const float *router_logits, const float *x, int *ids, float *wts, dq_mat sh_down,
-               const float *sg, const float *su, const float *sh_score, const float *res, float *out,
-               float *part, unsigned *cnt, cudaStream_t st) {
+               const float *sg, const float *su, const float *sh_score, const float *res, float *out, float *part,
+               unsigned *bar, cudaStream_t st) {
     mf_shape s;
     if (!mf_plan(w, sh_down, &s)) return; // callers ask moe_fused_takes first
     const int hpg = 128 / w.gate.group;
-#define MF_ARGS s, st, w, router_logits, x, ids, wts, sh_down, sg, su, sh_score, res, out, part, cnt
-    if (lily_cuda_moe_fused_ng == 2) {
-        if (hpg == 1) mf_launch<1, 2>(MF_ARGS);
-        else if (hpg == 2) mf_launch<2, 2>(MF_ARGS);
-        else mf_launch<4, 2>(MF_ARGS);
-    } else {
-        if (hpg == 1) mf_launch<1, 1>(MF_ARGS);
-        else if (hpg == 2) mf_launch<2, 1>(MF_ARGS);
-        else mf_launch<4, 1>(MF_ARGS);
-    }
+#define MF_ARGS s, st, w, router_logits, x, ids, wts, sh_down, sg, su, sh_score, res, out, part, bar
+    if (hpg == 1) mf_launch<1>(MF_ARGS);
+    else if (hpg == 2) mf_launch<2>(MF_ARGS);
+    else mf_launch<4>(MF_ARGS);
 #undef MF_ARGS
 }

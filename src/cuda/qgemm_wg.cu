@@ -301,6 +301,8 @@ static void wg_launch_t(const qg_args &a, int grid_x, cudaStream_t st, const wg_
 
 // cuTensorMapEncodeTiled from the driver (through the runtime: no link to libcuda); NULL when the
 // driver does not give it, and the wide tile then loads by cp.async.
+static PFN_cuTensorMapEncodeTiled_v12000 wg_encoder(void);
+void *lily_tmap_encoder(void) { return (void *)wg_encoder(); }
 static PFN_cuTensorMapEncodeTiled_v12000 wg_encoder(void) {
     static PFN_cuTensorMapEncodeTiled_v12000 fn = NULL;
     static bool tried = false;

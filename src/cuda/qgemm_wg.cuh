@@ -17,6 +17,9 @@
 #define WG_BQ_STEP (17 * 256) // bf16 B of one k16 step: 17 column groups (16 + ones) x 2 core matrices
 #define WG_BQ_BYTES (4 * WG_BQ_STEP)
 
+// cuTensorMapEncodeTiled (a PFN_cuTensorMapEncodeTiled_v12000) or NULL (qgemm_wg.cu).
+void *lily_tmap_encoder(void);
+
 __device__ __forceinline__ uint32_t wg_smem(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void wg_cp16(void *dst, const void *src, bool ok) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(wg_smem(dst)), "l"(src), "r"(ok ? 16 : 0));

@@ -65,7 +65,7 @@ static std::vector<gv_args> chain_gemvs(int C, int cols, const float *x, const f
 }
 
 static void set_early(int e) {
-    gemv_set_modes(0, e), moe_set_modes(0, e), gdn_set_modes(0, e);
+    gemv_set_modes(0, e), moe_set_modes(0, e), moe_fused_set_modes(0, e), gdn_set_modes(0, e);
     attn_set_modes(0, e), norm_rope_set_modes(0, e), sample_set_modes(0, e);
     CK(cudaDeviceSynchronize());
 }
@@ -76,7 +76,7 @@ static void set_early(int e) {
 // the device's clock; the span from the first block's entry to the last block's loop end).
 static unsigned long long *g_tbuf;
 static const int TBLOCKS = 4096;
-static void trace_on(unsigned long long *p) { gemv_set_trace(p), moe_set_trace(p), gdn_set_trace(p); }
+static void trace_on(unsigned long long *p) { gemv_set_trace(p), moe_set_trace(p), moe_fused_set_trace(p), gdn_set_trace(p); }
 static void trace_report(void) {
     std::vector<unsigned long long> t((size_t)TBLOCKS * 8);
     CK(cudaMemcpy(t.data(), g_tbuf, t.size() * 8, cudaMemcpyDeviceToHost));
@@ -165,12 +165,19 @@ template <class F> static void chain_row(const char *name, double bytes, F launc
     fflush(stdout);
 }
 
+// LILY_CHAIN=word: only the families whose comment line names it (e.g. "experts"); all by default.
+static bool chain_want(const char *what) {
+    const char *o = getenv("LILY_CHAIN");
+    return !o || strstr(what, o);
+}
+
 void run_chain(void) {
     const int H = 2048, E = 256, K = 8, I = 512, V = 248320;
     printf("| kernel (real shapes, weights from DRAM) | MB | GB/s (PDL) | us/launch PDL | no PDL | early trigger (best) |\n|---|---|---|---|---|---|\n");
     int *sink;
     CK(cudaMalloc(&sink, 64));
     for (int grid : {132, 396, 1056})
+        if (chain_want("empty kernel"))
         chain_row(grid == 132 ? "empty kernel, 132 blocks" : grid == 396 ? "empty kernel, 396 blocks" : "empty kernel, 1056 blocks",
                   0, [&](int, cudaStream_t s) { launch_k(chain_empty, grid, 256, 0, s, sink); });
 
@@ -179,7 +186,7 @@ void run_chain(void) {
           *y3 = chain_floats(16384, 7), *y4 = chain_floats(16384, 8);
     lily_cuda_gemv2 = 1;
     // Router + shared expert gate/up + shared gate score (8-bit router/score, 4-bit shared).
-    {
+    if (chain_want("router")) {
         const int C = 40;
         double bytes;
         std::vector<gv_args> a = chain_gemvs(C, H, x, w, {{E, 8, y0}, {I, 4, y1}, {I, 4, y2}, {1, 8, y3}}, 0, &bytes);
@@ -199,7 +206,7 @@ void run_chain(void) {
         lily_cuda_gemv2 = 1;
     }
     // GDN in_proj: qkv 8192 + z 4096 + b 32 + a 32 rows of 2048.
-    {
+    if (chain_want("GDN in_proj")) {
         const int C = 8;
         double bytes;
         std::vector<gv_args> a = chain_gemvs(C, H, x, w, {{8192, 4, y0}, {4096, 4, y1}, {32, 4, y2}, {32, 4, y3}}, 400, &bytes);
@@ -212,7 +219,7 @@ void run_chain(void) {
         lily_cuda_gemv2 = 1;
     }
     // GDN out_proj: gated norm over heads of 128, 2048 rows of 4096, residual epilogue.
-    {
+    if (chain_want("GDN out_proj")) {
         const int C = 24;
         std::vector<gv_args> a(C);
         for (int c = 0; c < C; c++) {
@@ -237,7 +244,7 @@ void run_chain(void) {
         lily_cuda_gemv2 = 1;
     }
     // Routed experts: a different top-8 every launch (64 logit vectors).
-    {
+    if (chain_want("Routed experts")) {
         moe_w mw = {chain_mat(E * I, H, 4, 64, 1000), chain_mat(E * I, H, 4, 64, 1001), chain_mat(E * H, I, 4, 64, 1002), E, K, I, H, 1};
         const int NL = 64;
         float *lg = chain_floats((size_t)NL * E, 1003);
@@ -269,9 +276,22 @@ void run_chain(void) {
                       });
         }
         lily_cuda_moe_ks = 4, lily_cuda_moe_lat = 0;
+        // Both in one launch (moe_fused.cu), the shared expert's down rows rotating as above (the down
+        // slice as LILY_CUDA_MOE_FUSED_TMA says, default 1).
+        const char *tma = getenv("LILY_CUDA_MOE_FUSED_TMA");
+        if (tma) lily_cuda_moe_fused_tma = atoi(tma) != 0;
+        float *part;
+        unsigned *bar;
+        CK(cudaMalloc(&part, moe_fused_part_floats(mw) * 4));
+        CK(cudaMalloc(&bar, 8));
+        CK(cudaMemset(bar, 0, 8));
+        chain_row("experts gate/up + down + shared down in one launch (moe_fused)", gu + dn + sdb, [&](int i, cudaStream_t s) {
+            moe_fused(mw, lg + (i % NL) * E, x, ids + (i % NL) * K, wts + (i % NL) * K, sd[i % 40], y1, y2, y3, y0, y0,
+                      part, bar, s);
+        });
     }
     // GDN conv + delta rule: 32 v heads of 128, 16 k heads, fp32 state 2 MB per layer (30 layers).
-    {
+    if (chain_want("GDN conv")) {
         gdn_dims d = {16, 32, 128, 128, 4};
         const int L = 30, C = 2 * 16 * 128 + 32 * 128;
         std::vector<float *> S(L), ring(L);
@@ -297,6 +317,7 @@ void run_chain(void) {
     // 4K and 32K context: the KV of a layer is 8 MB at 4K (10 layers rotate, 84 MB, past the L2) and
     // 67 MB at 32K; with the plain and the parallel combine (LILY_CUDA_ATTN_COMB).
     for (int ctx : {4096, 32768}) {
+        if (!chain_want("Decode attention")) break;
         const int L = ctx == 4096 ? 10 : 2, hq = 16, hkv = 2, D = 256, ns = 32;
         attn_dims d = {hq, hkv, D, 64, ctx, 1e7f, 1e-6f, 0};
         std::vector<uint16_t *> kc(L), vc(L);
@@ -325,7 +346,7 @@ void run_chain(void) {
         lily_cuda_attn_comb = 0;
     }
     // lm_head with the argmax epilogue (286 MB: 20 launches).
-    {
+    if (chain_want("lm_head")) {
         gv_args a;
         memset(&a, 0, sizeof a);
         a.nseg = 1, a.cols = H, a.x = x, a.pro = PRO_RMSNORM, a.norm_w = w, a.eps = 1e-6f, a.epi = GV_LOGITS;

@@ -280,38 +280,38 @@ static void test_moe(rng &r) {
             dn_same[i] = !memcmp(o_lat.data(), go_ks[i].data(), o_lat.size() * 4);
         }
         lily_cuda_moe_ks = ks_default, lily_cuda_moe_lat = lat_default;
-        // moe_fused, where it takes the shapes: one group of warps a block into a poisoned output, then
-        // two groups twice in place (the second launch finds the counters the first left), all three
-        // bitwise equal.
+        // moe_fused, where it takes the shapes: into a poisoned output, then three times in place (the
+        // later launches find the grid barrier's counters the first left; the last loads the down slice
+        // the other way, LILY_CUDA_MOE_FUSED_TMA), all bitwise equal.
         const bool fused = moe_fused_takes(w, dsd);
         std::vector<float> fo;
         std::vector<int> fid;
         bool f_same = true;
         if (fused) {
-            float *part = poisoned<float>((k.K + 1) * k.H);
-            unsigned *cnt = nullptr;
-            CK(cudaMalloc(&cnt, 8 * sizeof(unsigned)));
-            CK(cudaMemset(cnt, 0, 8 * sizeof(unsigned)));
-            const int ng_default = lily_cuda_moe_fused_ng;
-            lily_cuda_moe_fused_ng = 1;
+            float *part = poisoned<float>(moe_fused_part_floats(w));
+            unsigned *bar = nullptr;
+            CK(cudaMalloc(&bar, 2 * sizeof(unsigned)));
+            CK(cudaMemset(bar, 0, 2 * sizeof(unsigned)));
             CK(cudaMemset(out, 0xff, k.H * sizeof(float)));
             CK(cudaMemset(ids, 0xff, k.K * sizeof(int)));
-            moe_fused(w, dlg, dx, ids, wts, dsd, dsg, dsu, dss, dres, out, part, cnt, 0);
+            moe_fused(w, dlg, dx, ids, wts, dsd, dsg, dsu, dss, dres, out, part, bar, 0);
             CK(cudaGetLastError());
             fo = back(out, k.H), fid = back(ids, k.K);
             const bool w_same = !memcmp(w_lat.data(), back(wts, k.K).data(), w_lat.size() * 4);
-            for (int rep = 0; rep < 2; rep++) { // two groups of warps a block, twice
-                lily_cuda_moe_fused_ng = 2;
+            const int tma_default = lily_cuda_moe_fused_tma;
+            for (int rep = 0; rep < 3; rep++) { // the third with the down slice loaded the other way
+                lily_cuda_moe_fused_tma = rep == 2 ? !tma_default : tma_default;
                 float *inplace = dup(res);
-                moe_fused(w, dlg, dx, ids, wts, dsd, dsg, dsu, dss, inplace, inplace, part, cnt, 0);
+                moe_fused(w, dlg, dx, ids, wts, dsd, dsg, dsu, dss, inplace, inplace, part, bar, 0);
                 CK(cudaGetLastError());
                 f_same = f_same && !memcmp(back(inplace, k.H).data(), fo.data(), fo.size() * 4);
                 CK(cudaFree(inplace));
             }
-            lily_cuda_moe_fused_ng = ng_default;
-            f_same = f_same && w_same && back(cnt, 8) == std::vector<unsigned>(8, 0u);
+            lily_cuda_moe_fused_tma = tma_default;
+            const std::vector<unsigned> bc = back(bar, 2);
+            f_same = f_same && w_same && bc[0] == 0 && bc[1] == 4;
             CK(cudaFree(part));
-            CK(cudaFree(cnt));
+            CK(cudaFree(bar));
         }
         // Reference.
         float mx = -INFINITY;
@@ -365,10 +365,10 @@ static void test_moe(rng &r) {
         if (fused) {
             double eo = rel_l2(fo.data(), outr.data(), fo.size());
             report(fid == rid && eo < 5e-3 && !count_nonfinite(fo.data(), fo.size()) && f_same,
-                   "moe fused H=%d I=%d E=%d top%d Is=%d group %d: ids %s, out rel_l2 %.2e; two warp groups in "
-                   "place, again, weights, counters: %s",
+                   "moe fused H=%d I=%d E=%d top%d Is=%d group %d: ids %s, out rel_l2 %.2e; in place, again, weights, "
+                   "barrier counters: %s",
                    k.H, k.I, k.E, k.K, k.Is, k.grp, fid == rid ? "equal" : "DIFFER", eo,
-                   f_same ? "bitwise equal, zero" : "DIFFER");
+                   f_same ? "bitwise equal, as left" : "DIFFER");
         }
     }
 }
