@@ -59,7 +59,7 @@ struct cuda_ctx {
         *logits;
     int *ids, *nan_flag;
     float *mf_part;   // moe_fused's partial outputs (topk * (moe_inter / 32) + 1 rows of hidden)
-    unsigned *mf_cnt; // and its grid barrier (2 counters)
+    unsigned *mf_bar; // and its grid barrier (2 counters)
     float2 *amax;
     int amax_n;
     cudaStream_t st;

@@ -233,8 +233,8 @@ static int scratch_alloc(cuda_ctx *cx) {
     CU_TRY(cudaMalloc(&cx->h, (size_t)c->n_experts_tok * c->moe_inter * sizeof(float)));
     // moe_fused's partial outputs (the model's expert shapes; moe_fused_part_floats of a layer's moe_w)
     CU_TRY(cudaMalloc(&cx->mf_part, ((size_t)c->n_experts_tok * (c->moe_inter / 32) + 1) * c->hidden * sizeof(float)));
-    CU_TRY(cudaMalloc(&cx->mf_cnt, 2 * sizeof(unsigned)));
-    CU_TRY(cudaMemset(cx->mf_cnt, 0, 2 * sizeof(unsigned)));
+    CU_TRY(cudaMalloc(&cx->mf_bar, 2 * sizeof(unsigned)));
+    CU_TRY(cudaMemset(cx->mf_bar, 0, 2 * sizeof(unsigned)));
     CU_TRY(cudaMalloc(&cx->logits, (size_t)c->vocab_size * sizeof(float)));
     CU_TRY(cudaMalloc(&cx->ids, 64 * sizeof(int)));
     CU_TRY(cudaMalloc(&cx->nan_flag, sizeof(int)));
@@ -334,7 +334,7 @@ static void free_ctx(void *p) {
     float *bufs[] = {cx->x, cx->xn, cx->qkv, cx->z, cx->b, cx->a, cx->o, cx->qg, cx->kk, cx->vv,
                      cx->qr, cx->rl, cx->sg, cx->su, cx->ss, cx->wts, cx->part, cx->h, cx->logits, cx->mf_part};
     for (float *b : bufs) cudaFree(b);
-    cudaFree(cx->ids), cudaFree(cx->nan_flag), cudaFree(cx->amax), cudaFree(cx->arena), cudaFree(cx->mf_cnt);
+    cudaFree(cx->ids), cudaFree(cx->nan_flag), cudaFree(cx->amax), cudaFree(cx->arena), cudaFree(cx->mf_bar);
     cudaFree(cx->pf.mem);
     if (cx->host_route.pin) cudaFreeHost(cx->host_route.pin);
     qgemm_sep_free(&cx->sep);
@@ -546,7 +546,7 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
         prof_mark(cx, "moe norm+router+shared gate/up");
         if (cx->opt[LILY_CUDA_OPT_MOE_FUSED] && moe_fused_takes(d->moe, d->sh_down)) {
             moe_fused(d->moe, cx->rl, cx->xn, cx->ids, cx->wts, d->sh_down, cx->sg, cx->su, cx->ss, cx->x, cx->x,
-                      cx->mf_part, cx->mf_cnt, st);
+                      cx->mf_part, cx->mf_bar, st);
             prof_mark(cx, "moe experts gate/up+down (fused)");
         } else {
             moe_gate_up(d->moe, cx->rl, cx->xn, cx->h, cx->ids, cx->wts, st);

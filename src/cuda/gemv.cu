@@ -264,13 +264,12 @@ __global__ void __launch_bounds__(GV_THREADS, GV2_MIN_BLOCKS) gemv2_kernel(gv_ar
     trace_mark(4);
 }
 
-static int n_sms(void) {
+int cuda_sm_count(void) {
     static int n = 0;
     if (!n) {
         int dev = 0;
         cudaGetDevice(&dev);
-        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
-        if (n <= 0) n = 132;
+        if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) n = 132;
     }
     return n;
 }
@@ -282,7 +281,7 @@ int gemv_max_blocks(void) {
         const char *e = getenv("LILY_CUDA_GEMV_BPS");
         bps = e && atoi(e) > 0 ? atoi(e) : 8;
     }
-    return n_sms() * bps;
+    return cuda_sm_count() * bps;
 }
 
 int lily_cuda_gemv2 = 0;
@@ -338,14 +337,14 @@ int gemv_launch(gv_args a, int max_blocks, cudaStream_t st) {
         gv_seg &g = a.seg[s];
         int nchunk = g.m.cols * g.m.bits / 128;
         g.lpr = g.m.fmt != DQ_FAST ? 32 : floor_pow2(nchunk < 32 ? nchunk : 32);
-        g.ks = group2 && gv2_takes(g.m, a.cols) && g.m.group == group2 ? gv2_ks(g.m.rows, a.cols / 128, n_sms() * bps2) : 0;
+        g.ks = group2 && gv2_takes(g.m, a.cols) && g.m.group == group2 ? gv2_ks(g.m.rows, a.cols / 128, cuda_sm_count() * bps2) : 0;
         int rows_per_tile = g.ks ? 16 * GV_WARPS / g.ks : GV_WARPS * (32 / g.lpr) * RPW;
         g.tiles = (g.m.rows + rows_per_tile - 1) / rows_per_tile;
         total += g.tiles;
     }
     if (max_blocks <= 0) max_blocks = gemv_max_blocks();
     if (group2) {
-        if (max_blocks > n_sms() * bps2) max_blocks = n_sms() * bps2;
+        if (max_blocks > cuda_sm_count() * bps2) max_blocks = cuda_sm_count() * bps2;
         int grid = total < max_blocks ? total : max_blocks;
         if (grid < 1) grid = 1;
         size_t smem = (size_t)(a.cols * 3 / 8 + 1) * sizeof(uint4) +

@@ -36,6 +36,8 @@ struct gv_args {
 };
 // Launch; returns the grid size used (GV_LOGITS needs it to size amax). max_blocks 0 = default.
 int gemv_launch(gv_args a, int max_blocks, cudaStream_t st);
+// The device's SM count (asked once; 132 when the runtime does not say).
+int cuda_sm_count(void);
 int gemv_max_blocks(void);
 // 1 = gemv_launch uses gemv2_kernel (tensor-core 4-bit path) where a segment allows it (default 0;
 // forward_cuda.cu sets it per step from LILY_CUDA_OPT_GEMV2, the tests set it directly).

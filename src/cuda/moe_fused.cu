@@ -256,16 +256,6 @@ __global__ void __launch_bounds__(MF_THREADS, 1)
 
 int lily_cuda_moe_fused_tma = 1;
 
-static int n_sms(void) {
-    static int n = 0;
-    if (!n) {
-        int dev = 0;
-        cudaGetDevice(&dev);
-        if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) n = 132;
-    }
-    return n;
-}
-
 // The launch's shape, or false when the fused kernel does not take these matrices (moe.cu's pair does).
 static bool mf_plan(const moe_w &w, const dq_mat &sd, mf_shape *s) {
     const int H = w.hidden, I = w.inter, G = w.gate.group, Is = sd.rows ? sd.cols : 0, K = w.topk;
@@ -275,7 +265,7 @@ static bool mf_plan(const moe_w &w, const dq_mat &sd, mf_shape *s) {
         K > MAX_TOPK || K < 1 || w.n_experts > 512 || H > MF_THREADS * MF_DPT)
         return false;
     s->nb = K * (I / MF_J);
-    if (s->nb > n_sms()) return false; // one block an SM, all resident (the grid barrier)
+    if (s->nb > cuda_sm_count()) return false; // one block an SM, all resident (the grid barrier)
     s->sb = (H + s->nb - 1) / s->nb;
     if (Is && s->sb * (Is / 32) > MF_THREADS * MF_SPT) return false;
     s->rb = (H + s->nb - 1) / s->nb;

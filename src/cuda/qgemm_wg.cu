@@ -358,12 +358,7 @@ bool qgemm_wide_takes(const qg_args &a, int grid_x) {
     // The grouped down projection stays on 128 columns: wide it lost with cp.async (23.8 -> 28.1 ms
     // at 4K) and with tensor-map loads (23.8 -> 27.2 ms; prefill 4K 28.2K -> 27.6K tok/s).
     if (a.tile_off && a.epi != QG_GLU) return false;
-    static int sms = 0;
-    if (!sms) {
-        int dev = 0;
-        cudaGetDevice(&dev);
-        if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0) sms = 132;
-    }
+    const int sms = cuda_sm_count();
     const int cols = a.epi == QG_GLU ? 128 : 256;
     return (long)grid_x * ((a.N + cols - 1) / cols) >= sms;
 }
