@@ -152,6 +152,7 @@ __global__ void __launch_bounds__(MF_THREADS, 1)
     trace_mark(1);
     // 2. Routing, the weights of this block's slice, x, the shared h.
     if (tid < 32) router_topk(logits, w.n_experts, K, w.norm_topk, ids, wts, true);
+    trace_mark(5); // thread 0: its top-k computed (TRACE builds: the chain prints wait -> top-k computed)
     for (int c8 = tid * 8; c8 < H; c8 += MF_THREADS * 8) {
         const float4 a = *(const float4 *)(x + c8), c = *(const float4 *)(x + c8 + 4);
         float *d = xs + xs_index(c8);

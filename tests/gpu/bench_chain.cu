@@ -82,7 +82,7 @@ static void trace_report(void) {
     CK(cudaMemcpy(t.data(), g_tbuf, t.size() * 8, cudaMemcpyDeviceToHost));
     int khz = 0;
     cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0);
-    std::vector<double> d[4];
+    std::vector<double> d[4], d5;
     unsigned long long g0 = ~0ull, g3 = 0;
     int nb = 0;
     for (int b = 0; b < TBLOCKS; b++) {
@@ -91,6 +91,7 @@ static void trace_report(void) {
         nb++;
         for (int p = 0; p < 4; p++)
             if (r[p + 1] && r[p + 1] >= r[p]) d[p].push_back((double)(r[p + 1] - r[p]));
+        if (r[5] && r[5] >= r[1]) d5.push_back((double)(r[5] - r[1])); // the extra point 5, from the wait
         g0 = r[6] < g0 ? r[6] : g0, g3 = r[7] > g3 ? r[7] : g3;
     }
     const char *nm[4] = {"entry->wait", "wait->staged", "staged->loop end", "loop end->exit"};
@@ -100,6 +101,10 @@ static void trace_report(void) {
         std::sort(d[p].begin(), d[p].end());
         const double c = d[p][d[p].size() / 2];
         printf("%s %.0f cyc (%.2f us); ", nm[p], c, c / (khz * 1e-3));
+    }
+    if (!d5.empty()) {
+        std::sort(d5.begin(), d5.end());
+        printf("wait->point 5 %.0f cyc (%.2f us); ", d5[d5.size() / 2], d5[d5.size() / 2] / (khz * 1e-3));
     }
     printf("first entry -> last loop end %.2f us\n", nb ? (g3 - g0) * 1e-3 : 0.0);
 }
