@@ -175,14 +175,15 @@ static void launch_k(void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem, cu
 
 // Stamps for `lily-gpu-test chain` in a TRACE=1 build (dev only; compiled out otherwise): thread 0 of
 // each block writes its SM's clock64 at point p (0..4; 5: an extra point a kernel may mark between 1
-// and 2) to g_trace[block * 8 + p], and %globaltimer at points 0 and 3 to slots 6 and 7 (for spans
-// across blocks), while g_trace is set (per
+// and 2; 8..15: more such points, reported from the wait) to g_trace[block * LILY_TRACE_SLOTS + p],
+// and %globaltimer at points 0 and 3 to slots 6 and 7 (for spans across blocks), while g_trace is set (per
 // translation unit, like the modes: tu##_set_trace).
+#define LILY_TRACE_SLOTS 16
 #ifdef LILY_TRACE
 static __device__ unsigned long long *g_trace;
 __device__ __forceinline__ void trace_mark(int point) {
     if (g_trace && threadIdx.x == 0) {
-        unsigned long long *t = g_trace + (blockIdx.x + (long)gridDim.x * blockIdx.y) * 8;
+        unsigned long long *t = g_trace + (blockIdx.x + (long)gridDim.x * blockIdx.y) * LILY_TRACE_SLOTS;
         t[point] = clock64();
         if (point == 0 || point == 3) {
             unsigned long long g;

@@ -295,6 +295,7 @@ static int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_MOE_GATHER] = env_int("LILY_CUDA_MOE_GATHER", 1) != 0;
     cx->opt[LILY_CUDA_OPT_QG_TMA128] = env_int("LILY_CUDA_QG_TMA128", 1) != 0;
     cx->opt[LILY_CUDA_OPT_MOE_FUSED] = env_int("LILY_CUDA_MOE_FUSED", 1) != 0;
+    cx->opt[LILY_CUDA_OPT_MOE_FRONT] = env_int("LILY_CUDA_MOE_FRONT", 0); // 1 = both phases, 2 = the router only
     lily_cuda_moe_fused_tma = env_int("LILY_CUDA_MOE_FUSED_TMA", 1) != 0; // timing knob (bitwise the same)
     *out = cx;
 #define FAIL(x) do { rc = (x); if (rc) { free_ctx(cx); *out = NULL; return rc; } } while (0)
@@ -492,7 +493,7 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
     gdn_dims gd = {c->lin_k_heads, c->lin_v_heads, c->lin_k_dim, c->lin_v_dim, c->conv_kernel};
     for (int l = 0; l < c->n_layers; l++) {
         const dev_layer *d = &cx->L[l];
-        gv_args g;
+        gv_args g, go; // go: the layer's out_proj (GDN) or o_proj (attention)
         memset(&g, 0, sizeof g);
         g.cols = c->hidden, g.x = cx->x, g.pro = PRO_RMSNORM, g.norm_w = d->in_norm, g.eps = eps;
         if (!d->full) {
@@ -506,12 +507,10 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
             gdn_step(gd, cx->qkv, cx->b, cx->a, d->conv, d->dt_bias, d->A, s->ring[l], s->S[l], cx->o,
                      s->d_pos, cx->opt[LILY_CUDA_OPT_GDN_SPLIT], st);
             prof_mark(cx, "gdn conv+delta rule");
-            memset(&g, 0, sizeof g);
-            g.nseg = 1, g.cols = c->lin_v_heads * c->lin_v_dim, g.x = cx->o, g.pro = PRO_GATED;
-            g.norm_w = d->gnorm, g.eps = eps, g.gz = cx->z, g.ghd = c->lin_v_dim, g.epi = GV_RESID;
-            g.seg[0].m = d->out, g.seg[0].y = cx->x, g.seg[0].res = cx->x;
-            gemv_launch(g, 0, st);
-            prof_mark(cx, "gdn gated norm+out_proj");
+            memset(&go, 0, sizeof go);
+            go.nseg = 1, go.cols = c->lin_v_heads * c->lin_v_dim, go.x = cx->o, go.pro = PRO_GATED;
+            go.norm_w = d->gnorm, go.eps = eps, go.gz = cx->z, go.ghd = c->lin_v_dim, go.epi = GV_RESID;
+            go.seg[0].m = d->out, go.seg[0].y = cx->x, go.seg[0].res = cx->x;
         } else {
             g.nseg = 3;
             g.seg[0].m = d->q, g.seg[0].y = cx->qg;
@@ -525,11 +524,9 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
             attn_decode(ad, cx->qr, s->kc[l], s->vc[l], cx->qg, cx->part, cx->o, s->d_pos,
                         attn_splits(cx, s), cx->opt[LILY_CUDA_OPT_GQA], st);
             prof_mark(cx, "attn decode+combine");
-            memset(&g, 0, sizeof g);
-            g.nseg = 1, g.cols = c->n_heads * c->head_dim, g.x = cx->o, g.pro = PRO_PLAIN, g.epi = GV_RESID;
-            g.seg[0].m = d->o, g.seg[0].y = cx->x, g.seg[0].res = cx->x;
-            gemv_launch(g, 0, st);
-            prof_mark(cx, "attn o_proj");
+            memset(&go, 0, sizeof go);
+            go.nseg = 1, go.cols = c->n_heads * c->head_dim, go.x = cx->o, go.pro = PRO_PLAIN, go.epi = GV_RESID;
+            go.seg[0].m = d->o, go.seg[0].y = cx->x, go.seg[0].res = cx->x;
         }
         memset(&g, 0, sizeof g);
         g.cols = c->hidden, g.x = cx->x, g.pro = PRO_RMSNORM, g.norm_w = d->post_norm, g.eps = eps;
@@ -542,10 +539,29 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
             g.seg[3].m = d->sh_score, g.seg[3].y = cx->ss;
             g.nseg = d->sh_score.rows ? 4 : 3;
         }
+        // The layer's tail: out_proj (o_proj), the norm + router + shared gate/up, the experts. With
+        // the front on, the first two run inside the MoE's launch (moe_fused.cu), else as launches.
+        // Front 2: the router phase only (out_proj its own launch).
+        const gv_args front[2] = {go, g};
+        const int fo = cx->opt[LILY_CUDA_OPT_MOE_FRONT] == 2, nf = 2 - fo;
+        const bool fused = cx->opt[LILY_CUDA_OPT_MOE_FUSED] && moe_fused_takes(d->moe, d->sh_down, NULL, 0);
+        if (fused && cx->opt[LILY_CUDA_OPT_MOE_FRONT] && moe_fused_takes(d->moe, d->sh_down, front + fo, nf)) {
+            if (fo) {
+                gemv_launch(go, 0, st);
+                prof_mark(cx, d->full ? "attn o_proj" : "gdn gated norm+out_proj");
+            }
+            moe_fused(d->moe, front + fo, nf, cx->rl, NULL, cx->ids, cx->wts, d->sh_down, cx->sg, cx->su, cx->ss, cx->x,
+                      cx->x, cx->mf_part, cx->mf_bar, st);
+            prof_mark(cx, fo ? "moe router+experts (fused)" : "moe out_proj+router+experts (fused)");
+            if (cx->dump) dump_layer(cx, l);
+            continue;
+        }
+        gemv_launch(go, 0, st);
+        prof_mark(cx, d->full ? "attn o_proj" : "gdn gated norm+out_proj");
         gemv_launch(g, 0, st);
         prof_mark(cx, "moe norm+router+shared gate/up");
-        if (cx->opt[LILY_CUDA_OPT_MOE_FUSED] && moe_fused_takes(d->moe, d->sh_down)) {
-            moe_fused(d->moe, cx->rl, cx->xn, cx->ids, cx->wts, d->sh_down, cx->sg, cx->su, cx->ss, cx->x, cx->x,
+        if (fused) {
+            moe_fused(d->moe, NULL, 0, cx->rl, cx->xn, cx->ids, cx->wts, d->sh_down, cx->sg, cx->su, cx->ss, cx->x, cx->x,
                       cx->mf_part, cx->mf_bar, st);
             prof_mark(cx, "moe experts gate/up+down (fused)");
         } else {
@@ -736,6 +752,7 @@ static const struct {
     {"qg_rs", LILY_CUDA_OPT_QG_RS, 0, 1},         {"qg_wide", LILY_CUDA_OPT_QG_WIDE, 0, 1},
     {"qg_tma", LILY_CUDA_OPT_QG_TMA, 0, 1},       {"moe_gather", LILY_CUDA_OPT_MOE_GATHER, 0, 1},
     {"qg_tma128", LILY_CUDA_OPT_QG_TMA128, 0, 1}, {"moe_fused", LILY_CUDA_OPT_MOE_FUSED, 0, 1},
+    {"moe_front", LILY_CUDA_OPT_MOE_FRONT, 0, 1},
 };
 
 extern "C" int lily_cuda_set_opt(void *ctx, int opt, int value);

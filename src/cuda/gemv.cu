@@ -15,120 +15,10 @@
 LILY_CUDA_MODE_SETTER(gemv)
 LILY_TRACE_SETTER(gemv)
 
-#define RPW 2 // rows per lane group
-#define UNR 2 // chunks per lane per batch (4 measured no faster: docs/PERF.md)
-
 static int floor_pow2(int v) {
     int p = 1;
     while (p * 2 <= v) p *= 2;
     return p;
-}
-
-template <int BITS>
-__device__ __forceinline__ void gv_rows(const gv_seg &s, int tile, const float *xs,
-                                        const float *xsum, int lane, int warp, float *acc) {
-    const int lpr = s.lpr, gq = lane / lpr, sub = lane % lpr;
-    const int groups_per_warp = 32 / lpr;
-    const int r0 = (tile * GV_WARPS * groups_per_warp + warp * groups_per_warp + gq) * RPW;
-    const int nchunk = s.m.cols * BITS / 128;
-    const int cpg = s.m.group * BITS / 128; // chunks per group
-    const int ng = s.m.cols / s.m.group;
-    constexpr int V = 128 / BITS;
-#pragma unroll
-    for (int r = 0; r < RPW; r++) acc[r] = 0.0f;
-    for (int c0 = sub; c0 < nchunk; c0 += lpr * UNR) {
-        uint4 code[RPW][UNR];
-        uint32_t sb[RPW][UNR];
-#pragma unroll
-        for (int r = 0; r < RPW; r++)
-#pragma unroll
-            for (int u = 0; u < UNR; u++) {
-                int c = c0 + u * lpr, row = r0 + r;
-                bool ok = c < nchunk && row < s.m.rows;
-                code[r][u] = ok ? __ldg(s.m.codes + (long)row * nchunk + c) : make_uint4(0, 0, 0, 0);
-                sb[r][u] = ok ? __ldg(s.m.sb + (long)row * ng + c / cpg) : 0u;
-            }
-#pragma unroll
-        for (int u = 0; u < UNR; u++) {
-            int c = c0 + u * lpr;
-            if (c >= nchunk) break;
-            const float *xp = xs + xs_index(c * V);
-            float xsm = BITS == 4 ? xsum[2 * c] + xsum[2 * c + 1] : xsum[c];
-#pragma unroll
-            for (int r = 0; r < RPW; r++)
-                acc[r] += chunk_apply(chunk_dot<BITS>(code[r][u], xp), xsm, sb[r][u], BITS);
-        }
-    }
-    for (int o = lpr / 2; o > 0; o >>= 1)
-#pragma unroll
-        for (int r = 0; r < RPW; r++) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], o);
-}
-
-// Any format (dense, odd bit widths or row lengths): a warp per RPW rows, lanes stride over columns.
-__device__ __forceinline__ void gv_rows_generic(const gv_seg &s, int tile, const float *xs, int lane,
-                                                int warp, float *acc) {
-    const int r0 = (tile * GV_WARPS + warp) * RPW;
-#pragma unroll
-    for (int r = 0; r < RPW; r++) {
-        acc[r] = 0.0f;
-        if (r0 + r >= s.m.rows) continue;
-        for (int c = lane; c < s.m.cols; c += 32) acc[r] += dq_get(s.m, r0 + r, c) * xs[xs_index(c)];
-    }
-#pragma unroll
-    for (int r = 0; r < RPW; r++) acc[r] = warp_sum(acc[r]);
-}
-
-// Rows of one tile of segment s, and the L2 prefetch of a tile's weights (rows of a tile are
-// contiguous, and so are their scales).
-__device__ __forceinline__ int gv_tile_rows(const gv_seg &s) {
-    return s.ks ? 16 * GV_WARPS / s.ks : GV_WARPS * (32 / s.lpr) * RPW;
-}
-__device__ __forceinline__ long gv_prefetch_tile(const gv_seg &s, int tile) {
-    const int rpt = gv_tile_rows(s), r0 = tile * rpt, nr = min(rpt, s.m.rows - r0);
-    const long rb_ = dq_row_bytes(s.m);
-    prefetch_block((const char *)s.m.codes + r0 * rb_, nr * rb_);
-    if (s.m.sb) prefetch_block(s.m.sb + (long)r0 * (s.m.cols / s.m.group), (long)nr * (s.m.cols / s.m.group) * 4);
-    return nr * rb_;
-}
-
-// The weights do not depend on the previous kernel: start this block's towards L2 before waiting
-// for it (rows of a tile are contiguous, and so are their scales). With the early trigger (mode 1)
-// the wait spans the previous kernel's whole run, so all of the block's tiles go, up to GV_PF_BYTES
-// (lm_head's 280 MB would only evict each other); otherwise (mode 2 too) the first tile. Returns the
-// launch's tile count.
-#define GV_PF_BYTES (64 * 1024)
-__device__ __forceinline__ int gv_prefetch_first(const gv_args &a) {
-    int total = 0;
-    for (int s = 0; s < a.nseg; s++) total += a.seg[s].tiles;
-    long budget = c_pdl_early == 1 ? GV_PF_BYTES : 1;
-    for (int t = blockIdx.x; t < total && budget > 0; t += gridDim.x) {
-        int si = 0, tile = t;
-        while (tile >= a.seg[si].tiles) tile -= a.seg[si++].tiles;
-        budget -= gv_prefetch_tile(a.seg[si], tile);
-    }
-    return total;
-}
-
-// One tile of the first kernel's path: each warp owns its rows, lanes split the columns.
-__device__ __forceinline__ void gv_tile_lanes(const gv_args &a, const gv_seg &s, int tile, const float *xs,
-                                              const float *xsum, int lane, int warp, float &best,
-                                              int &best_row) {
-    float acc[RPW];
-    if (s.m.fmt != DQ_FAST)
-        gv_rows_generic(s, tile, xs, lane, warp, acc);
-    else if (s.m.bits == 4)
-        gv_rows<4>(s, tile, xs, xsum, lane, warp, acc);
-    else
-        gv_rows<8>(s, tile, xs, xsum, lane, warp, acc);
-    const int lpr = s.lpr, gq = lane / lpr;
-    if (lane % lpr) return;
-    const int r0 = (tile * GV_WARPS * (32 / lpr) + warp * (32 / lpr) + gq) * RPW;
-#pragma unroll
-    for (int r = 0; r < RPW; r++) {
-        int row = r0 + r;
-        if (row >= s.m.rows) break;
-        gv_out(a, s, row, acc[r], best, best_row);
-    }
 }
 
 __global__ void __launch_bounds__(GV_THREADS) gemv_kernel(gv_args a) {
@@ -324,14 +214,19 @@ template <int HPG> static void gv2_launch(const gv_args &a, int grid, size_t sme
 int lily_cuda_gv_pro = 1;
 int lily_cuda_gv2_bulk = 0;
 
-int gemv_launch(gv_args a, int max_blocks, cudaStream_t st) {
+static int gv2_bps(void) {
+    static int bps2 = 0;
+    if (!bps2) bps2 = env_pos("LILY_CUDA_GEMV2_BPS", GV2_MIN_BLOCKS);
+    return bps2;
+}
+
+int gemv_plan(gv_args &a, int *total_tiles) {
     a.pro_regs = lily_cuda_gv_pro;
     a.bulk = lily_cuda_gv2_bulk;
     int group2 = 0; // gemv2's group size, 0 = the first kernel
     for (int s = 0; s < a.nseg && lily_cuda_gemv2 && !group2; s++)
         if (gv2_takes(a.seg[s].m, a.cols)) group2 = a.seg[s].m.group;
-    static int bps2 = 0;
-    if (!bps2) bps2 = env_pos("LILY_CUDA_GEMV2_BPS", GV2_MIN_BLOCKS);
+    const int bps2 = gv2_bps();
     int total = 0;
     for (int s = 0; s < a.nseg; s++) {
         gv_seg &g = a.seg[s];
@@ -342,6 +237,13 @@ int gemv_launch(gv_args a, int max_blocks, cudaStream_t st) {
         g.tiles = (g.m.rows + rows_per_tile - 1) / rows_per_tile;
         total += g.tiles;
     }
+    *total_tiles = total;
+    return group2;
+}
+
+int gemv_launch(gv_args a, int max_blocks, cudaStream_t st) {
+    int total;
+    const int group2 = gemv_plan(a, &total), bps2 = gv2_bps();
     if (max_blocks <= 0) max_blocks = gemv_max_blocks();
     if (group2) {
         if (max_blocks > cuda_sm_count() * bps2) max_blocks = cuda_sm_count() * bps2;

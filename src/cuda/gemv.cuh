@@ -20,20 +20,23 @@ __device__ __forceinline__ float hash_uniform(uint32_t a, uint32_t b, uint32_t c
 // its loads (x, the gain, z) are issued before any arithmetic: one round trip to L2 instead of one
 // per pass or per head, which the chain benchmark showed dominating the small GEMVs (docs/PERF.md).
 #define PRO_NJ 2
-__device__ __forceinline__ bool gv_pro_fast(const gv_args &a) {
+__host__ __device__ __forceinline__ bool gv_pro_fast(const gv_args &a) {
     const int gl = a.ghd / 8; // lanes per gated-norm head
     const uintptr_t al = (uintptr_t)a.x | (uintptr_t)a.norm_w | (uintptr_t)a.gz | (uintptr_t)a.x_out;
     return a.cols % 16 == 0 && a.cols <= 8 * GV_THREADS * PRO_NJ && (al & 15) == 0 &&
            (a.pro != PRO_GATED || (a.ghd % 8 == 0 && gl <= 32 && (gl & (gl - 1)) == 0 && a.cols % a.ghd == 0));
 }
-__device__ __forceinline__ void ld8(float *v, const float *p) {
-    const float4 u = *(const float4 *)p, w = *(const float4 *)(p + 4);
+// CG: through L2 only (ld.global.cg), for inputs written earlier in the same launch by other blocks
+// (moe_fused's front phases), which this SM's L1 must not serve.
+template <bool CG = false> __device__ __forceinline__ void ld8(float *v, const float *p) {
+    const float4 u = CG ? __ldcg((const float4 *)p) : *(const float4 *)p;
+    const float4 w = CG ? __ldcg((const float4 *)(p + 4)) : *(const float4 *)(p + 4);
     v[0] = u.x, v[1] = u.y, v[2] = u.z, v[3] = u.w, v[4] = w.x, v[5] = w.y, v[6] = w.z, v[7] = w.w;
 }
 // WIDE: the block is bigger than GV_THREADS (dev/persist's wide kernel); the first GV_THREADS threads
 // do the work and the rest only join the barriers, contributing zeros to block_sum, which leaves its
-// result bitwise the same.
-template <bool WIDE = false>
+// result bitwise the same. CG: x and z are read with ld8<true> (written by other blocks of this launch).
+template <bool WIDE = false, bool CG = false>
 __device__ __forceinline__ void gv_prologue_regs(const gv_args &a, float *xs, float *xsum, float *red) {
     const int cols = a.cols, tid = threadIdx.x;
     const bool act = !WIDE || tid < GV_THREADS;
@@ -44,9 +47,9 @@ __device__ __forceinline__ void gv_prologue_regs(const gv_args &a, float *xs, fl
 #pragma unroll
         for (int k = 0; k < 8; k++) v[j][k] = g[j][k] = zz[j][k] = 0.0f;
         if (!act || c0 >= cols) continue;
-        ld8(v[j], a.x + c0);
+        ld8<CG>(v[j], a.x + c0);
         if (a.pro == PRO_RMSNORM) ld8(g[j], a.norm_w + c0);
-        if (a.pro == PRO_GATED) ld8(g[j], a.norm_w + c0 % a.ghd), ld8(zz[j], a.gz + c0);
+        if (a.pro == PRO_GATED) ld8(g[j], a.norm_w + c0 % a.ghd), ld8<CG>(zz[j], a.gz + c0);
     }
     if (a.pro == PRO_RMSNORM) {
         float ss = 0.0f;
@@ -169,6 +172,120 @@ __device__ __forceinline__ void gv_amax_finish(const gv_args &a, float best, int
             if (o.x > b.x || (o.x == b.x && __float_as_int(o.y) < __float_as_int(b.y))) b = o;
         }
         a.amax[blockIdx.x] = b;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The first kernel's row path (any format; gemv2 runs it for the segments it does not take): a
+// group of lpr lanes owns RPW rows, each lane issues RPW x UNR independent 16-byte code loads before
+// using any of them, and the group reduces with shuffles.
+#define RPW 2 // rows per lane group
+#define UNR 2 // chunks per lane per batch (4 measured no faster: docs/PERF.md)
+
+template <int BITS>
+__device__ __forceinline__ void gv_rows(const gv_seg &s, int tile, const float *xs,
+                                        const float *xsum, int lane, int warp, float *acc) {
+    const int lpr = s.lpr, gq = lane / lpr, sub = lane % lpr;
+    const int groups_per_warp = 32 / lpr;
+    const int r0 = (tile * GV_WARPS * groups_per_warp + warp * groups_per_warp + gq) * RPW;
+    const int nchunk = s.m.cols * BITS / 128;
+    const int cpg = s.m.group * BITS / 128; // chunks per group
+    const int ng = s.m.cols / s.m.group;
+    constexpr int V = 128 / BITS;
+#pragma unroll
+    for (int r = 0; r < RPW; r++) acc[r] = 0.0f;
+    for (int c0 = sub; c0 < nchunk; c0 += lpr * UNR) {
+        uint4 code[RPW][UNR];
+        uint32_t sb[RPW][UNR];
+#pragma unroll
+        for (int r = 0; r < RPW; r++)
+#pragma unroll
+            for (int u = 0; u < UNR; u++) {
+                int c = c0 + u * lpr, row = r0 + r;
+                bool ok = c < nchunk && row < s.m.rows;
+                code[r][u] = ok ? __ldg(s.m.codes + (long)row * nchunk + c) : make_uint4(0, 0, 0, 0);
+                sb[r][u] = ok ? __ldg(s.m.sb + (long)row * ng + c / cpg) : 0u;
+            }
+#pragma unroll
+        for (int u = 0; u < UNR; u++) {
+            int c = c0 + u * lpr;
+            if (c >= nchunk) break;
+            const float *xp = xs + xs_index(c * V);
+            float xsm = BITS == 4 ? xsum[2 * c] + xsum[2 * c + 1] : xsum[c];
+#pragma unroll
+            for (int r = 0; r < RPW; r++)
+                acc[r] += chunk_apply(chunk_dot<BITS>(code[r][u], xp), xsm, sb[r][u], BITS);
+        }
+    }
+    for (int o = lpr / 2; o > 0; o >>= 1)
+#pragma unroll
+        for (int r = 0; r < RPW; r++) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], o);
+}
+
+// Any format (dense, odd bit widths or row lengths): a warp per RPW rows, lanes stride over columns.
+__device__ __forceinline__ void gv_rows_generic(const gv_seg &s, int tile, const float *xs, int lane,
+                                                int warp, float *acc) {
+    const int r0 = (tile * GV_WARPS + warp) * RPW;
+#pragma unroll
+    for (int r = 0; r < RPW; r++) {
+        acc[r] = 0.0f;
+        if (r0 + r >= s.m.rows) continue;
+        for (int c = lane; c < s.m.cols; c += 32) acc[r] += dq_get(s.m, r0 + r, c) * xs[xs_index(c)];
+    }
+#pragma unroll
+    for (int r = 0; r < RPW; r++) acc[r] = warp_sum(acc[r]);
+}
+
+// Rows of one tile of segment s, and the L2 prefetch of a tile's weights (rows of a tile are
+// contiguous, and so are their scales).
+__device__ __forceinline__ int gv_tile_rows(const gv_seg &s) {
+    return s.ks ? 16 * GV_WARPS / s.ks : GV_WARPS * (32 / s.lpr) * RPW;
+}
+__device__ __forceinline__ long gv_prefetch_tile(const gv_seg &s, int tile) {
+    const int rpt = gv_tile_rows(s), r0 = tile * rpt, nr = min(rpt, s.m.rows - r0);
+    const long rb_ = dq_row_bytes(s.m);
+    prefetch_block((const char *)s.m.codes + r0 * rb_, nr * rb_);
+    if (s.m.sb) prefetch_block(s.m.sb + (long)r0 * (s.m.cols / s.m.group), (long)nr * (s.m.cols / s.m.group) * 4);
+    return nr * rb_;
+}
+
+// The weights do not depend on the previous kernel: start this block's towards L2 before waiting
+// for it (rows of a tile are contiguous, and so are their scales). With the early trigger (mode 1)
+// the wait spans the previous kernel's whole run, so all of the block's tiles go, up to GV_PF_BYTES
+// (lm_head's 280 MB would only evict each other); otherwise (mode 2 too) the first tile. Returns the
+// launch's tile count.
+#define GV_PF_BYTES (64 * 1024)
+__device__ __forceinline__ int gv_prefetch_first(const gv_args &a) {
+    int total = 0;
+    for (int s = 0; s < a.nseg; s++) total += a.seg[s].tiles;
+    long budget = c_pdl_early == 1 ? GV_PF_BYTES : 1;
+    for (int t = blockIdx.x; t < total && budget > 0; t += gridDim.x) {
+        int si = 0, tile = t;
+        while (tile >= a.seg[si].tiles) tile -= a.seg[si++].tiles;
+        budget -= gv_prefetch_tile(a.seg[si], tile);
+    }
+    return total;
+}
+
+// One tile of the first kernel's path: each warp owns its rows, lanes split the columns.
+__device__ __forceinline__ void gv_tile_lanes(const gv_args &a, const gv_seg &s, int tile, const float *xs,
+                                              const float *xsum, int lane, int warp, float &best,
+                                              int &best_row) {
+    float acc[RPW];
+    if (s.m.fmt != DQ_FAST)
+        gv_rows_generic(s, tile, xs, lane, warp, acc);
+    else if (s.m.bits == 4)
+        gv_rows<4>(s, tile, xs, xsum, lane, warp, acc);
+    else
+        gv_rows<8>(s, tile, xs, xsum, lane, warp, acc);
+    const int lpr = s.lpr, gq = lane / lpr;
+    if (lane % lpr) return;
+    const int r0 = (tile * GV_WARPS * (32 / lpr) + warp * (32 / lpr) + gq) * RPW;
+#pragma unroll
+    for (int r = 0; r < RPW; r++) {
+        int row = r0 + r;
+        if (row >= s.m.rows) break;
+        gv_out(a, s, row, acc[r], best, best_row);
     }
 }
 

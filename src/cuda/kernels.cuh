@@ -36,6 +36,11 @@ struct gv_args {
 };
 // Launch; returns the grid size used (GV_LOGITS needs it to size amax). max_blocks 0 = default.
 int gemv_launch(gv_args a, int max_blocks, cudaStream_t st);
+// What gemv_launch decides before launching: each segment's lpr, ks and tiles (as above), pro_regs
+// and bulk from the switches, the launch's tile count into *total_tiles; returns gemv2's group size
+// (0: the launch runs the first kernel). moe_fused's front phases plan with it, so each row's sum
+// is split as a separate gemv2 launch splits it (the same bits).
+int gemv_plan(gv_args &a, int *total_tiles);
 // The device's SM count (asked once; 132 when the runtime does not say).
 int cuda_sm_count(void);
 int gemv_max_blocks(void);
@@ -80,14 +85,21 @@ void moe_down(const moe_w &w, const float *h, const int *ids, const float *wts, 
 // before the first launch (each launch leaves the first zero). moe_fused_takes: the shapes and
 // formats it takes (4-bit, one group size, rows of whole 128-column steps, a grid of at most one
 // block an SM); moe_fused does nothing for others.
-bool moe_fused_takes(const moe_w &w, const dq_mat &sh_down);
+// front (nfront <= MF_MAX_FRONT GEMV launches, as they would be passed to gemv_launch): run by the
+// same launch before the MoE, in order, each ending at a grid barrier (LILY_CUDA_MOE_FRONT: the
+// layer's out_proj or o_proj, then the norm + router + shared gate/up). Their outputs are written as
+// the separate launches write them, bitwise; the MoE's input is then the last phase's prepared x
+// (x is not read). Taken when each runs on gemv2 with the experts' group size, the register
+// prologue and no logits epilogue, and the last one has `hidden` columns.
+#define MF_MAX_FRONT 2
+bool moe_fused_takes(const moe_w &w, const dq_mat &sh_down, const gv_args *front, int nfront);
 size_t moe_fused_part_floats(const moe_w &w);
 // 1 = moe_fused's down slice comes by tensor-map copies (default; LILY_CUDA_MOE_FUSED_TMA; same results
 // bitwise as 0, 16-byte loads into registers).
 extern int lily_cuda_moe_fused_tma;
-void moe_fused(const moe_w &w, const float *router_logits, const float *x, int *ids, float *wts, dq_mat sh_down,
-               const float *sg, const float *su, const float *sh_score, const float *res, float *out, float *part,
-               unsigned *bar, cudaStream_t st);
+void moe_fused(const moe_w &w, const gv_args *front, int nfront, const float *router_logits, const float *x, int *ids,
+               float *wts, dq_mat sh_down, const float *sg, const float *su, const float *sh_score, const float *res,
+               float *out, float *part, unsigned *bar, cudaStream_t st);
 
 // ---- gdn.cu: one Gated DeltaNet step --------------------------------------------------------
 struct gdn_dims { int hk, hv, dk, dv, kconv; };

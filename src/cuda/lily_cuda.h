@@ -95,6 +95,10 @@ enum lily_cuda_opt {
     LILY_CUDA_OPT_MOE_FUSED = 30,   // decode: 1 = the routed experts and the shared expert's down
                                     // projection in one launch (moe_fused.cu; LILY_CUDA_MOE_FUSED;
                                     // flag moe_fused; default 1)
+    LILY_CUDA_OPT_MOE_FRONT = 31,   // decode: 1 = the layer's out_proj (o_proj) and the norm + router +
+                                    // shared gate/up run inside moe_fused's launch, each ending at a
+                                    // grid barrier; 2 = the router only (LILY_CUDA_MOE_FRONT; flag
+                                    // moe_front; same bits; default 0: measured slower, docs/PERF.md)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

@@ -16,7 +16,7 @@ static __device__ void router_topk(const float *logits, int E, int k, int norm, 
 #pragma unroll
     for (int j = 0; j < MAX_E_PER_LANE; j++) {
         int e = lane + 32 * j;
-        v[j] = e < E ? logits[e] : -INFINITY;
+        v[j] = e < E ? __ldcg(logits + e) : -INFINITY; // L2: moe_fused's front writes them in the same launch
         mx = fmaxf(mx, v[j]);
     }
     mx = warp_max(mx);

@@ -45,9 +45,17 @@ struct mf_shape {
     int sb;   // shared-expert down rows per block
     int rb;   // output rows each block adds up after the barrier
     int r0b;  // bytes of the gate (and of the up) rows' buffer
+    int cx;   // columns the x buffers hold: H, or the widest front phase's
     int hr;   // TMD: rows of the down slice's buffers (H rounded up to the 256-row boxes)
-    int dsm_off; // TMD: their offset (in 16-byte units) past the x split
+    int dsm_off; // TMD: their offset in shared memory (16-byte units)
     size_t smem;
+};
+
+// The front: GEMV launches that moe_fused runs before the MoE, in order, each ending at a grid
+// barrier (planned by gemv_plan on the host).
+struct mf_front {
+    gv_args a[MF_MAX_FRONT];
+    int n;
 };
 
 // The 32 gate (or up) rows of a block in shared memory at cs / ss, times x (split in bsm / xsg): their
@@ -83,6 +91,51 @@ __device__ __forceinline__ void mf_sums16(const float *xs, float *xsum, int n) {
     }
 }
 
+// One front phase: this block's tiles of launch a, on group 0's 8 warps (group 1 joins the
+// barriers). a was planned by gemv_plan, so each row's sum is split and added in the order a
+// separate gemv2 launch uses: the same bits. x is prepared by the register prologue, reading x and z
+// through L2 (an earlier phase of this launch may have written them), into xs / xsum, and split
+// into bsm / xsg, where the MoE finds the last phase's.
+template <int HPG>
+__device__ __forceinline__ void mf_gv_phase(const gv_args &a, uint4 *bsm, uint4 *zero4, float *xsg, float *xs,
+                                            float *xsum, float *red, float (*gpart)[16]) {
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const bool g0 = tid < GV_THREADS;
+    gv_prologue_regs<true, true>(a, xs, xsum, red);
+    trace_mark(a.pro == PRO_RMSNORM ? 15 : 12); // TRACE (dev): x prepared
+    if (g0) gv2_split_x<HPG>(a.cols, xs, bsm, zero4, xsg, tid);
+    __syncthreads();
+    if (a.pro != PRO_RMSNORM) trace_mark(13); // x split
+    int total = 0;
+    for (int s = 0; s < a.nseg; s++) total += a.seg[s].tiles;
+    float best = -INFINITY;
+    int best_row = 0x7fffffff;
+    for (int t = blockIdx.x; t < total; t += gridDim.x) {
+        int si = 0, tile = t;
+        while (tile >= a.seg[si].tiles) tile -= a.seg[si++].tiles;
+        const gv_seg &s = a.seg[si];
+        if (!s.ks) {
+            if (g0) gv_tile_lanes(a, s, tile, xs, xsum, lane, warp, best, best_row);
+            continue;
+        }
+        if (g0) {
+            float acc0, acc1;
+            gv2_tile<HPG, false>(s, tile, bsm, zero4, xsg, lane, warp, acc0, acc1, NULL, NULL);
+            if ((lane & 3) == 0) gpart[warp][lane >> 2] = acc0, gpart[warp][(lane >> 2) + 8] = acc1;
+        }
+        if (a.pro != PRO_RMSNORM && t == blockIdx.x) trace_mark(14); // thread 0's tile done
+        __syncthreads();
+        const int ks = s.ks, nr = 16 * (GV_WARPS / ks);
+        if (tid < nr) {
+            const int wr = tid / 16, r = tid % 16, row = tile * nr + tid;
+            float v = 0.0f;
+            for (int k = 0; k < ks; k++) v += gpart[wr * ks + k][r];
+            if (row < s.m.rows) gv_out(a, s, row, v, best, best_row);
+        }
+        __syncthreads();
+    }
+}
+
 // Grid barrier (every block resident). gen is read before arriving, so it cannot have moved on; the
 // last block to arrive resets the count and then advances gen. The count is zero again when the
 // kernel ends, ready for the next launch.
@@ -107,12 +160,18 @@ __device__ __forceinline__ void mf_grid_sync(unsigned *bar) {
 // TMD: the down slice (a 16-byte chunk of each of H rows, and its scale word) comes by tensor-map
 // copies of 256 rows each (TMA) into shared memory; else by 16-byte loads into registers, which keep
 // the load/store unit busy for ~4 us with H scattered rows (docs/PERF.md).
-template <int HPG, bool TMD>
-__global__ void __launch_bounds__(MF_THREADS, 1)
+// FRONT: the launch runs fr's phases first (a separate instantiation, so that the kernel without them
+// keeps its registers). Registers are capped at MF_REGS: 512 threads x 88 leave an SM room for one
+// block of gemv2 (256 x 80), so that the neighbouring kernels' blocks become resident beside this
+// one (PDL's overlap). At 115 registers (uncapped, with the front) no block fitted beside it and the
+// step lost ~10 % (docs/PERF.md).
+#define MF_REGS 88
+template <int HPG, bool TMD, bool FRONT>
+__global__ void __maxnreg__(MF_REGS)
     moe_fused_kernel(moe_w w, const float *logits, const float *x, int *ids_out, float *wts_out, dq_mat sd,
                      const float *sg, const float *su, const float *sh_score, const float *res, float *out,
-                     float *part, unsigned *bar, mf_shape sh, const __grid_constant__ CUtensorMap tmc,
-                     const __grid_constant__ CUtensorMap tms) {
+                     float *part, unsigned *bar, mf_shape sh, const __grid_constant__ mf_front fr,
+                     const __grid_constant__ CUtensorMap tmc, const __grid_constant__ CUtensorMap tms) {
     trace_mark(0);
     extern __shared__ __align__(128) unsigned char mf_smem[];
     __shared__ int ids[MAX_TOPK];
@@ -125,12 +184,14 @@ __global__ void __launch_bounds__(MF_THREADS, 1)
     const int tid = threadIdx.x, gi = tid / GV_THREADS, b = blockIdx.x;
     const int ns = I / MF_J, k = b / ns, j0 = (b % ns) * MF_J; // expert slot, first h value
     const int npart = K * ns + (Is ? 1 : 0);
-    // Shared memory: gate rows, up rows (codes then scale words), the x split, x, h, the shared h.
+    // Shared memory: gate rows, up rows (codes then scale words), the x split, x and its 16-sums (C
+    // columns: H, or the widest front phase's), h, the shared h.
+    const int C = sh.cx;
     unsigned char *bg = mf_smem, *bu = bg + sh.r0b;
-    uint4 *bsm = (uint4 *)(bu + sh.r0b), *zero4 = bsm + H * 3 / 8;
-    float *xsg = (float *)(zero4 + 1), *xs = xsg + H / G * 4, *hg = xs + xs_floats(H), *hu = hg + MF_J;
-    float *hs = hu + MF_J, *hssum = hs + xs_floats(Is > 0 ? Is : 32);
-    uint4 *dsc = (uint4 *)(bsm + H * 3 / 8) + sh.dsm_off, *dss = dsc + sh.hr; // TMD: codes, scale words (4 a row)
+    uint4 *bsm = (uint4 *)(bu + sh.r0b), *zero4 = bsm + C * 3 / 8;
+    float *xsg = (float *)(zero4 + 1), *xs = xsg + C / G * 4, *xsum = xs + xs_floats(C), *hg = xsum + C / 16;
+    float *hu = hg + MF_J, *hs = hu + MF_J, *hssum = hs + xs_floats(Is > 0 ? Is : 32);
+    uint4 *dsc = (uint4 *)mf_smem + sh.dsm_off, *dss = dsc + sh.hr; // TMD: codes, scale words (4 a row)
     const long grb = (long)H / 2, gsw = H / G;
     // 1. The shared expert's rows of this block, chunk (row s0 + i / cps, chunk i % cps) for thread i.
     const int cps = Is / 32, s0 = b * sh.sb, sr = Is ? max(0, min(sh.sb, H - s0)) : 0;
@@ -143,6 +204,18 @@ __global__ void __launch_bounds__(MF_THREADS, 1)
         scode[u] = ok ? __ldg(sd.codes + (long)r * cps + i % cps) : make_uint4(0, 0, 0, 0);
         ssb[u] = ok ? __ldg(sd.sb + (long)r * (Is / G) + (i % cps) * 32 / G) : 0u;
     }
+    // The front phases' first rows towards L2 (weights: before the wait, like a separate launch).
+    const int nfront = FRONT ? fr.n : 0;
+    for (int p = 0; p < nfront; p++) {
+        const gv_args &a = fr.a[p];
+        int total = 0;
+        for (int s = 0; s < a.nseg; s++) total += a.seg[s].tiles;
+        for (int t = b; t < total; t += gridDim.x) {
+            int si = 0, tile = t;
+            while (tile >= a.seg[si].tiles) tile -= a.seg[si++].tiles;
+            gv_prefetch_tile(a.seg[si], tile);
+        }
+    }
     if (tid == 0) {
         mb_init(&gbar[0], 1), mb_init(&gbar[1], 1), mb_init(&gbar[2], 1);
         mb_init_fence();
@@ -150,16 +223,25 @@ __global__ void __launch_bounds__(MF_THREADS, 1)
     __syncthreads();
     pdl_wait();
     trace_mark(1);
+    // 1b. The front: each phase's rows, then a grid barrier (the next phase reads all of them).
+    for (int p = 0; p < nfront; p++) {
+        mf_gv_phase<HPG>(fr.a[p], bsm, zero4, xsg, xs, xsum, red[0], tpart[0]);
+        trace_mark(8 + 2 * p); // TRACE builds: phase p's rows written, then its barrier passed
+        mf_grid_sync(bar);
+        trace_mark(9 + 2 * p);
+    }
     // 2. Routing, the weights of this block's slice, x, the shared h.
     if (tid < 32) router_topk(logits, w.n_experts, K, w.norm_topk, ids, wts, true);
     trace_mark(5); // thread 0: its top-k computed (TRACE builds: the chain prints wait -> top-k computed)
-    for (int c8 = tid * 8; c8 < H; c8 += MF_THREADS * 8) {
-        const float4 a = *(const float4 *)(x + c8), c = *(const float4 *)(x + c8 + 4);
-        float *d = xs + xs_index(c8);
-        *(float4 *)d = a, *(float4 *)(d + 4) = c;
-    }
-    for (int i = tid; i < Is; i += MF_THREADS) hs[xs_index(i)] = rb(rb(silu_f(sg[i])) * su[i]);
-    if (tid == 32) wts[K] = Is ? rb(sigmoid_f(*sh_score)) : 0.0f;
+    if (!nfront) // else the last front phase left x (its prepared input) in xs, split in bsm / xsg
+        for (int c8 = tid * 8; c8 < H; c8 += MF_THREADS * 8) {
+            const float4 a = *(const float4 *)(x + c8), c = *(const float4 *)(x + c8 + 4);
+            float *d = xs + xs_index(c8);
+            *(float4 *)d = a, *(float4 *)(d + 4) = c;
+        }
+    // Through L2: the front may have written them in this launch.
+    for (int i = tid; i < Is; i += MF_THREADS) hs[xs_index(i)] = rb(rb(silu_f(__ldcg(sg + i))) * __ldcg(su + i));
+    if (tid == 32) wts[K] = Is ? rb(sigmoid_f(__ldcg(sh_score))) : 0.0f;
     __syncthreads();
     trace_mark(2); // routed (the chain's "wait->staged" is the top-k here)
     const int e = ids[k];
@@ -193,7 +275,7 @@ __global__ void __launch_bounds__(MF_THREADS, 1)
             dsb[u] = r < H ? __ldg(w.down.sb + row * dsw + j0 / G) : 0u;
         }
     }
-    if (gi == 0) gv2_split_x<HPG>(H, xs, bsm, zero4, xsg);
+    if (gi == 0 && !nfront) gv2_split_x<HPG>(H, xs, bsm, zero4, xsg);
     __syncthreads();
     // 3. Gate rows by group 0, up rows by group 1, at once.
     mb_wait(&gbar[gi], 0);
@@ -248,7 +330,7 @@ __global__ void __launch_bounds__(MF_THREADS, 1)
         if (tid < nr) {
             float t = 0.0f;
             for (int q = 0; q < MF_THREADS / 32; q++) t += red[q][tid];
-            out[r0 + tid] = rb(res[r0 + tid] + rb(t));
+            out[r0 + tid] = rb(__ldcg(res + r0 + tid) + rb(t)); // L2: a front phase may have written res
         }
     }
     if (b == 0 && tid < K) ids_out[tid] = ids[tid], wts_out[tid] = wts[tid];
@@ -257,9 +339,29 @@ __global__ void __launch_bounds__(MF_THREADS, 1)
 
 int lily_cuda_moe_fused_tma = 1;
 
-// The launch's shape, or false when the fused kernel does not take these matrices (moe.cu's pair does).
-static bool mf_plan(const moe_w &w, const dq_mat &sd, mf_shape *s) {
+// A front phase as gemv_plan plans it (into fr), or false when the launch cannot take it: it must
+// run on gemv2 with the MoE's group size (one x split layout), take the register prologue (written
+// for blocks wider than GV_THREADS) and store or add rows (no logits); the last one prepares the
+// MoE's input, H columns.
+static bool mf_front_plan(const gv_args &a, int G, int H, bool last, gv_args *fr) {
+    *fr = a;
+    int total;
+    const int g2 = gemv_plan(*fr, &total);
+    return g2 == G && fr->pro_regs && gv_pro_fast(*fr) && fr->epi != GV_LOGITS && (!last || fr->cols == H);
+}
+
+// The launch's shape (and the front, planned), or false when the fused kernel does not take these
+// matrices (moe.cu's pair and separate GEMV launches do).
+static bool mf_plan(const moe_w &w, const dq_mat &sd, const gv_args *front, int nfront, mf_shape *s, mf_front *fr) {
     const int H = w.hidden, I = w.inter, G = w.gate.group, Is = sd.rows ? sd.cols : 0, K = w.topk;
+    if (nfront < 0 || nfront > MF_MAX_FRONT) return false;
+    fr->n = nfront;
+    s->cx = H;
+    for (int p = 0; p < nfront; p++) {
+        if (!mf_front_plan(front[p], G, H, p == nfront - 1, &fr->a[p])) return false;
+        s->cx = max(s->cx, front[p].cols);
+    }
+    const int C = s->cx;
     auto fits = [&](const dq_mat &m) { return m.fmt == DQ_FAST && m.bits == 4 && m.group == G && m.codes && m.sb; };
     if (!fits(w.gate) || !fits(w.up) || !fits(w.down) || (Is && !fits(sd))) return false;
     if ((G != 32 && G != 64 && G != 128) || H % 128 || I % MF_J || Is % 32 || Is > 32 * 32 || (Is & (Is - 1)) ||
@@ -272,18 +374,19 @@ static bool mf_plan(const moe_w &w, const dq_mat &sd, mf_shape *s) {
     s->rb = (H + s->nb - 1) / s->nb;
     if (s->rb > 32) return false;
     s->r0b = (MF_J * (H / 2 + H / G * 4) + 127) / 128 * 128;
-    s->smem = (size_t)2 * s->r0b + (size_t)H * 3 / 8 * 16 + 16 + (size_t)H / G * 16 +
-              (size_t)(xs_floats(H) + 2 * MF_J + xs_floats(Is > 0 ? Is : 32) + (Is > 0 ? Is : 32) / 16) * 4;
+    s->smem = (size_t)2 * s->r0b + (size_t)C * 3 / 8 * 16 + 16 + (size_t)C / G * 16 +
+              (size_t)(xs_floats(C) + C / 16 + 2 * MF_J + xs_floats(Is > 0 ? Is : 32) + (Is > 0 ? Is : 32) / 16) * 4;
     s->hr = (H + 255) / 256 * 256;
-    s->dsm_off = (int)((s->smem - 2 * (size_t)s->r0b - (size_t)H * 3 / 8 * 16 + 127) / 128 * 8); // 128-byte aligned
+    s->dsm_off = (int)((s->smem + 127) / 128 * 8); // 128-byte aligned, in 16-byte units
     if (s->smem > 200 * 1024) return false;
-    if (lily_cuda_moe_fused_tma) s->smem = 2 * (size_t)s->r0b + (size_t)H * 3 / 8 * 16 + ((size_t)s->dsm_off + 2 * s->hr) * 16;
+    if (lily_cuda_moe_fused_tma) s->smem = ((size_t)s->dsm_off + 2 * s->hr) * 16;
     return s->smem <= 200 * 1024;
 }
 
-bool moe_fused_takes(const moe_w &w, const dq_mat &sh_down) {
+bool moe_fused_takes(const moe_w &w, const dq_mat &sh_down, const gv_args *front, int nfront) {
     mf_shape s;
-    return mf_plan(w, sh_down, &s);
+    static mf_front fr; // host only, one thread (the engine loop)
+    return mf_plan(w, sh_down, front, nfront, &s, &fr);
 }
 
 size_t moe_fused_part_floats(const moe_w &w) {
@@ -307,32 +410,36 @@ static bool mf_tmaps(const moe_w &w, CUtensorMap *tc, CUtensorMap *ts) {
 }
 
 template <int HPG>
-static void mf_launch(mf_shape s, cudaStream_t st, moe_w w, const float *logits, const float *x, int *ids,
-                      float *wts, dq_mat sd, const float *sg, const float *su, const float *ss, const float *res,
-                      float *out, float *part, unsigned *bar) {
+static void mf_launch(mf_shape s, const mf_front &fr, cudaStream_t st, moe_w w, const gv_args *front, int nfront,
+                      const float *logits, const float *x, int *ids, float *wts, dq_mat sd, const float *sg,
+                      const float *su, const float *ss, const float *res, float *out, float *part, unsigned *bar) {
     CUtensorMap tc, ts;
     memset(&tc, 0, sizeof tc), memset(&ts, 0, sizeof ts);
     const bool tmd = lily_cuda_moe_fused_tma && mf_tmaps(w, &tc, &ts);
     if (!tmd && lily_cuda_moe_fused_tma) { // the plan sized shared memory for the tensor-map buffers
         const int t = lily_cuda_moe_fused_tma;
+        static mf_front scratch;
         lily_cuda_moe_fused_tma = 0;
-        mf_plan(w, sd, &s);
+        mf_plan(w, sd, front, nfront, &s, &scratch);
         lily_cuda_moe_fused_tma = t;
     }
     void (*k)(moe_w, const float *, const float *, int *, float *, dq_mat, const float *, const float *,
-              const float *, const float *, float *, float *, unsigned *, mf_shape, const CUtensorMap,
-              const CUtensorMap) = tmd ? moe_fused_kernel<HPG, true> : moe_fused_kernel<HPG, false>;
+              const float *, const float *, float *, float *, unsigned *, mf_shape, const mf_front, const CUtensorMap,
+              const CUtensorMap) = fr.n ? (tmd ? moe_fused_kernel<HPG, true, true> : moe_fused_kernel<HPG, false, true>)
+                                        : (tmd ? moe_fused_kernel<HPG, true, false> : moe_fused_kernel<HPG, false, false>);
     cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s.smem);
-    launch_k(k, s.nb, MF_THREADS, s.smem, st, w, logits, x, ids, wts, sd, sg, su, ss, res, out, part, bar, s, tc, ts);
+    launch_k(k, s.nb, MF_THREADS, s.smem, st, w, logits, x, ids, wts, sd, sg, su, ss, res, out, part, bar, s, fr, tc,
+             ts);
 }
 
-void moe_fused(const moe_w &w, const float *router_logits, const float *x, int *ids, float *wts, dq_mat sh_down,
-               const float *sg, const float *su, const float *sh_score, const float *res, float *out, float *part,
-               unsigned *bar, cudaStream_t st) {
+void moe_fused(const moe_w &w, const gv_args *front, int nfront, const float *router_logits, const float *x, int *ids,
+               float *wts, dq_mat sh_down, const float *sg, const float *su, const float *sh_score, const float *res,
+               float *out, float *part, unsigned *bar, cudaStream_t st) {
     mf_shape s;
-    if (!mf_plan(w, sh_down, &s)) return; // callers ask moe_fused_takes first
+    static mf_front fr; // host only, one thread (the engine loop)
+    if (!mf_plan(w, sh_down, front, nfront, &s, &fr)) return; // callers ask moe_fused_takes first
     const int hpg = 128 / w.gate.group;
-#define MF_ARGS s, st, w, router_logits, x, ids, wts, sh_down, sg, su, sh_score, res, out, part, bar
+#define MF_ARGS s, fr, st, w, front, nfront, router_logits, x, ids, wts, sh_down, sg, su, sh_score, res, out, part, bar
     if (hpg == 1) mf_launch<1>(MF_ARGS);
     else if (hpg == 2) mf_launch<2>(MF_ARGS);
     else mf_launch<4>(MF_ARGS);

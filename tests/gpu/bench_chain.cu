@@ -78,20 +78,22 @@ static unsigned long long *g_tbuf;
 static const int TBLOCKS = 4096;
 static void trace_on(unsigned long long *p) { gemv_set_trace(p), moe_set_trace(p), moe_fused_set_trace(p), gdn_set_trace(p); }
 static void trace_report(void) {
-    std::vector<unsigned long long> t((size_t)TBLOCKS * 8);
+    std::vector<unsigned long long> t((size_t)TBLOCKS * LILY_TRACE_SLOTS);
     CK(cudaMemcpy(t.data(), g_tbuf, t.size() * 8, cudaMemcpyDeviceToHost));
     int khz = 0;
     cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0);
-    std::vector<double> d[4], d5;
+    std::vector<double> d[4], d5, dx[LILY_TRACE_SLOTS - 8];
     unsigned long long g0 = ~0ull, g3 = 0;
     int nb = 0;
     for (int b = 0; b < TBLOCKS; b++) {
-        const unsigned long long *r = &t[(size_t)b * 8];
+        const unsigned long long *r = &t[(size_t)b * LILY_TRACE_SLOTS];
         if (!r[0] || !r[1] || !r[3]) continue;
         nb++;
         for (int p = 0; p < 4; p++)
             if (r[p + 1] && r[p + 1] >= r[p]) d[p].push_back((double)(r[p + 1] - r[p]));
         if (r[5] && r[5] >= r[1]) d5.push_back((double)(r[5] - r[1])); // the extra point 5, from the wait
+        for (int p = 8; p < LILY_TRACE_SLOTS; p++)
+            if (r[p] && r[p] >= r[1]) dx[p - 8].push_back((double)(r[p] - r[1]));
         g0 = r[6] < g0 ? r[6] : g0, g3 = r[7] > g3 ? r[7] : g3;
     }
     const char *nm[4] = {"entry->wait", "wait->staged", "staged->loop end", "loop end->exit"};
@@ -106,6 +108,11 @@ static void trace_report(void) {
         std::sort(d5.begin(), d5.end());
         printf("wait->point 5 %.0f cyc (%.2f us); ", d5[d5.size() / 2], d5[d5.size() / 2] / (khz * 1e-3));
     }
+    for (int p = 8; p < LILY_TRACE_SLOTS; p++)
+        if (!dx[p - 8].empty()) {
+            std::sort(dx[p - 8].begin(), dx[p - 8].end());
+            printf("wait->point %d %.2f us; ", p, dx[p - 8][dx[p - 8].size() / 2] / (khz * 1e-3));
+        }
     printf("first entry -> last loop end %.2f us\n", nb ? (g3 - g0) * 1e-3 : 0.0);
 }
 #endif
@@ -137,8 +144,8 @@ template <class F> static double chain_us(F launch, int n, bool trace = false) {
     std::sort(t.begin(), t.end());
 #ifdef LILY_TRACE
     if (trace) {
-        if (!g_tbuf) CK(cudaMalloc(&g_tbuf, (size_t)TBLOCKS * 8 * 8));
-        CK(cudaMemset(g_tbuf, 0, (size_t)TBLOCKS * 8 * 8));
+        if (!g_tbuf) CK(cudaMalloc(&g_tbuf, (size_t)TBLOCKS * LILY_TRACE_SLOTS * 8));
+        CK(cudaMemset(g_tbuf, 0, (size_t)TBLOCKS * LILY_TRACE_SLOTS * 8));
         trace_on(g_tbuf);
         CK(cudaGraphLaunch(ge, s));
         CK(cudaStreamSynchronize(s));
@@ -249,7 +256,7 @@ void run_chain(void) {
         lily_cuda_gemv2 = 1;
     }
     // Routed experts: a different top-8 every launch (64 logit vectors).
-    if (chain_want("Routed experts")) {
+    if (chain_want("Routed experts") || chain_want("layer tail")) {
         moe_w mw = {chain_mat(E * I, H, 4, 64, 1000), chain_mat(E * I, H, 4, 64, 1001), chain_mat(E * H, I, 4, 64, 1002), E, K, I, H, 1};
         const int NL = 64;
         float *lg = chain_floats((size_t)NL * E, 1003);
@@ -291,9 +298,44 @@ void run_chain(void) {
         CK(cudaMalloc(&bar, 8));
         CK(cudaMemset(bar, 0, 8));
         chain_row("experts gate/up + down + shared down in one launch (moe_fused)", gu + dn + sdb, [&](int i, cudaStream_t s) {
-            moe_fused(mw, lg + (i % NL) * E, x, ids + (i % NL) * K, wts + (i % NL) * K, sd[i % 40], y1, y2, y3, y0, y0,
+            moe_fused(mw, NULL, 0, lg + (i % NL) * E, x, ids + (i % NL) * K, wts + (i % NL) * K, sd[i % 40], y1, y2, y3, y0, y0,
                       part, bar, s);
         });
+        // A GDN layer's tail: gated norm + out_proj + residual, norm + router + shared gate/up, the
+        // experts; as three launches, then with the first two as moe_fused's front (LILY_CUDA_MOE_FRONT).
+        // Nothing accumulates from launch to launch (out_proj adds to a fixed residual), so the
+        // routing stays finite.
+        if (chain_want("layer tail")) {
+            const int CO = 24, CR = 40;
+            float *rl = chain_floats((size_t)NL * E, 1200), *xn = chain_floats(H, 1201), *y5 = chain_floats(16384, 1202);
+            std::vector<gv_args> go(CO);
+            for (int c = 0; c < CO; c++) {
+                memset(&go[c], 0, sizeof(gv_args));
+                go[c].nseg = 1, go[c].cols = 4096, go[c].x = x, go[c].pro = PRO_GATED, go[c].norm_w = w, go[c].eps = 1e-6f;
+                go[c].gz = z, go[c].ghd = 128, go[c].epi = GV_RESID;
+                go[c].seg[0].m = chain_mat(H, 4096, 4, 64, 900 + c), go[c].seg[0].y = y0, go[c].seg[0].res = y4;
+            }
+            double rbytes;
+            std::vector<gv_args> gr = chain_gemvs(CR, H, y0, w, {{E, 8, rl}, {I, 4, y1}, {I, 4, y2}, {1, 8, y3}}, 0, &rbytes);
+            for (auto &g : gr) g.x_out = xn;
+            const double tb = gu + dn + sdb + rbytes + mat_bytes(go[0].seg[0].m);
+            chain_row("layer tail: out_proj, router, experts as 3 launches", tb, [&](int i, cudaStream_t s) {
+                gemv_launch(go[i % CO], 0, s);
+                gemv_launch(gr[i % CR], 0, s);
+                moe_fused(mw, NULL, 0, rl, xn, ids + (i % NL) * K, wts + (i % NL) * K, sd[i % 40], y1, y2, y3, y0, y5,
+                          part, bar, s);
+            }, 120);
+            chain_row("  the same in one launch (moe_fused with its front)", tb, [&](int i, cudaStream_t s) {
+                const gv_args f[2] = {go[i % CO], gr[i % CR]};
+                moe_fused(mw, f, 2, rl, NULL, ids + (i % NL) * K, wts + (i % NL) * K, sd[i % 40], y1, y2, y3, y0, y5, part,
+                          bar, s);
+            }, 120);
+            chain_row("  the same, router in moe_fused's front, out_proj its own launch", tb, [&](int i, cudaStream_t s) {
+                gemv_launch(go[i % CO], 0, s);
+                moe_fused(mw, &gr[i % CR], 1, rl, NULL, ids + (i % NL) * K, wts + (i % NL) * K, sd[i % 40], y1, y2, y3, y0,
+                          y5, part, bar, s);
+            }, 120);
+        }
     }
     // GDN conv + delta rule: 32 v heads of 128, 16 k heads, fp32 state 2 MB per layer (30 layers).
     if (chain_want("GDN conv")) {

@@ -434,7 +434,8 @@ static int run_e2e(uint64_t seed) {
 static void run_e2e_moe_fused(uint64_t seed) {
     const lily_backend *be = &lily_backend_cuda, *cpu = &lily_backend_cpu;
     lily_config c = config_tiny();
-    c.hidden = 256, c.moe_inter = 128, c.shared_inter = 128;
+    // lin_v_dim 64: heads of 8 lanes, which the front's register prologue takes (96 it does not).
+    c.hidden = 256, c.moe_inter = 128, c.shared_inter = 128, c.lin_v_dim = 64;
     test_model *tm = test_model_new(c, seed + 5, 1);
     const lily_model *m = test_model_get(tm);
     void *ctx, *cctx;
@@ -447,6 +448,7 @@ static void run_e2e_moe_fused(uint64_t seed) {
     lily_cuda_set_opt(ctx, LILY_CUDA_OPT_MOE_FUSED, 0);
     std::vector<float> g0 = run_logits(be, ctx, tf, V, 1);
     lily_cuda_set_opt(ctx, LILY_CUDA_OPT_MOE_FUSED, 1);
+    lily_cuda_set_opt(ctx, LILY_CUDA_OPT_MOE_FRONT, 0);
     std::vector<float> g1 = run_logits(be, ctx, tf, V, 1), g1b = run_logits(be, ctx, tf, V, 1);
     cmp_stats s0 = compare(g0.data(), ref.data(), N, V, BF16_GAP), s1 = compare(g1.data(), ref.data(), N, V, BF16_GAP);
     const double e = rel_l2(g1.data(), g0.data(), g1.size());
@@ -456,6 +458,30 @@ static void run_e2e_moe_fused(uint64_t seed) {
            "%d/%d (decisive %d/%d; two launches: mean %.2e worst %.2e); vs two launches rel_l2 %.2e; run twice: %s",
            s1.rel_mean, s1.rel_worst, s1.agree, N, s1.dec_agree, s1.dec_n, s0.rel_mean, s0.rel_worst, e,
            !memcmp(g1.data(), g1b.data(), g1.size() * 4) ? "bitwise equal" : "DIFFERS");
+    // With the front (LILY_CUDA_OPT_MOE_FRONT): out_proj / o_proj and the router inside the MoE's
+    // launch. Same bits as the separate launches; the step's profile must show no separate out_proj,
+    // o_proj or router launch left (every layer taken).
+    lily_cuda_set_opt(ctx, LILY_CUDA_OPT_MOE_FRONT, 1);
+    std::vector<float> g2 = run_logits(be, ctx, tf, V, 1), g2b = run_logits(be, ctx, tf, V, 1);
+    void *st;
+    if ((rc = be->state_new(ctx, 64, &st))) die("state_new", rc);
+    const char *names[32];
+    double us[32];
+    const int nf = lily_cuda_profile_step(ctx, st, names, us, 32);
+    int fronted = 0, separate = 0;
+    for (int i = 0; i < nf; i++) {
+        fronted += strstr(names[i], "out_proj+router+experts") != NULL;
+        separate += strstr(names[i], "o_proj") != NULL || strstr(names[i], "out_proj") != NULL ||
+                    strstr(names[i], "router") != NULL;
+    }
+    separate -= fronted; // the fused family's name contains both words
+    be->state_free(ctx, st);
+    const bool fr_same = !memcmp(g2.data(), g1.data(), g1.size() * 4), fr_twice = !memcmp(g2.data(), g2b.data(), g2.size() * 4);
+    report(fr_same && fr_twice && fronted == 1 && separate == 0,
+           "e2e decode with the MoE's front (out_proj / o_proj + router in its launch): vs without %s; run twice: %s; "
+           "profile: fused family %s, separate out_proj/o_proj/router families %d (want 0)",
+           fr_same ? "bitwise equal" : "DIFFERS", fr_twice ? "bitwise equal" : "DIFFERS",
+           fronted ? "present" : "ABSENT", separate);
     be->free(ctx);
     cpu->free(cctx);
     test_model_free(tm);
@@ -697,7 +723,8 @@ static int run_full(const char *dir) {
         {"MoE latency variants off", LILY_CUDA_OPT_MOE_LAT, 0}, {"GDN latency variant off", LILY_CUDA_OPT_GDN_LAT, 0},
         {"expert down, 1 warp per row (split 4 off)", LILY_CUDA_OPT_MOE_KS, 1},
         {"split-KV combine, serial loads (parallel combine off)", LILY_CUDA_OPT_ATTN_COMB, 0},
-        {"MoE in two launches (moe_fused off)", LILY_CUDA_OPT_MOE_FUSED, 0}};
+        {"MoE in two launches (moe_fused off)", LILY_CUDA_OPT_MOE_FUSED, 0},
+        {"out_proj / o_proj and router inside moe_fused's launch (moe_front on)", LILY_CUDA_OPT_MOE_FRONT, 1}};
     for (auto &a : ab) {
         int old = a.opt >= 0 ? lily_cuda_get_opt(ctx, a.opt) : 0;
         if (a.opt >= 0) lily_cuda_set_opt(ctx, a.opt, a.val);

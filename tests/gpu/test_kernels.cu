@@ -283,7 +283,7 @@ static void test_moe(rng &r) {
         // moe_fused, where it takes the shapes: into a poisoned output, then three times in place (the
         // later launches find the grid barrier's counters the first left; the last loads the down slice
         // the other way, LILY_CUDA_MOE_FUSED_TMA), all bitwise equal.
-        const bool fused = moe_fused_takes(w, dsd);
+        const bool fused = moe_fused_takes(w, dsd, NULL, 0);
         std::vector<float> fo;
         std::vector<int> fid;
         bool f_same = true;
@@ -294,7 +294,7 @@ static void test_moe(rng &r) {
             CK(cudaMemset(bar, 0, 2 * sizeof(unsigned)));
             CK(cudaMemset(out, 0xff, k.H * sizeof(float)));
             CK(cudaMemset(ids, 0xff, k.K * sizeof(int)));
-            moe_fused(w, dlg, dx, ids, wts, dsd, dsg, dsu, dss, dres, out, part, bar, 0);
+            moe_fused(w, NULL, 0, dlg, dx, ids, wts, dsd, dsg, dsu, dss, dres, out, part, bar, 0);
             CK(cudaGetLastError());
             fo = back(out, k.H), fid = back(ids, k.K);
             const bool w_same = !memcmp(w_lat.data(), back(wts, k.K).data(), w_lat.size() * 4);
@@ -302,7 +302,7 @@ static void test_moe(rng &r) {
             for (int rep = 0; rep < 3; rep++) { // the third with the down slice loaded the other way
                 lily_cuda_moe_fused_tma = rep == 2 ? !tma_default : tma_default;
                 float *inplace = dup(res);
-                moe_fused(w, dlg, dx, ids, wts, dsd, dsg, dsu, dss, inplace, inplace, part, bar, 0);
+                moe_fused(w, NULL, 0, dlg, dx, ids, wts, dsd, dsg, dsu, dss, inplace, inplace, part, bar, 0);
                 CK(cudaGetLastError());
                 f_same = f_same && !memcmp(back(inplace, k.H).data(), fo.data(), fo.size() * 4);
                 CK(cudaFree(inplace));
@@ -371,6 +371,113 @@ static void test_moe(rng &r) {
                    f_same ? "bitwise equal, as left" : "DIFFER");
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// moe_fused with a front (LILY_CUDA_MOE_FRONT): the layer's out_proj (gated-norm prologue, as GDN
+// layers have it, or plain, as attention's o_proj) adding into the residual, then the norm + router
+// (8-bit) + shared gate/up (4-bit) + shared score (8-bit), run by the MoE's own launch. Against the
+// same work as three launches (gemv_launch, gemv_launch, moe_fused without a front, themselves
+// checked against the CPU above): every output bitwise equal (the residual stream, the router
+// logits, the shared projections, ids, weights), in place, launched twice (the grid barrier's
+// counters as left). The front phases' rows are split over warps as a separate gemv2 launch splits
+// them (gemv_plan), so nothing but bits can tell the two apart.
+static void test_moe_front(rng &r) {
+    struct cs { int H, I, E, K, Is, grp, C, ghd, nfront; } cases[] = {
+        {2048, 512, 256, 8, 512, 64, 4096, 128, 2}, // the real shapes, a GDN layer
+        {2048, 512, 256, 8, 512, 64, 4096, 0, 2},   // an attention layer (o_proj: plain prologue)
+        {640, 384, 19, 5, 256, 64, 1024, 64, 2},    // odd: 19 experts, 12 slices an expert, 80 blocks
+        {512, 256, 33, 4, 128, 32, 768, 64, 2},     // group 32 (HPG 4), out_proj of 6 steps
+        {640, 384, 19, 5, 256, 64, 0, 0, 1}};       // the router phase only
+    const int gemv2_default = lily_cuda_gemv2;
+    lily_cuda_gemv2 = 1; // the front runs gemv2's tiles; the separate launches must too
+    for (auto &k : cases) {
+        std::vector<host_mat> g(k.E), u(k.E), dn(k.E);
+        for (int e = 0; e < k.E; e++) {
+            make_qmat(g[e], k.I, k.H, 4, k.grp, 1.0f / sqrtf((float)k.H), r);
+            make_qmat(u[e], k.I, k.H, 4, k.grp, 1.0f / sqrtf((float)k.H), r);
+            make_qmat(dn[e], k.H, k.I, 4, k.grp, 1.0f / sqrtf((float)k.I), r);
+        }
+        moe_w w = {up_stack(g), up_stack(u), up_stack(dn), k.E, k.K, k.I, k.H, 1};
+        host_mat hro, hrt, hsg, hsu, hss, hsd;
+        if (k.C) make_qmat(hro, k.H, k.C, 4, k.grp, 0.5f / sqrtf((float)k.C), r);
+        make_qmat(hrt, k.E, k.H, 8, k.grp, 2.0f / sqrtf((float)k.H), r);
+        dq_mat dsd = {}, dro = {}, drt = up_mat(hrt.m), dsg = {}, dsu = {}, dssm = {};
+        if (k.Is) {
+            make_qmat(hsg, k.Is, k.H, 4, k.grp, 1.0f / sqrtf((float)k.H), r);
+            make_qmat(hsu, k.Is, k.H, 4, k.grp, 1.0f / sqrtf((float)k.H), r);
+            make_qmat(hss, 1, k.H, 8, k.grp, 1.0f / sqrtf((float)k.H), r);
+            make_qmat(hsd, k.H, k.Is, 4, k.grp, 1.0f / sqrtf((float)k.Is), r);
+            dsd = up_mat(hsd.m), dsg = up_mat(hsg.m), dsu = up_mat(hsu.m), dssm = up_mat(hss.m);
+        }
+        if (k.C) dro = up_mat(hro.m);
+        const std::vector<float> x0 = randv(k.H, r), o = randv(k.C ? k.C : 1, r), z = randv(k.C ? k.C : 1, r);
+        const std::vector<float> gn = randv(k.ghd ? k.ghd : 1, r, 0.1f, 1.0f), pn = randv(k.H, r, 0.1f, 1.0f);
+        const float *d_o = dup(o), *d_z = dup(z), *d_gn = dup(gn), *d_pn = dup(pn);
+        float *part = poisoned<float>(moe_fused_part_floats(w));
+        unsigned *bar = nullptr;
+        CK(cudaMalloc(&bar, 2 * sizeof(unsigned)));
+        CK(cudaMemset(bar, 0, 2 * sizeof(unsigned)));
+        // One run's buffers and the two launches' arguments over them.
+        struct run { float *x, *xn, *rl, *sg, *su, *ss, *wts; int *ids; gv_args go, gr; };
+        auto setup = [&](run &u) {
+            u.x = dup(x0), u.xn = poisoned<float>(k.H), u.rl = poisoned<float>(k.E), u.wts = poisoned<float>(k.K);
+            u.sg = poisoned<float>(k.Is + 1), u.su = poisoned<float>(k.Is + 1), u.ss = poisoned<float>(1);
+            u.ids = poisoned<int>(k.K);
+            memset(&u.go, 0, sizeof u.go), memset(&u.gr, 0, sizeof u.gr);
+            u.go.nseg = 1, u.go.cols = k.C, u.go.x = d_o, u.go.pro = k.ghd ? PRO_GATED : PRO_PLAIN, u.go.eps = 1e-6f;
+            u.go.norm_w = d_gn, u.go.gz = d_z, u.go.ghd = k.ghd, u.go.epi = GV_RESID;
+            u.go.seg[0].m = dro, u.go.seg[0].y = u.x, u.go.seg[0].res = u.x;
+            u.gr.cols = k.H, u.gr.x = u.x, u.gr.pro = PRO_RMSNORM, u.gr.norm_w = d_pn, u.gr.eps = 1e-6f, u.gr.x_out = u.xn;
+            u.gr.seg[0].m = drt, u.gr.seg[0].y = u.rl, u.gr.nseg = 1;
+            if (k.Is) {
+                u.gr.seg[1].m = dsg, u.gr.seg[1].y = u.sg, u.gr.seg[2].m = dsu, u.gr.seg[2].y = u.su;
+                u.gr.seg[3].m = dssm, u.gr.seg[3].y = u.ss, u.gr.nseg = 4;
+            }
+        };
+        auto outputs = [&](run &u) {
+            std::vector<float> v = back(u.x, k.H), t = back(u.rl, k.E), w8 = back(u.wts, k.K);
+            v.insert(v.end(), t.begin(), t.end()), v.insert(v.end(), w8.begin(), w8.end());
+            if (k.Is) {
+                t = back(u.sg, k.Is), v.insert(v.end(), t.begin(), t.end());
+                t = back(u.su, k.Is), v.insert(v.end(), t.begin(), t.end());
+                v.push_back(back(u.ss, 1)[0]);
+            }
+            std::vector<int> id = back(u.ids, k.K);
+            for (int i : id) v.push_back((float)i);
+            return v;
+        };
+        run sep, fus[2];
+        setup(sep);
+        if (k.C) gemv_launch(sep.go, 0, 0);
+        gemv_launch(sep.gr, 0, 0);
+        moe_fused(w, NULL, 0, sep.rl, sep.xn, sep.ids, sep.wts, dsd, sep.sg, sep.su, sep.ss, sep.x, sep.x, part, bar, 0);
+        CK(cudaGetLastError());
+        const std::vector<float> want = outputs(sep);
+        bool takes = true, same = true;
+        for (int rep = 0; rep < 2; rep++) {
+            run &u = fus[rep];
+            setup(u);
+            gv_args front[2] = {u.go, u.gr};
+            const gv_args *f = k.C ? front : front + 1;
+            takes = takes && moe_fused_takes(w, dsd, f, k.nfront);
+            moe_fused(w, f, k.nfront, u.rl, NULL, u.ids, u.wts, dsd, u.sg, u.su, u.ss, u.x, u.x, part, bar, 0);
+            CK(cudaGetLastError());
+            const std::vector<float> got = outputs(u);
+            same = same && got.size() == want.size() && !memcmp(got.data(), want.data(), got.size() * 4);
+        }
+        const std::vector<unsigned> bc = back(bar, 2);
+        const unsigned gens = 1 + 2 * (k.nfront + 1); // one launch without a front, two with
+        int nonfinite = count_nonfinite(want.data(), want.size());
+        report(takes && same && bc[0] == 0 && bc[1] == gens && !nonfinite,
+               "moe fused with a front of %d (H=%d I=%d E=%d top%d Is=%d group %d, out_proj cols %d %s): %s against "
+               "separate launches (residual, router logits, shared projections, ids, weights); barrier %u/%u (want 0/%u)",
+               k.nfront, k.H, k.I, k.E, k.K, k.Is, k.grp, k.C, k.ghd ? "gated" : "plain",
+               !takes ? "NOT TAKEN" : same ? "bitwise equal" : "DIFFERS", bc[0], bc[1], gens);
+        CK(cudaFree(part));
+        CK(cudaFree(bar));
+    }
+    lily_cuda_gemv2 = gemv2_default;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -567,7 +674,7 @@ void run_kernel_tests(uint64_t seed) {
     printf("kernel tests, seed %llu\n", (unsigned long long)seed);
     const char *only = getenv("LILY_GPU_KERNELS");
     const struct { const char *name; void (*fn)(rng &); } fam[] = {
-        {"gemv", test_gemv}, {"moe", test_moe}, {"gdn", test_gdn}, {"attn", test_attn}, {"qk", test_qk}};
+        {"gemv", test_gemv}, {"moe", test_moe}, {"moe", test_moe_front}, {"gdn", test_gdn}, {"attn", test_attn}, {"qk", test_qk}};
     for (auto &f : fam)
         if (!only || !strcmp(only, f.name)) f.fn(r);
 }
