@@ -77,6 +77,41 @@ static std::vector<float> ref_mv(const lily_mat &m, const std::vector<float> &x)
 }
 
 // ---------------------------------------------------------------------------------------------
+// The device's bf16 rounding (one cvt instruction, quant.h) against the host's (integer form) on
+// random bit patterns (every exponent, subnormals, infinities, NaNs) and the halfway cases: bitwise
+// equal, NaN for NaN.
+__global__ void k_to_bf16(const float *x, uint16_t *y, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = lily_f32_to_bf16(x[i]);
+}
+static void test_bf16(rng &r) {
+    std::vector<float> x;
+    for (int i = 0; i < 1 << 20; i++) {
+        uint32_t u = (uint32_t)r.next();
+        if (i % 4 == 1) u = (u & 0xffff0000u) | 0x8000u;          // exactly halfway
+        if (i % 4 == 2) u = (u & 0x807fffffu) | (((i >> 2) & 1) << 23); // subnormal or the smallest normals
+        float f;
+        memcpy(&f, &u, 4);
+        x.push_back(f);
+    }
+    for (float f : {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 3.4028235e38f, -3.4028235e38f, 1e-45f}) x.push_back(f);
+    const int n = (int)x.size();
+    float *dx = dup(x);
+    uint16_t *dy = poisoned<uint16_t>(n);
+    k_to_bf16<<<(n + 255) / 256, 256>>>(dx, dy, n);
+    CK(cudaGetLastError());
+    std::vector<uint16_t> y = back(dy, n);
+    int bad = 0, nan = 0;
+    for (int i = 0; i < n; i++) {
+        const uint16_t h = lily_f32_to_bf16(x[i]);
+        const bool hn = (h & 0x7fffu) > 0x7f80u, dn = (y[i] & 0x7fffu) > 0x7f80u;
+        if (x[i] != x[i]) nan++, bad += !(hn && dn);
+        else bad += h != y[i];
+    }
+    report(bad == 0, "bf16 rounding, device (cvt.rn.bf16.f32) against host, %d values (%d NaN): %d differ", n, nan, bad);
+    CK(cudaFree(dx));
+    CK(cudaFree(dy));
+}
 
 // Each case runs through both kernels on the same inputs: the first (lily_cuda_gemv2 = 0) and gemv2
 // (its 4-bit segments on the tensor-core path, the others on the first kernel's lane path inside
@@ -674,7 +709,7 @@ void run_kernel_tests(uint64_t seed) {
     printf("kernel tests, seed %llu\n", (unsigned long long)seed);
     const char *only = getenv("LILY_GPU_KERNELS");
     const struct { const char *name; void (*fn)(rng &); } fam[] = {
-        {"gemv", test_gemv}, {"moe", test_moe}, {"moe", test_moe_front}, {"gdn", test_gdn}, {"attn", test_attn}, {"qk", test_qk}};
+        {"gemv", test_bf16}, {"gemv", test_gemv}, {"moe", test_moe}, {"moe", test_moe_front}, {"gdn", test_gdn}, {"attn", test_attn}, {"qk", test_qk}};
     for (auto &f : fam)
         if (!only || !strcmp(only, f.name)) f.fn(r);
 }
