@@ -423,6 +423,14 @@ __device__ __forceinline__ void gv2_tile(const gv_seg &s, int tile, const uint4 
     acc1 += __shfl_xor_sync(0xffffffffu, acc1, 2);
 }
 
+// Two floats rounded to bf16 (nearest even, as lily_f32_to_bf16) in one instruction: hi in the upper
+// half, lo in the lower.
+__device__ __forceinline__ uint32_t gv_bf16x2(float hi, float lo) {
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
 // x (prepared in xs by gv_prologue) split into three bf16 parts in B-fragment order at bsm, and per
 // group of G = 128 / HPG columns the sum of each part and of x at xsg. Thread i takes columns
 // 8i..8i+7 (step i/16, chunk (i/4)%4, word i%4); the G/8 threads of a group are adjacent lanes.
@@ -437,19 +445,23 @@ __device__ __forceinline__ void gv2_split_x(int cols, const float *xs, uint4 *bs
         const bool ok = i < cols / 8;
         float ps0 = 0.0f, ps1 = 0.0f, ps2 = 0.0f, pf = 0.0f;
         if (ok) {
-            uint32_t w0[4] = {0, 0, 0, 0}, w1[4] = {0, 0, 0, 0}, w2[4] = {0, 0, 0, 0};
+            // Values k and k + 4 share a word (k in the low half): one cvt.rn.bf16x2 rounds both.
+            uint32_t w0[4], w1[4], w2[4];
+            float x[8], hf[8], mf[8], lf[8];
 #pragma unroll
-            for (int k = 0; k < 8; k++) {
-                const float x = xs[xs_index(8 * i + k)];
-                const uint32_t hi = lily_f32_to_bf16(x);
-                const float hf = __uint_as_float(hi << 16), r1 = x - hf;
-                const uint32_t mi = lily_f32_to_bf16(r1);
-                const float mf = __uint_as_float(mi << 16), r2 = r1 - mf;
-                const uint32_t lo = lily_f32_to_bf16(r2);
-                const int sh = k < 4 ? 0 : 16;
-                w0[k & 3] |= hi << sh, w1[k & 3] |= mi << sh, w2[k & 3] |= lo << sh;
-                ps0 += hf, ps1 += mf, ps2 += __uint_as_float(lo << 16), pf += x;
+            for (int k = 0; k < 8; k++) x[k] = xs[xs_index(8 * i + k)];
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                w0[k] = gv_bf16x2(x[k + 4], x[k]);
+                hf[k] = __uint_as_float(w0[k] << 16), hf[k + 4] = __uint_as_float(w0[k] & 0xffff0000u);
+                const float r1a = x[k] - hf[k], r1b = x[k + 4] - hf[k + 4];
+                w1[k] = gv_bf16x2(r1b, r1a);
+                mf[k] = __uint_as_float(w1[k] << 16), mf[k + 4] = __uint_as_float(w1[k] & 0xffff0000u);
+                w2[k] = gv_bf16x2(r1b - mf[k + 4], r1a - mf[k]);
+                lf[k] = __uint_as_float(w2[k] << 16), lf[k + 4] = __uint_as_float(w2[k] & 0xffff0000u);
             }
+#pragma unroll
+            for (int k = 0; k < 8; k++) ps0 += hf[k], ps1 += mf[k], ps2 += lf[k], pf += x[k];
             const int t = i >> 4, p = (i >> 2) & 3, v = i & 3;
             uint4 *dst = bsm + (t * 4 + v) * 12 + p;
             dst[0] = make_uint4(w0[0], w0[1], w0[2], w0[3]);

@@ -254,7 +254,8 @@ static void test_moe(rng &r) {
     // rows of gate/up over 8 blocks), group 32, no shared expert.
     struct cs { int H, I, E, K, Is, norm, grp; } cases[] = {{320, 192, 10, 3, 128, 1, 64}, {2048, 512, 256, 8, 512, 1, 64},
                                                             {256, 64, 7, 2, 0, 0, 64}, {640, 384, 19, 5, 256, 1, 64},
-                                                            {512, 256, 33, 4, 128, 1, 32}, {256, 128, 7, 2, 0, 0, 64}};
+                                                            {512, 256, 33, 4, 128, 1, 32}, {256, 128, 7, 2, 0, 0, 64},
+                                                            {256, 64, 300, 4, 0, 1, 64}}; // 300: the 16-slot top-k
     for (auto &k : cases) {
         std::vector<host_mat> g(k.E), u(k.E), dn(k.E);
         for (int e = 0; e < k.E; e++) {
