@@ -69,13 +69,18 @@ __global__ void __launch_bounds__(GDN_THREADS)
     trace_mark(1);
     const int p = *posp, slot = p % K;
     const bool qk_writer = (h % (d.hv / d.hk)) == 0 && split == 0;
+    // Ring slot of tap t (position p - t), once: (p - t) mod K for 0 < t < K (a modulo by the runtime
+    // K costs ~20 instructions, and the three convolutions below would each redo it per tap).
+    int sl[KMAX];
+#pragma unroll
+    for (int t = 0; t < KMAX; t++) sl[t] = slot - t < 0 ? slot - t + K : slot - t;
 
     // Causal depthwise conv of channel c with the current raw value u, then SiLU (bf16 points).
     auto conv = [&](int c, bool write) {
         float u = qkv[c];
         float y = conv_w[(long)c * K + K - 1] * u;
         for (int t = 1; t < K; t++) {
-            int s = ((p - t) % K + K) % K;
+            const int s = t < KMAX ? sl[t] : ((p - t) % K + K) % K;
             y += conv_w[(long)c * K + K - 1 - t] * ring[(long)s * C + c];
         }
         if (write) ring[(long)slot * C + c] = u;
@@ -87,7 +92,7 @@ __global__ void __launch_bounds__(GDN_THREADS)
 #pragma unroll
         for (int t = 1; t < KMAX; t++) {
             if (t >= K) break;
-            const int s = ((p - t) % K + K) % K;
+            const int s = sl[t];
             float rs = 0.0f;
 #pragma unroll
             for (int q = 0; q < KMAX; q++) rs = q == s ? r[q] : rs;

@@ -31,8 +31,10 @@ static __device__ void router_topk_ns(const float *logits, int E, int k, int nor
         if (e < E) sum += v[j];
     }
     sum = warp_sum(sum);
-    float pk[MAX_TOPK], tot = 0.0f;
-    int ik[MAX_TOPK];
+    // Round t's probability and id are kept by lane t (k <= 32), which divides them afterwards: the
+    // rounds' chain holds only the selection, and the k divisions run side by side.
+    float mine = 0.0f;
+    int myid = 0;
     if (redux) {
         // The same selection with the warp's integer reductions (redux.sync) instead of ten shuffles
         // per round: key = probability bits + 1 (positive floats order as integers; a probability
@@ -52,9 +54,7 @@ static __device__ void router_topk_ns(const float *logits, int E, int k, int nor
 #pragma unroll
             for (int j = 0; j < NS; j++)
                 if (lane + 32 * j == e) key[j] = 0u;
-            pk[t] = __uint_as_float(m - 1u) / sum;
-            ik[t] = e;
-            tot += pk[t];
+            if (lane == t) mine = __uint_as_float(m - 1u), myid = e;
         }
     } else
     for (int t = 0; t < k; t++) {
@@ -71,15 +71,14 @@ static __device__ void router_topk_ns(const float *logits, int E, int k, int nor
 #pragma unroll
         for (int j = 0; j < NS; j++)
             if (lane + 32 * j == bi) v[j] = -1.0f;
-        pk[t] = b / sum;
-        ik[t] = bi;
-        tot += pk[t];
+        if (lane == t) mine = b, myid = bi;
     }
-    if (lane == 0)
-        for (int t = 0; t < k; t++) {
-            ids[t] = ik[t];
-            wts[t] = rb(norm ? pk[t] / tot : pk[t]);
-        }
+    // p_t / sum, their total in the order t = 0, 1, ... (as the reference adds them), then each
+    // weight renormalised by it.
+    const float pk = mine / sum;
+    float tot = 0.0f;
+    for (int t = 0; t < k; t++) tot += __shfl_sync(0xffffffffu, pk, t);
+    if (lane < k) ids[lane] = myid, wts[lane] = rb(norm ? pk / tot : pk);
 }
 static __device__ __forceinline__ void router_topk(const float *logits, int E, int k, int norm, int *ids, float *wts,
                                                    bool redux) {
