@@ -66,12 +66,15 @@ __device__ __forceinline__ float rb(float f) {
     return c_f32act ? f : __uint_as_float(((uint32_t)lily_f32_to_bf16(f)) << 16);
 }
 
-// The division is __fdividef (a reciprocal and a multiply, ~2 ulp, like __expf itself): the IEEE
+// silu's division is __fdividef (a reciprocal and a multiply, ~2 ulp, like __expf itself): the IEEE
 // division inlined ~40 instructions with a slow path at every use, ~10 % of gemv2's code (the gated
 // prologue calls it 16 times a thread), and the decode kernels wait on instruction fetch (ncu,
 // docs/PERF.md). For x < -87 the denominator passes 2^126 and the result is 0 (the limit).
+// sigmoid keeps the IEEE division: it is rare (a gate per head), and its bf16-rounded result scales
+// a whole head (GDN's beta), so a value moved across a rounding edge shows (the GDN kernel test's
+// state tolerance caught one on seed 1796044562).
 __device__ __forceinline__ float silu_f(float x) { return __fdividef(x, 1.0f + __expf(-x)); }
-__device__ __forceinline__ float sigmoid_f(float x) { return __fdividef(1.0f, 1.0f + __expf(-x)); }
+__device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + __expf(-x)); }
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
