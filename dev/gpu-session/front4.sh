@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# front4.sh (device, ~3 min): the MoE's front with its first tiles staged in shared memory at entry,
-# and gdn_kernel capped at 80 registers (room beside the front kernel). MoE/GDN kernel tests, e2e, the
-# chain's layer-tail rows and their trace, decode 4K/32K alternating front 0 / 1 / 2.
+# front4.sh (device, ~3 min): the MoE's front, run on a build with two changes main does not have
+# (each front phase's first tile staged in shared memory at entry; gdn_kernel capped at 80 registers;
+# both measured no better, docs/PERF.md). MoE/GDN kernel tests, e2e, the chain's layer-tail rows and
+# their trace, decode 4K/32K alternating front 0 / 1 / 2.
 . .carry/common.sh; synth_bg; safe_start 400
 for f in moe gdn; do LILY_GPU_KERNELS=$f timeout 60 $B/lily-gpu-test kernels $(date +%s) > $L/k$f.txt 2>&1; el "kernels $f rc=$?"; grep -E "FAIL|passed" $L/k$f.txt | cut -c1-200; done
 timeout 90 $B/lily-gpu-test e2e $(date +%s) > $L/e2e.txt 2>&1; el "e2e rc=$?"; grep -E "FAIL|passed|front" $L/e2e.txt | cut -c1-200
