@@ -385,7 +385,7 @@ static bool mf_plan(const moe_w &w, const dq_mat &sd, const gv_args *front, int 
 
 bool moe_fused_takes(const moe_w &w, const dq_mat &sh_down, const gv_args *front, int nfront) {
     mf_shape s;
-    static mf_front fr; // host only, one thread (the engine loop)
+    mf_front fr;
     return mf_plan(w, sh_down, front, nfront, &s, &fr);
 }
 
@@ -418,7 +418,7 @@ static void mf_launch(mf_shape s, const mf_front &fr, cudaStream_t st, moe_w w, 
     const bool tmd = lily_cuda_moe_fused_tma && mf_tmaps(w, &tc, &ts);
     if (!tmd && lily_cuda_moe_fused_tma) { // the plan sized shared memory for the tensor-map buffers
         const int t = lily_cuda_moe_fused_tma;
-        static mf_front scratch;
+        mf_front scratch;
         lily_cuda_moe_fused_tma = 0;
         mf_plan(w, sd, front, nfront, &s, &scratch);
         lily_cuda_moe_fused_tma = t;
@@ -436,7 +436,7 @@ void moe_fused(const moe_w &w, const gv_args *front, int nfront, const float *ro
                float *wts, dq_mat sh_down, const float *sg, const float *su, const float *sh_score, const float *res,
                float *out, float *part, unsigned *bar, cudaStream_t st) {
     mf_shape s;
-    static mf_front fr; // host only, one thread (the engine loop)
+    mf_front fr;
     if (!mf_plan(w, sh_down, front, nfront, &s, &fr)) return; // callers ask moe_fused_takes first
     const int hpg = 128 / w.gate.group;
 #define MF_ARGS s, fr, st, w, front, nfront, router_logits, x, ids, wts, sh_down, sg, su, sh_score, res, out, part, bar
