@@ -20,65 +20,18 @@
 // Tile heights: one per call, from the average rows per expert (qgemm_pick_tile), or forced.
 #include "prefill.cuh"
 
-#define MAXE_LANE 16 // experts per lane: E <= 512
-#define MAX_TOPK 16
+#include "moe.cuh" // router_topk: the decode path's routing, so both route a token alike
 
+// One warp per token: the decode path's softmax + top-k (ids and weights of the same bits), then each
+// selected expert's row count.
 __global__ void route_kernel(const float *logits, int T, int E, int K, int norm, int *ids_out,
                              float *wts_out, int *counts) {
     const int lane = threadIdx.x & 31;
     const int tok = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (tok >= T) return;
-    const float *lg = logits + (long)tok * E;
-    float v[MAXE_LANE];
-    float mx = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < MAXE_LANE; j++) {
-        int e = lane + 32 * j;
-        v[j] = e < E ? lg[e] : -INFINITY;
-        mx = fmaxf(mx, v[j]);
-    }
-    mx = warp_max(mx);
-    float sum = 0.0f;
-#pragma unroll
-    for (int j = 0; j < MAXE_LANE; j++) {
-        int e = lane + 32 * j;
-        v[j] = e < E ? expf(v[j] - mx) : -1.0f;
-        if (e < E) sum += v[j];
-    }
-    sum = warp_sum(sum);
-    float pk[MAX_TOPK], tot = 0.0f;
-    int ik[MAX_TOPK];
-#pragma unroll
-    for (int t = 0; t < MAX_TOPK; t++) { // compile-time slots keep pk/ik in registers
-        if (t >= K) break;
-        float b = -2.0f;
-        int bi = 0x7fffffff;
-#pragma unroll
-        for (int j = 0; j < MAXE_LANE; j++)
-            if (v[j] > b) b = v[j], bi = lane + 32 * j;
-        for (int o = 16; o > 0; o >>= 1) {
-            float ob = __shfl_xor_sync(0xffffffffu, b, o);
-            int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-            if (ob > b || (ob == b && oi < bi)) b = ob, bi = oi;
-        }
-#pragma unroll
-        for (int j = 0; j < MAXE_LANE; j++)
-            if (lane + 32 * j == bi) v[j] = -1.0f;
-        pk[t] = b / sum;
-        ik[t] = bi;
-        tot += pk[t];
-    }
-    if (lane < K) {
-        // Registers indexed by the lane: pick with a loop over compile-time slots.
-        float w = 0.0f;
-        int id = 0;
-#pragma unroll
-        for (int t = 0; t < MAX_TOPK; t++)
-            if (t == lane) w = pk[t], id = ik[t];
-        ids_out[(long)tok * K + lane] = id;
-        wts_out[(long)tok * K + lane] = rb(norm ? w / tot : w);
-        atomicAdd(counts + id, 1);
-    }
+    int *ids = ids_out + (long)tok * K;
+    router_topk(logits + (long)tok * E, E, K, norm, ids, wts_out + (long)tok * K, false);
+    if (lane < K) atomicAdd(counts + ids[lane], 1); // written by this lane just now
 }
 
 // One block of >= E threads (E <= 1024): row offsets and tile offsets of each expert group.
@@ -246,7 +199,7 @@ int moe_pf_route_host(const moe_pf_w &w, int T, int tile_m, moe_pf_scratch *s, c
     CU_TRY(cudaMemcpyAsync(lg_all, s->logits, (size_t)T * E * 4, cudaMemcpyDeviceToHost, st));
     CU_TRY(cudaStreamSynchronize(st));
     memset(counts, 0, (size_t)E * 4);
-    float v[32 * MAXE_LANE];
+    float v[32 * MAX_E_PER_LANE];
     for (int tok = 0; tok < T; tok++) {
         const float *lg = lg_all + (size_t)tok * E;
         float mx = -INFINITY;
