@@ -1,5 +1,7 @@
-// moe.cuh: what the batch-1 MoE kernels share (moe.cu's gate/up + down pair, moe_fused.cu's single
-// launch): the router softmax + top-k that every block redoes from the 256 logits.
+// moe.cuh: the router softmax + top-k, one warp's work, shared by the MoE kernels: the batch-1 ones
+// (moe.cu's gate/up + down pair, moe_fused.cu's single launch; every block redoes it from the 256
+// logits) and the prefill's routing kernel (moe_prefill.cu, a warp per token), so a token is routed
+// alike on both paths.
 #pragma once
 
 #include "cuda_common.cuh"
