@@ -63,12 +63,13 @@ LILY_HD uint16_t lily_f32_to_bf16(float f) {
     uint16_t h;
     asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
     return h;
-#endif
+#else
     uint32_t u;
     memcpy(&u, &f, 4);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); // quiet NaN
     u += 0x7fffu + ((u >> 16) & 1u);
     return (uint16_t)(u >> 16);
+#endif
 }
 
 // Round a float to the nearest bf16 value and back (what storing an activation in bf16 does).

@@ -21,3 +21,21 @@ pf_checks() {
     local fix; fix=$(for d in tests/fixtures/models/*/; do [ -f "$d/ref_logits.f32" ] && echo "${d%/}"; done)
     timeout 150 $B/lily-gpu-test fixtures $fix > $L/fixtures.txt 2>&1; el "fixtures rc=$?"; grep -E "FAIL|passed" $L/fixtures.txt | cut -c1-220
 }
+# A/B of two builds (cvt.sh, fast*.sh and the like): ab_old unpacks the previous build, carried as
+# .carry/lily_old.xz, to /tmp/lily_old; ab_checks runs all kernel tests, e2e and the HF fixtures of
+# $B (one summary line each); ab_bench SECONDS ARGS... runs `lily bench ARGS` twice with each build,
+# alternating (old first), its prefill/decode lines prefixed "old" / "new".
+ab_old() { xz -dc $C/lily_old.xz > /tmp/lily_old && chmod +x /tmp/lily_old; }
+ab_checks() {
+    timeout 150 $B/lily-gpu-test kernels $(date +%s) > $L/kernels.txt 2>&1; el "kernels rc=$?"; grep -E "FAIL|passed|bf16 rounding" $L/kernels.txt | cut -c1-200
+    timeout 90 $B/lily-gpu-test e2e $(date +%s) > $L/e2e.txt 2>&1; el "e2e rc=$?"; grep -E "FAIL|passed" $L/e2e.txt | cut -c1-200
+    local fix; fix=$(for d in tests/fixtures/models/*/; do [ -f "$d/ref_logits.f32" ] && echo "${d%/}"; done)
+    timeout 150 $B/lily-gpu-test fixtures $fix > $L/fixtures.txt 2>&1; el "fixtures rc=$?"; grep -E "FAIL|passed" $L/fixtures.txt | cut -c1-220
+}
+ab_bench() {
+    local t=$1; shift
+    for i in 1 2; do
+        timeout $t /tmp/lily_old bench "$@" --out $L/old$i 2>&1 | grep -E "^(decode|prefill) " | sed "s/^/old /"
+        timeout $t $B/lily bench "$@" --out $L/new$i 2>&1 | grep -E "^(decode|prefill) " | sed "s/^/new /"
+    done; el bench
+}

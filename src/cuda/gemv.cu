@@ -140,13 +140,7 @@ __global__ void __launch_bounds__(GV_THREADS, GV2_MIN_BLOCKS) gemv2_kernel(gv_ar
         float(*pp)[16] = part[it++ & 1]; // alternate buffers: one barrier per tile suffices
         if ((lane & 3) == 0) pp[warp][lane >> 2] = acc0, pp[warp][(lane >> 2) + 8] = acc1;
         __syncthreads();
-        const int ks = s.ks, nr = 16 * (GV_WARPS / ks);
-        if (tid < nr) {
-            const int wr = tid / 16, r = tid % 16, row = tile * nr + tid;
-            float v = 0.0f;
-            for (int k = 0; k < ks; k++) v += pp[wr * ks + k][r];
-            if (row < s.m.rows) gv_out(a, s, row, v, best, best_row);
-        }
+        gv2_tile_out(a, s, tile, pp, tid, best, best_row);
     }
     trace_mark(3);
     pdl_trigger();

@@ -431,6 +431,20 @@ __device__ __forceinline__ uint32_t gv_bf16x2(float hi, float lo) {
     return r;
 }
 
+// The rows of one gemv2 tile from its warps' partial sums (gv2_tile's acc0 / acc1 of warp w at
+// part[w][0..15], written before a barrier): thread r < the tile's rows adds its row's ks partials in
+// order, then the epilogue. tid: the thread's index among the GV_THREADS that ran the tile.
+__device__ __forceinline__ void gv2_tile_out(const gv_args &a, const gv_seg &s, int tile, const float (*part)[16],
+                                             int tid, float &best, int &best_row) {
+    const int ks = s.ks, nr = 16 * (GV_WARPS / ks);
+    if (tid < nr) {
+        const int wr = tid / 16, r = tid % 16, row = tile * nr + tid;
+        float v = 0.0f;
+        for (int k = 0; k < ks; k++) v += part[wr * ks + k][r];
+        if (row < s.m.rows) gv_out(a, s, row, v, best, best_row);
+    }
+}
+
 // x (prepared in xs by gv_prologue) split into three bf16 parts in B-fragment order at bsm, and per
 // group of G = 128 / HPG columns the sum of each part and of x at xsg. Thread i takes columns
 // 8i..8i+7 (step i/16, chunk (i/4)%4, word i%4); the G/8 threads of a group are adjacent lanes.

@@ -125,13 +125,7 @@ __device__ __forceinline__ void mf_gv_phase(const gv_args &a, uint4 *bsm, uint4 
         }
         if (a.pro != PRO_RMSNORM && t == blockIdx.x) trace_mark(14); // thread 0's tile done
         __syncthreads();
-        const int ks = s.ks, nr = 16 * (GV_WARPS / ks);
-        if (tid < nr) {
-            const int wr = tid / 16, r = tid % 16, row = tile * nr + tid;
-            float v = 0.0f;
-            for (int k = 0; k < ks; k++) v += gpart[wr * ks + k][r];
-            if (row < s.m.rows) gv_out(a, s, row, v, best, best_row);
-        }
+        gv2_tile_out(a, s, tile, gpart, tid, best, best_row);
         __syncthreads();
     }
 }

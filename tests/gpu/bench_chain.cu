@@ -117,6 +117,20 @@ static void trace_report(void) {
 }
 #endif
 
+// C copies of a GDN out_proj launch (gated norm over heads of 128, H rows of 4096, residual res
+// into y), each with its own weights (together past the L2).
+static std::vector<gv_args> chain_out_proj(int C, int H, const float *x, const float *w, const float *z, float *y,
+                                           const float *res) {
+    std::vector<gv_args> a(C);
+    for (int c = 0; c < C; c++) {
+        memset(&a[c], 0, sizeof(gv_args));
+        a[c].nseg = 1, a[c].cols = 4096, a[c].x = x, a[c].pro = PRO_GATED, a[c].norm_w = w, a[c].eps = 1e-6f;
+        a[c].gz = z, a[c].ghd = 128, a[c].epi = GV_RESID;
+        a[c].seg[0].m = chain_mat(H, 4096, 4, 64, 900 + c), a[c].seg[0].y = y, a[c].seg[0].res = res;
+    }
+    return a;
+}
+
 // Microseconds per launch of n launches replayed as one graph (median of 5 replays).
 template <class F> static double chain_us(F launch, int n, bool trace = false) {
     cudaStream_t s;
@@ -233,13 +247,7 @@ void run_chain(void) {
     // GDN out_proj: gated norm over heads of 128, 2048 rows of 4096, residual epilogue.
     if (chain_want("GDN out_proj")) {
         const int C = 24;
-        std::vector<gv_args> a(C);
-        for (int c = 0; c < C; c++) {
-            memset(&a[c], 0, sizeof(gv_args));
-            a[c].nseg = 1, a[c].cols = 4096, a[c].x = x, a[c].pro = PRO_GATED, a[c].norm_w = w, a[c].eps = 1e-6f;
-            a[c].gz = z, a[c].ghd = 128, a[c].epi = GV_RESID;
-            a[c].seg[0].m = chain_mat(H, 4096, 4, 64, 900 + c), a[c].seg[0].y = y0, a[c].seg[0].res = y1;
-        }
+        std::vector<gv_args> a = chain_out_proj(C, H, x, w, z, y0, y1);
         chain_row("GDN out_proj (gated norm + 2048x4096 + residual, gemv2)", mat_bytes(a[0].seg[0].m),
                   [&](int i, cudaStream_t s) { gemv_launch(a[i % C], 0, s); });
         lily_cuda_gv2_bulk = 1;
@@ -308,13 +316,7 @@ void run_chain(void) {
         if (chain_want("layer tail")) {
             const int CO = 24, CR = 40;
             float *rl = chain_floats((size_t)NL * E, 1200), *xn = chain_floats(H, 1201), *y5 = chain_floats(16384, 1202);
-            std::vector<gv_args> go(CO);
-            for (int c = 0; c < CO; c++) {
-                memset(&go[c], 0, sizeof(gv_args));
-                go[c].nseg = 1, go[c].cols = 4096, go[c].x = x, go[c].pro = PRO_GATED, go[c].norm_w = w, go[c].eps = 1e-6f;
-                go[c].gz = z, go[c].ghd = 128, go[c].epi = GV_RESID;
-                go[c].seg[0].m = chain_mat(H, 4096, 4, 64, 900 + c), go[c].seg[0].y = y0, go[c].seg[0].res = y4;
-            }
+            std::vector<gv_args> go = chain_out_proj(CO, H, x, w, z, y0, y4);
             double rbytes;
             std::vector<gv_args> gr = chain_gemvs(CR, H, y0, w, {{E, 8, rl}, {I, 4, y1}, {I, 4, y2}, {1, 8, y3}}, 0, &rbytes);
             for (auto &g : gr) g.x_out = xn;

@@ -249,6 +249,19 @@ static void test_gemv(rng &r) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// E random 4-bit experts (gate, up: I x H; down: H x I; group grp) on the host (g, u, dn, for the
+// reference) and stacked on the device.
+static moe_w make_experts(std::vector<host_mat> &g, std::vector<host_mat> &u, std::vector<host_mat> &dn, int E, int K,
+                          int I, int H, int norm, int grp, rng &r) {
+    g.resize(E), u.resize(E), dn.resize(E);
+    for (int e = 0; e < E; e++) {
+        make_qmat(g[e], I, H, 4, grp, 1.0f / sqrtf((float)H), r);
+        make_qmat(u[e], I, H, 4, grp, 1.0f / sqrtf((float)H), r);
+        make_qmat(dn[e], H, I, 4, grp, 1.0f / sqrtf((float)I), r);
+    }
+    return moe_w{up_stack(g), up_stack(u), up_stack(dn), E, K, I, H, norm};
+}
+
 static void test_moe(rng &r) {
     // The last three take moe_fused too (rows of whole 128-column steps): odd slices per block (384
     // rows of gate/up over 8 blocks), group 32, no shared expert.
@@ -257,13 +270,8 @@ static void test_moe(rng &r) {
                                                             {512, 256, 33, 4, 128, 1, 32}, {256, 128, 7, 2, 0, 0, 64},
                                                             {256, 64, 300, 4, 0, 1, 64}}; // 300: the 16-slot top-k
     for (auto &k : cases) {
-        std::vector<host_mat> g(k.E), u(k.E), dn(k.E);
-        for (int e = 0; e < k.E; e++) {
-            make_qmat(g[e], k.I, k.H, 4, k.grp, 1.0f / sqrtf((float)k.H), r);
-            make_qmat(u[e], k.I, k.H, 4, k.grp, 1.0f / sqrtf((float)k.H), r);
-            make_qmat(dn[e], k.H, k.I, 4, k.grp, 1.0f / sqrtf((float)k.I), r);
-        }
-        moe_w w = {up_stack(g), up_stack(u), up_stack(dn), k.E, k.K, k.I, k.H, k.norm};
+        std::vector<host_mat> g, u, dn;
+        moe_w w = make_experts(g, u, dn, k.E, k.K, k.I, k.H, k.norm, k.grp, r);
         host_mat sg, su, sd;
         dq_mat dsd = {};
         // A small residual, so that the outputs (rounded to bf16 after adding it) show the MoE sum's errors.
@@ -428,13 +436,8 @@ static void test_moe_front(rng &r) {
     const int gemv2_default = lily_cuda_gemv2;
     lily_cuda_gemv2 = 1; // the front runs gemv2's tiles; the separate launches must too
     for (auto &k : cases) {
-        std::vector<host_mat> g(k.E), u(k.E), dn(k.E);
-        for (int e = 0; e < k.E; e++) {
-            make_qmat(g[e], k.I, k.H, 4, k.grp, 1.0f / sqrtf((float)k.H), r);
-            make_qmat(u[e], k.I, k.H, 4, k.grp, 1.0f / sqrtf((float)k.H), r);
-            make_qmat(dn[e], k.H, k.I, 4, k.grp, 1.0f / sqrtf((float)k.I), r);
-        }
-        moe_w w = {up_stack(g), up_stack(u), up_stack(dn), k.E, k.K, k.I, k.H, 1};
+        std::vector<host_mat> g, u, dn;
+        moe_w w = make_experts(g, u, dn, k.E, k.K, k.I, k.H, 1, k.grp, r);
         host_mat hro, hrt, hsg, hsu, hss, hsd;
         if (k.C) make_qmat(hro, k.H, k.C, 4, k.grp, 0.5f / sqrtf((float)k.C), r);
         make_qmat(hrt, k.E, k.H, 8, k.grp, 2.0f / sqrtf((float)k.H), r);
