@@ -78,7 +78,12 @@ __device__ __forceinline__ bool gv2_bulk_tile(const gv_args &a, int total, int k
 
 #define GV2_MIN_BLOCKS 3 // resident blocks per SM the register budget is sized for (<= 80 registers)
 
-template <int HPG>
+// LANES: some segment runs the first kernel's lane path (8-bit rows, odd shapes); REGS: the prologue
+// takes the register path (a.pro_regs && gv_pro_fast(a), decided on the host); BULK: a.bulk. A
+// launch's kernel holds only the code it runs: the decode kernels wait on instruction fetch
+// (docs/PERF.md), and the kernel with every path was ~8,400 instructions, of which a launch runs a
+// fraction.
+template <int HPG, bool LANES, bool REGS, bool BULK>
 __global__ void __launch_bounds__(GV_THREADS, GV2_MIN_BLOCKS) gemv2_kernel(gv_args a) {
     trace_mark(0);
     constexpr int G = 128 / HPG;
@@ -95,7 +100,7 @@ __global__ void __launch_bounds__(GV_THREADS, GV2_MIN_BLOCKS) gemv2_kernel(gv_ar
     // The block's first nstaged tiles come from `bulk`: tile k's codes at bc[k], its scale words at
     // bs[k] (every thread runs the plan; thread 0 issues the copies).
     int nstaged = 0, bc[GV2_BULK_MAX], bs[GV2_BULK_MAX];
-    if (a.bulk) {
+    if (BULK) {
         int room = GV2_BULK_BYTES, si, tl, cb, sbb, off = 0;
         while (gv2_bulk_tile(a, total, nstaged, &si, &tl, &cb, &sbb, &room)) {
             bc[nstaged] = off, bs[nstaged] = off + cb;
@@ -114,7 +119,8 @@ __global__ void __launch_bounds__(GV_THREADS, GV2_MIN_BLOCKS) gemv2_kernel(gv_ar
     pdl_wait_early();
     trace_mark(1);
 
-    gv_prologue(a, xs, xsum, red, true);
+    if (REGS) gv_prologue_regs(a, xs, xsum, red);
+    else gv_prologue(a, xs, xsum, red, false);
     gv2_split_x<HPG>(cols, xs, bsm, zero4, xsg);
     __syncthreads();
 
@@ -126,11 +132,11 @@ __global__ void __launch_bounds__(GV_THREADS, GV2_MIN_BLOCKS) gemv2_kernel(gv_ar
         while (tile >= a.seg[si].tiles) tile -= a.seg[si++].tiles;
         const gv_seg &s = a.seg[si];
         if (!s.ks) {
-            gv_tile_lanes(a, s, tile, xs, xsum, lane, warp, best, best_row);
+            if (LANES) gv_tile_lanes(a, s, tile, xs, xsum, lane, warp, best, best_row);
             continue;
         }
         float acc0, acc1;
-        if (k < nstaged) {
+        if (BULK && k < nstaged) {
             mb_wait(&bbar[k], 0);
             gv2_tile<HPG, true>(s, tile, bsm, zero4, xsg, lane, warp, acc0, acc1, (const uint4 *)(bulk + bc[k]),
                                 (const uint32_t *)(bulk + bs[k]));
@@ -196,13 +202,25 @@ static int gv2_ks(int rows, int steps, int slots) {
     return ks;
 }
 
-template <int HPG> static void gv2_launch(const gv_args &a, int grid, size_t smem, cudaStream_t st) {
+template <int HPG, bool LANES, bool REGS, bool BULK>
+static void gv2_launch_k(const gv_args &a, int grid, size_t smem, cudaStream_t st) {
     static size_t smem_set = 0;
     if (smem > 48 * 1024 && smem > smem_set) {
-        cudaFuncSetAttribute(gemv2_kernel<HPG>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        cudaFuncSetAttribute(gemv2_kernel<HPG, LANES, REGS, BULK>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         smem_set = smem;
     }
-    launch_k(gemv2_kernel<HPG>, grid, GV_THREADS, smem, st, a);
+    launch_k(gemv2_kernel<HPG, LANES, REGS, BULK>, grid, GV_THREADS, smem, st, a);
+}
+template <int HPG, bool LANES, bool REGS> static void gv2_launch_b(const gv_args &a, int grid, size_t smem, cudaStream_t st) {
+    if (a.bulk) gv2_launch_k<HPG, LANES, REGS, true>(a, grid, smem, st);
+    else gv2_launch_k<HPG, LANES, REGS, false>(a, grid, smem, st);
+}
+template <int HPG> static void gv2_launch(const gv_args &a, int grid, size_t smem, cudaStream_t st) {
+    bool lanes = false;
+    for (int s = 0; s < a.nseg; s++) lanes = lanes || !a.seg[s].ks;
+    const bool regs = a.pro_regs && gv_pro_fast(a);
+    if (lanes) regs ? gv2_launch_b<HPG, true, true>(a, grid, smem, st) : gv2_launch_b<HPG, true, false>(a, grid, smem, st);
+    else regs ? gv2_launch_b<HPG, false, true>(a, grid, smem, st) : gv2_launch_b<HPG, false, false>(a, grid, smem, st);
 }
 
 int lily_cuda_gv_pro = 1;
