@@ -30,6 +30,8 @@ struct qg_args {
     int M, N, K;        // M: rows (dense); N: output columns; K % 64 == 0
     const int *grp_off;  // grouped mode: [n_groups + 1] first sorted row of each group (NULL: dense)
     const int *tile_off; // grouped mode: [n_groups + 1] first tile of each group (tiles of tile_m rows)
+    const int *grp_end;  // grouped mode: [n_groups] end of each group's rows in this launch (NULL:
+                         // grp_off[g + 1]); the MoE's tail tiles run as a launch of their own (moe_pf_tails)
     int n_groups;
     int epi;
     void *y;            // output, row stride ldy elements
@@ -61,6 +63,24 @@ __device__ __forceinline__ void qg_store(const qg_args &a, int p, int n, float a
 // Returns 0, or LILY_EINVAL for shapes it does not take (K % 64, bits, group, N odd).
 int qgemm_launch(const qg_args &a, int tile_m, int max_tiles, cudaStream_t st);
 int qgemm_pick_tile(int rows_per_group);
+// The MoE's grouped GEMMs on 128-row tiles, with each expert group's tail of 1..64 rows past its last
+// whole 128 rows on a 64-row tile, in a second launch (moe_prefill.cu): at 4K tokens a group holds
+// ~128 +- 11 rows, so every other one ended in a 128-row tile of a few rows. lily_moe_tails: 1 = on
+// (LILY_CUDA_MOE_TAILS, option LILY_CUDA_OPT_MOE_TAILS, flag moe_tails; engine default 1; this
+// variable's own 0 is what kernel tests start from).
+extern int lily_moe_tails;
+LILY_HD bool moe_pf_tails_on(int tails, int tile_m) { return tails && tile_m == 128; }
+// Rows of a group of c rows that go to the 64-row tail tile (0: none; the 128-row tiles take the rest).
+LILY_HD int moe_pf_tail_rows(int c) {
+    const int r = c & 127;
+    return r >= 1 && r <= 64 ? r : 0;
+}
+// A dense call's tile height: bm, lowered to 64 while 128-column blocks would fill under half the SMs
+// (lily_qg_fill 0: off; option LILY_CUDA_OPT_QG_FILL, LILY_CUDA_QG_FILL, flag qg_fill; default 1, and
+// this variable's own 1 is what kernel tests run). qgemm_launch applies it when it picks the height
+// itself (tile_m 0).
+extern int lily_qg_fill;
+int qgemm_fill_tile(int M, int N, int bm);
 // A tile height every pick returns (16/32/64/128; 0 = none; -1 = not read yet: LILY_CUDA_QG_TILE).
 extern int lily_qg_tile_force;
 
@@ -140,7 +160,10 @@ struct moe_pf_scratch {
     int *counts;        // (E) rows per expert
     int *cursor;        // (E) scatter cursors
     int *grp_off;       // (E + 1) sorted-row offsets
-    int *tile_off;      // (E + 1) tile offsets for the chosen tile height
+    int *tile_off;      // (E + 1) tile offsets for the chosen tile height (of the 128-row launch when
+                        // moe_pf_tails: over each group's first grp_mid[e] - grp_off[e] rows)
+    int *grp_mid;       // (E) moe_pf_tails: where each group's tail of 1..64 rows starts (else its end)
+    int *tile_off_b;    // (E + 1) moe_pf_tails: tile offsets of the tails' 64-row launch (0 or 1 a group)
     int *sorted_tok;    // (t_max*topk) token of each sorted row
     int *sorted_pair;   // (t_max*topk) token*topk + slot of each sorted row
     uint16_t *h;        // (t_max*topk, I) bf16 expert hidden rows, sorted order

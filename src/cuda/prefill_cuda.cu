@@ -144,12 +144,15 @@ static int enqueue_chunk(cuda_ctx *cx, cuda_state *s, int T) {
         pf_rmsnorm_rows(T, H, b->x, d->in_norm, eps, b->xn, st);
         PF_MARK("rmsnorm (input + post)");
         if (!d->full) {
-            if ((rc = pf_gemm(st, sep, b->xn, H, d->qkv, T, QG_BF16, b->qkv, NULL)) ||
-                (rc = pf_gemm(st, sep, b->xn, H, d->z, T, QG_BF16, b->z, NULL)) ||
-                (rc = pf_gemm(st, sep, b->xn, H, d->b, T, QG_BF16, b->b, NULL)) ||
+            // Each GEMM its own pfprof row: b and a have 32 rows each (a launch's fixed cost).
+            if ((rc = pf_gemm(st, sep, b->xn, H, d->qkv, T, QG_BF16, b->qkv, NULL))) break;
+            PF_MARK("gdn in_proj gemm qkv");
+            if ((rc = pf_gemm(st, sep, b->xn, H, d->z, T, QG_BF16, b->z, NULL))) break;
+            PF_MARK("gdn in_proj gemm z");
+            if ((rc = pf_gemm(st, sep, b->xn, H, d->b, T, QG_BF16, b->b, NULL)) ||
                 (rc = pf_gemm(st, sep, b->xn, H, d->a, T, QG_BF16, b->a, NULL)))
                 break;
-            PF_MARK("gdn in_proj gemms (qkv, z, b, a)");
+            PF_MARK("gdn in_proj gemms b, a");
             // The chunked form only from one whole chunk of 64 up: below that it is one partial chunk,
             // with no tensor-core work to win over the scan.
             if (cx->opt[LILY_CUDA_OPT_GDN_CHUNKED] && T >= 64) {
@@ -166,11 +169,12 @@ static int enqueue_chunk(cuda_ctx *cx, cuda_state *s, int T) {
             if ((rc = pf_gemm(st, sep, b->g, vd, d->out, T, QG_RESID, b->x, b->x))) break;
             PF_MARK("gdn out_proj gemm (+residual)");
         } else {
-            if ((rc = pf_gemm(st, sep, b->xn, H, d->q, T, QG_F32, b->qg, NULL)) ||
-                (rc = pf_gemm(st, sep, b->xn, H, d->k, T, QG_F32, b->k, NULL)) ||
+            if ((rc = pf_gemm(st, sep, b->xn, H, d->q, T, QG_F32, b->qg, NULL))) break;
+            PF_MARK("attn q|gate gemm");
+            if ((rc = pf_gemm(st, sep, b->xn, H, d->k, T, QG_F32, b->k, NULL)) ||
                 (rc = pf_gemm(st, sep, b->xn, H, d->v, T, QG_F32, b->v, NULL)))
                 break;
-            PF_MARK("attn q|gate, k, v gemms");
+            PF_MARK("attn k, v gemms");
             pf_qk_norm_rope_append(adm, T, pos0, b->qg, b->k, b->v, d->q_norm, d->k_norm, b->qr, s->kc[l],
                                    s->vc[l], st);
             PF_MARK("attn q/k norm + rope + kv append");
@@ -228,6 +232,8 @@ int forward_chunks(cuda_ctx *cx, cuda_state *s, const int *tokens, int n, float 
     lily_qg_tma = cx->opt[LILY_CUDA_OPT_QG_TMA];          // and how the wide tile loads
     lily_qg_tma128 = cx->opt[LILY_CUDA_OPT_QG_TMA128];    // and the 128-column tile too
     lily_moe_gather = cx->opt[LILY_CUDA_OPT_MOE_GATHER];  // and whether MoE rows are gathered for it
+    lily_moe_tails = cx->opt[LILY_CUDA_OPT_MOE_TAILS];    // and whether group tails get 64-row tiles
+    lily_qg_fill = cx->opt[LILY_CUDA_OPT_QG_FILL];        // and whether narrow dense GEMMs do
     const int C = cx->pf.C;
     if (cx->opt[LILY_CUDA_OPT_SEP_DEQUANT] && (rc = sep_reserve(cx, C))) return rc;
     for (int i0 = 0; i0 < n; i0 += C) {

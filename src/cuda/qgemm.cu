@@ -93,7 +93,7 @@ __global__ void __launch_bounds__(qg_cfg<MF, WM, BITS>::THREADS) qgemm_kernel(qg
         }
         grp = lo;
         m0 = __ldg(a.grp_off + grp) + (tile - __ldg(a.tile_off + grp)) * BM;
-        rows = min(BM, __ldg(a.grp_off + grp + 1) - m0);
+        rows = min(BM, __ldg(a.grp_end ? a.grp_end + grp : a.grp_off + grp + 1) - m0);
     } else {
         m0 = blockIdx.x * BM;
         rows = min(BM, a.M - m0);
@@ -334,6 +334,19 @@ int qgemm_pick_tile(int rows) {
     return 128;
 }
 
+// A dense call's tile height, lowered from the rule's `bm` to 64 while its grid of 128-column blocks
+// would keep fewer than half the SMs busy: the 8-bit router (256 columns: 64 blocks at 4K tokens) and
+// GDN's b and a (32 columns: 32 blocks) ran at 17-51 TFLOP/s on 128-row tiles (ncu, docs/PERF.md),
+// and so did short prompts' narrow GEMMs. Rows are computed alike at any height (same K order).
+// lily_qg_fill = 0 keeps the rule's height (ablation).
+int lily_qg_fill = 1;
+int qgemm_fill_tile(int M, int N, int bm) {
+    if (!lily_qg_fill || lily_qg_tile_force > 0) return bm;
+    const long sms = cuda_sm_count(), nb = (N + 127) / 128;
+    while (bm > 64 && 2 * nb * ((M + bm - 1) / bm) <= sms) bm /= 2;
+    return bm;
+}
+
 // The slow path for what the tensor-core kernel does not take (dense bf16/f16/f32 weights, odd
 // widths or group sizes: the tiny test fixtures): one thread per output element, fp32 weights from
 // dq_get, the same row mapping and epilogues. Grouped mode finds a row's group by binary search.
@@ -348,6 +361,7 @@ __global__ void qgemm_generic_kernel(qg_args a) {
             if (a.grp_off[mid] <= p) lo = mid;
             else hi = mid - 1;
         }
+        if (a.grp_end && p >= a.grp_end[lo]) return; // another launch's row (grp_off: this one's starts)
         wrow += (long)lo * a.N;
     }
     const int xr = a.x_rows ? a.x_rows[p] : p;
@@ -382,8 +396,10 @@ int qgemm_launch(const qg_args &a, int tile_m, int max_tiles, cudaStream_t st) {
             qgemm_generic_kernel<<<dim3((a.N + 127) / 128, a.M), 128, 0, st>>>(a);
         return 0;
     }
-    if (tile_m == 0) tile_m = qgemm_pick_tile(a.tile_off ? a.M / (a.n_groups > 0 ? a.n_groups : 1) : a.M);
+    const bool pick = tile_m == 0;
+    if (pick) tile_m = qgemm_pick_tile(a.tile_off ? a.M / (a.n_groups > 0 ? a.n_groups : 1) : a.M);
     int bm = tile_m == 16 || tile_m == 32 || tile_m == 64 ? tile_m : 128;
+    if (pick && !a.tile_off) bm = qgemm_fill_tile(a.M, a.N, bm);
     int grid_x = a.tile_off ? max_tiles : (a.M + bm - 1) / bm;
     if (grid_x <= 0 || a.N <= 0) return 0;
     if (qgemm_wg_takes(a, bm)) {

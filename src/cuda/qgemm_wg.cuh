@@ -222,7 +222,7 @@ __device__ __forceinline__ bool wg_block_rows(const qg_args &a, int BM, int *m0,
         }
         *grp = lo;
         *m0 = __ldg(a.grp_off + lo) + (tile - __ldg(a.tile_off + lo)) * BM;
-        *rows = min(BM, __ldg(a.grp_off + lo + 1) - *m0);
+        *rows = min(BM, __ldg(a.grp_end ? a.grp_end + lo : a.grp_off + lo + 1) - *m0);
     } else {
         *m0 = blockIdx.x * BM;
         *rows = min(BM, a.M - *m0);

@@ -247,7 +247,9 @@ struct moe_case { int T, H, I, E, K, Is, skew, tile; };
 static void test_moe_pf(rng &r) {
     moe_case cases[] = {{37, 256, 128, 16, 4, 128, 1, 0}, {1, 256, 64, 16, 4, 0, 0, 16},
                         {300, 512, 192, 64, 8, 256, 1, 32}, {64, 2048, 512, 64, 8, 512, 0, 64},
-                        {257, 320, 128, 32, 8, 192, 1, 128}};
+                        {257, 320, 128, 32, 8, 192, 1, 128},
+                        // ~150 rows an expert on 128-row tiles: most groups end in a tail (moe_pf_tails)
+                        {600, 256, 128, 16, 4, 0, 0, 128}};
     int idx = 0;
     for (auto &k : cases) {
         if (g_small && idx++ >= 2) break;
@@ -297,7 +299,8 @@ static void test_moe_pf(rng &r) {
         CK(cudaGetLastError());
         std::vector<float> lg = back(s.logits, (size_t)T * k.E), gw = back(s.wts, (size_t)T * k.K);
         std::vector<int> gid = back(s.ids, (size_t)T * k.K), go = back(s.grp_off, k.E + 1),
-                         gt = back(s.tile_off, k.E + 1), stok = back(s.sorted_tok, (size_t)T * k.K),
+                         gt = back(s.tile_off, k.E + 1), gtb = back(s.tile_off_b, k.E + 1),
+                         gmid = back(s.grp_mid, k.E), stok = back(s.sorted_tok, (size_t)T * k.K),
                          spair = back(s.sorted_pair, (size_t)T * k.K);
         // Router logits (full path only) vs CPU.
         double elg = 0;
@@ -326,10 +329,15 @@ static void test_moe_pf(rng &r) {
                 cnt[ids[j]]++;
             }
         }
-        bool map_ok = go[0] == 0 && gt[0] == 0;
+        // The block map: with tails, each group's 128-row tiles stop where its tail of 1..64 rows
+        // starts (grp_mid), and the tail has one tile in the second launch's map.
+        const bool split = moe_pf_tails_on(lily_moe_tails, tile);
+        bool map_ok = go[0] == 0 && gt[0] == 0 && (!split || gtb[0] == 0);
         int empty = 0, biggest = 0;
         for (int e = 0; e < k.E; e++) {
-            map_ok = map_ok && go[e + 1] - go[e] == cnt[e] && gt[e + 1] - gt[e] == (cnt[e] + tile - 1) / tile;
+            const int tail = split ? (cnt[e] % 128 >= 1 && cnt[e] % 128 <= 64 ? cnt[e] % 128 : 0) : 0;
+            map_ok = map_ok && go[e + 1] - go[e] == cnt[e] && gt[e + 1] - gt[e] == (cnt[e] - tail + tile - 1) / tile;
+            if (split) map_ok = map_ok && gtb[e + 1] - gtb[e] == (tail > 0) && gmid[e] == go[e + 1] - tail;
             empty += cnt[e] == 0, biggest = std::max(biggest, cnt[e]);
             for (int p = go[e]; p < go[e + 1] && map_ok; p++)
                 map_ok = spair[p] >= 0 && spair[p] < T * k.K && gid[spair[p]] == e && stok[p] == spair[p] / k.K;
@@ -375,9 +383,9 @@ static void test_moe_pf(rng &r) {
         }
         bool out_ok = sqrt(num) <= 1e-2 * sqrt(den) + sqrt(rnd) / 512.0;
         bool ok = !rc && ids_ok && ew <= 1.0 / 128 && map_ok && !count_nonfinite(gout.data(), gout.size()) && out_ok && elg < 1e-2;
-        report(ok, "moe prefill T=%d H=%d I=%d E=%d top%d Is=%d %s tile=%d: groups empty %d, largest %d rows; ids %s, wts max rel err %.1e (tol 2^-7), map %s, logits rel_l2 %.1e, out-res rel_l2 %.2e (tol 1e-2 + half a bf16 step of |out|)",
-               T, k.H, k.I, k.E, k.K, k.Is, k.skew ? "skewed" : "router", tile, empty, biggest, ids_ok ? "equal" : "DIFFER", ew,
-               map_ok ? "ok" : "BAD", elg, eo);
+        report(ok, "moe prefill T=%d H=%d I=%d E=%d top%d Is=%d %s tile=%d: groups empty %d, largest %d rows, %d tails on 64-row tiles; ids %s, wts max rel err %.1e (tol 2^-7), map %s, logits rel_l2 %.1e, out-res rel_l2 %.2e (tol 1e-2 + half a bf16 step of |out|)",
+               T, k.H, k.I, k.E, k.K, k.Is, k.skew ? "skewed" : "router", tile, empty, biggest, split ? gtb[k.E] : 0,
+               ids_ok ? "equal" : "DIFFER", ew, map_ok ? "ok" : "BAD", elg, eo);
         free_all();
     }
 }
@@ -816,7 +824,13 @@ void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
     lily_qg_wide = wide ? atoi(wide) : 1; // as the engine
     const char *gat = getenv("LILY_CUDA_MOE_GATHER");
     lily_moe_gather = gat ? atoi(gat) != 0 : 1;
+    const char *tl = getenv("LILY_CUDA_MOE_TAILS");
+    lily_moe_tails = tl ? atoi(tl) != 0 : 1; // as the engine, for every pass below
     test_moe_pf(r); // default kernels: wgmma for tiles of 64/128 rows
+    lily_moe_tails = !lily_moe_tails;
+    printf("(the same MoE cases with the groups' tails %s)\n", lily_moe_tails ? "on 64-row tiles" : "on the 128-row tiles");
+    test_moe_pf(r);
+    lily_moe_tails = !lily_moe_tails;
     lily_qg_wgmma = 0;
     printf("(the same MoE cases on the mma.sync kernel)\n");
     test_moe_pf(r);
