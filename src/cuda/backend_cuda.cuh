@@ -65,6 +65,9 @@ struct cuda_ctx {
     cudaStream_t st;
     int opt[LILY_CUDA_OPT_COUNT];
     int opt_gen; // bumped when an option changes: graphs captured under older options are stale
+    // Decode attention by context: from attn_long_from positions on (LILY_CUDA_ATTN_LONG, default
+    // 40K) the step packs GQA at 64 splits (attn_plan); step_long says which the step being enqueued is.
+    int attn_long_from, step_long;
     int dump;    // LILY_CUDA_DUMP=1: print per-layer residual-stream RMS to stderr (plain launches)
     size_t peak; // most device memory held at once (weights + scratch + states)
     // staging for uploads and host copies
@@ -93,8 +96,8 @@ struct cuda_state {
     int ids_cap;
     int *h_tok;   // pinned
     float *h_log; // pinned, V floats
-    cudaGraphExec_t graph[2]; // [0]: argmax only, [1]: also writes logits
-    int graph_gen[2];
+    cudaGraphExec_t graph[2][2]; // [long context][0: argmax only, 1: also writes logits]
+    int graph_gen[2][2];
     float temp;
     unsigned seed;
     std::vector<void *> allocs;

@@ -220,7 +220,7 @@ static int upload_model(cuda_ctx *cx) {
 
 static int scratch_alloc(cuda_ctx *cx) {
     const lily_config *c = &cx->c;
-    int C = lily_conv_dim(c), maxsplit = 64;
+    int C = lily_conv_dim(c), maxsplit = 256;
     size_t big = (size_t)c->hidden;
     size_t cand[] = {(size_t)C, (size_t)c->lin_v_heads * c->lin_v_dim, (size_t)c->n_heads * 2 * c->head_dim,
                      (size_t)c->n_heads * c->head_dim};
@@ -265,7 +265,8 @@ static int init_cuda(const lily_model *m, void **out) {
     cx->m = m, cx->c = m->cfg;
     cx->opt[LILY_CUDA_OPT_GRAPH] = env_int("LILY_CUDA_GRAPH", 1);
     cx->opt[LILY_CUDA_OPT_ATTN_SPLIT] = env_int("LILY_CUDA_ATTN_SPLIT", 0);
-    cx->opt[LILY_CUDA_OPT_GQA] = env_int("LILY_CUDA_GQA", 0);
+    cx->opt[LILY_CUDA_OPT_GQA] = env_int("LILY_CUDA_GQA", -1); // -1: by context (attn_plan)
+    cx->attn_long_from = env_int("LILY_CUDA_ATTN_LONG", 40960);
     cx->opt[LILY_CUDA_OPT_GDN_SPLIT] = env_int("LILY_CUDA_GDN_SPLIT", 8);
     cx->opt[LILY_CUDA_OPT_F32ACT] = env_int("LILY_CUDA_F32ACT", 0) != 0;
     cx->opt[LILY_CUDA_OPT_PDL] = env_int("LILY_CUDA_PDL", 1) != 0;
@@ -353,8 +354,9 @@ static void free_ctx(void *p) {
 // ---------------------------------------------------------------------------------------------
 // States.
 static void drop_graphs(cuda_state *s) {
-    for (int i = 0; i < 2; i++)
-        if (s->graph[i]) cudaGraphExecDestroy(s->graph[i]), s->graph[i] = NULL;
+    for (int j = 0; j < 2; j++)
+        for (int i = 0; i < 2; i++)
+            if (s->graph[j][i]) cudaGraphExecDestroy(s->graph[j][i]), s->graph[j][i] = NULL;
 }
 
 static void state_free_cuda(void *ctx, void *p) {
@@ -465,13 +467,16 @@ void dump_rows(cuda_ctx *cx, const float *dx, const int *dids, int l) {
 // The decode step's stream (the prefill path dumps the last row of each chunk the same way).
 static void dump_layer(cuda_ctx *cx, int l) { dump_rows(cx, cx->x, cx->ids, l); }
 
-static int attn_splits(cuda_ctx *cx, cuda_state *s) {
-    int v = cx->opt[LILY_CUDA_OPT_ATTN_SPLIT];
-    if (v > 0) return v > 64 ? 64 : v;
-    // Automatic: 32 (measured with 4 positions per warp pass: 32 beat 64 at 4K and 32K, docs/PERF.md;
-    // the count is fixed per captured graph, so it cannot follow the current length).
-    (void)s;
-    return 32;
+// The step's attention layout: split count and GQA packing. Automatic (options 0 / -1): below
+// attn_long_from positions no packing at 32 splits (each K/V row read by the 8 query heads' blocks,
+// mostly from L2: 512 blocks); from there on packing at 64 splits (every K/V row read once, 128
+// blocks): 48K 295 -> 300 tok/s, 128K 207 -> 225, but 32K 329 -> 323 and 4K 392 -> 370
+// (docs/PERF.md). The graph is captured per side of the threshold (run_step), so the layout follows
+// the context.
+static void attn_plan(cuda_ctx *cx, int *nsplit, int *gqa) {
+    const int v = cx->opt[LILY_CUDA_OPT_ATTN_SPLIT], g = cx->opt[LILY_CUDA_OPT_GQA];
+    *gqa = g >= 0 ? g : cx->step_long;
+    *nsplit = v > 0 ? (v > 256 ? 256 : v) : *gqa ? 64 : 32;
 }
 
 static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_out) {
@@ -523,8 +528,9 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
             qk_norm_rope_append(ad, cx->qg, cx->kk, cx->vv, d->q_norm, d->k_norm, cx->qr, s->kc[l],
                                 s->vc[l], s->d_pos, st);
             prof_mark(cx, "attn qk norm+rope+append");
-            attn_decode(ad, cx->qr, s->kc[l], s->vc[l], cx->qg, cx->part, cx->o, s->d_pos,
-                        attn_splits(cx, s), cx->opt[LILY_CUDA_OPT_GQA], st);
+            int nsplit, gqa;
+            attn_plan(cx, &nsplit, &gqa);
+            attn_decode(ad, cx->qr, s->kc[l], s->vc[l], cx->qg, cx->part, cx->o, s->d_pos, nsplit, gqa, st);
             prof_mark(cx, "attn decode+combine");
             memset(&go, 0, sizeof go);
             go.nseg = 1, go.cols = c->n_heads * c->head_dim, go.x = cx->o, go.pro = PRO_PLAIN, go.epi = GV_RESID;
@@ -586,26 +592,27 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
     prof_mark(cx, "token select");
 }
 
-// Run one step (graph replay when enabled). The token is already in s->d_tok.
-static int run_step(cuda_ctx *cx, cuda_state *s, int want_logits, int *ids_out) {
+// Run one step at position pos (graph replay when enabled). The token is already in s->d_tok.
+static int run_step(cuda_ctx *cx, cuda_state *s, int want_logits, int *ids_out, int pos) {
     float *lg = want_logits ? cx->logits : NULL;
+    cx->step_long = pos >= cx->attn_long_from;
     if (!cx->opt[LILY_CUDA_OPT_GRAPH] || ids_out || cx->dump) {
         enqueue_step(cx, s, lg, ids_out);
         CU_TRY(cudaGetLastError());
         return 0;
     }
-    int gi = want_logits ? 1 : 0;
-    if (!s->graph[gi] || s->graph_gen[gi] != cx->opt_gen) {
-        if (s->graph[gi]) cudaGraphExecDestroy(s->graph[gi]), s->graph[gi] = NULL;
+    const int gi = want_logits ? 1 : 0, gl = cx->step_long;
+    if (!s->graph[gl][gi] || s->graph_gen[gl][gi] != cx->opt_gen) {
+        if (s->graph[gl][gi]) cudaGraphExecDestroy(s->graph[gl][gi]), s->graph[gl][gi] = NULL;
         cudaGraph_t gr;
         CU_TRY(cudaStreamBeginCapture(cx->st, cudaStreamCaptureModeThreadLocal));
         enqueue_step(cx, s, lg, NULL);
         CU_TRY(cudaStreamEndCapture(cx->st, &gr));
-        CU_TRY(cudaGraphInstantiate(&s->graph[gi], gr, 0));
+        CU_TRY(cudaGraphInstantiate(&s->graph[gl][gi], gr, 0));
         cudaGraphDestroy(gr);
-        s->graph_gen[gi] = cx->opt_gen;
+        s->graph_gen[gl][gi] = cx->opt_gen;
     }
-    CU_TRY(cudaGraphLaunch(s->graph[gi], cx->st));
+    CU_TRY(cudaGraphLaunch(s->graph[gl][gi], cx->st));
     return 0;
 }
 
@@ -655,7 +662,7 @@ static int forward_cuda(void *ctx, void *p, const int *tokens, int n, float *log
         CU_TRY(cudaStreamSynchronize(cx->st)); // h_tok is reused
         *s->h_tok = tokens[i];
         CU_TRY(cudaMemcpyAsync(s->d_tok, s->h_tok, 4, cudaMemcpyHostToDevice, cx->st));
-        int rc = run_step(cx, s, want, NULL);
+        int rc = run_step(cx, s, want, NULL, s->pos);
         if (rc) return rc;
         s->pos++;
         if (want) {
@@ -811,7 +818,7 @@ extern "C" int lily_cuda_generate(void *ctx, void *p, int first, int n, float te
     CU_TRY(cudaMemsetAsync(cx->nan_flag, 0, 4, cx->st));
     // The graph has no ids output; copy each step's token from d_tok into d_ids after replay.
     for (int i = 0; i < n; i++) {
-        int rc = run_step(cx, s, 0, NULL);
+        int rc = run_step(cx, s, 0, NULL, s->pos + i);
         if (rc) return rc;
         CU_TRY(cudaMemcpyAsync(s->d_ids + i, s->d_tok, 4, cudaMemcpyDeviceToDevice, cx->st));
     }
@@ -878,7 +885,7 @@ extern "C" double lily_cuda_time_steps(void *ctx, void *p, int n, int reps) {
         cudaStreamSynchronize(cx->st);
         cudaEventRecord(e0, cx->st);
         for (int i = 0; i < n; i++)
-            if (run_step(cx, s, 0, NULL)) return -1.0;
+            if (run_step(cx, s, 0, NULL, pos + i)) return -1.0;
         cudaEventRecord(e1, cx->st);
         if (cudaEventSynchronize(e1) != cudaSuccess) return -1.0;
         float ms = 0;
@@ -921,6 +928,7 @@ extern "C" int lily_cuda_profile_step(void *ctx, void *p, const char **names, do
         for (cudaEvent_t e : cx->prof_ev) cudaEventDestroy(e);
         cx->prof_ev.clear(), cx->prof_name.clear();
         cx->prof = 1;
+        cx->step_long = pos >= cx->attn_long_from;
         enqueue_step(cx, s, NULL, NULL);
         cx->prof = 0;
         CU_TRY(cudaStreamSynchronize(cx->st));

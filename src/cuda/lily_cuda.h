@@ -19,8 +19,9 @@ extern "C" {
 // wgmma (off = the prefill GEMMs on mma.sync only), moe_split (off = one warp per expert down row pair).
 enum lily_cuda_opt {
     LILY_CUDA_OPT_GRAPH = 0,      // 1 = the whole step as one CUDA graph (default), 0 = plain launches
-    LILY_CUDA_OPT_ATTN_SPLIT = 1, // split-KV blocks per KV head (1 = no split); 0 = automatic
-    LILY_CUDA_OPT_GQA = 2,        // 1 = one KV load serves all query heads of its group (default 0: measured slower, PERF.md)
+    LILY_CUDA_OPT_ATTN_SPLIT = 1, // split-KV blocks per KV head (1 = no split); 0 = automatic (32, or 64 packed)
+    LILY_CUDA_OPT_GQA = 2,        // 1 = one KV load serves all query heads of its group, 0 = never; -1 (default) =
+                                  // from LILY_CUDA_ATTN_LONG positions on (40K; measured, docs/PERF.md)
     LILY_CUDA_OPT_GDN_SPLIT = 3,  // blocks per GDN value head (default 8)
     LILY_CUDA_OPT_F32ACT = 4,     // 1 = fp32 activations and fp32 KV cache (debug: the CPU backend's
                                   // function to ~1e-5); states keep the mode they were made in
