@@ -448,7 +448,13 @@ class Client:
             if not line:
                 raise Check("stream ended before %d events" % want)
             if line.startswith(b"data: "):
-                if b'"error"' in line or line.startswith(b"data: [DONE]"):
+                # An error event has a top-level "error" key; the bytes "error" alone can be content
+                # (a model's token, seen 2026-11-30: a false failure).
+                try:
+                    ev = json.loads(line[6:]) if not line.startswith(b"data: [DONE]") else None
+                except ValueError:
+                    raise Check("cancel_stream: bad event %r" % line[:200])
+                if ev is None or "error" in ev:
                     raise Check("cancel_stream: early %r" % line[:200])
                 n += 1
         h.sock.shutdown(2)
