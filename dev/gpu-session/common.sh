@@ -39,3 +39,18 @@ ab_bench() {
         timeout $t $B/lily bench "$@" --out $L/new$i 2>&1 | grep -E "^(decode|prefill) " | sed "s/^/new /"
     done; el bench
 }
+# pf_cli: tests/gpu/cli_prefill.py on the carried lily (log $L/cli_prefill.txt, failures printed).
+pf_cli() {
+    LILY_BIN=$B/lily timeout 150 python3 tests/gpu/cli_prefill.py > $L/cli_prefill.txt 2>&1; el "cli_prefill rc=$?"
+    grep -E "FAIL|failed" $L/cli_prefill.txt | cut -c1-220
+}
+# env_ab VAR ARGS...: `lily bench ARGS` with VAR=0, 1, 0, 1 (one binary, a switch A/B), its
+# prefill/decode lines prefixed "VAR=v".
+env_ab() {
+    local var=$1 v; shift
+    for v in 0 1 0 1; do
+        env $var=$v timeout 100 $B/lily bench "$@" --out $L/ab_$v 2>&1 | grep -E "^(decode|prefill) " | sed "s/^/$var=$v /"
+    done; el bench
+}
+# pf_prof [N]: `lily-gpu-test pfprof /tmp/big 4K`, its first N table rows.
+pf_prof() { timeout 120 $B/lily-gpu-test pfprof /tmp/big 4K > $L/pfprof.txt 2>&1; el "pfprof rc=$?"; grep -E "\|" $L/pfprof.txt | head -${1:-30}; }

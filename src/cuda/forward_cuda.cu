@@ -220,7 +220,7 @@ static int upload_model(cuda_ctx *cx) {
 
 static int scratch_alloc(cuda_ctx *cx) {
     const lily_config *c = &cx->c;
-    int C = lily_conv_dim(c), maxsplit = 256;
+    int C = lily_conv_dim(c), maxsplit = ATTN_MAX_SPLIT;
     size_t big = (size_t)c->hidden;
     size_t cand[] = {(size_t)C, (size_t)c->lin_v_heads * c->lin_v_dim, (size_t)c->n_heads * 2 * c->head_dim,
                      (size_t)c->n_heads * c->head_dim};
@@ -476,7 +476,7 @@ static void dump_layer(cuda_ctx *cx, int l) { dump_rows(cx, cx->x, cx->ids, l); 
 static void attn_plan(cuda_ctx *cx, int *nsplit, int *gqa) {
     const int v = cx->opt[LILY_CUDA_OPT_ATTN_SPLIT], g = cx->opt[LILY_CUDA_OPT_GQA];
     *gqa = g >= 0 ? g : cx->step_long;
-    *nsplit = v > 0 ? (v > 256 ? 256 : v) : *gqa ? 64 : 32;
+    *nsplit = v > 0 ? (v > ATTN_MAX_SPLIT ? ATTN_MAX_SPLIT : v) : *gqa ? 64 : 32;
 }
 
 static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_out) {

@@ -132,6 +132,8 @@ void attn_decode(attn_dims d, const float *q, const void *kc, const void *vc,
                  const float *qg, float *part, float *o, const int *pos, int nsplit, int gqa_pack,
                  cudaStream_t st);
 size_t attn_part_floats(attn_dims d, int nsplit);
+// The most splits a step asks for: the partials are sized for it, and the parallel combine takes it.
+#define ATTN_MAX_SPLIT 256
 
 // ---- sample.cu ------------------------------------------------------------------------------
 // Reduce the lm_head blocks' (value, row) pairs: *tok = best row; ids_out[*step] = it when ids_out;
