@@ -351,6 +351,9 @@ __device__ __forceinline__ void wg_epilogue_smem(const qg_args &a, const float *
             *(uint2 *)yb = make_uint2(wg_pack(v.x, v.y), wg_pack(v.z, v.w));
         } else if (full && a.epi == QG_F32_RAW && !((uintptr_t)yf & 15)) {
             *(float4 *)yf = v;
+        } else if (full && a.epi == QG_SCALE_BF16 && !((uintptr_t)yb & 7)) { // qg_store2_at's values, one store
+            const float sc = s_scale[r];
+            *(uint2 *)yb = make_uint2(wg_pack(sc * rb(v.x), sc * rb(v.y)), wg_pack(sc * rb(v.z), sc * rb(v.w)));
         } else {
             auto scale = [&] { return s_scale[r]; };
             qg_store2_at(a, at, scale, v.x, v.y);
