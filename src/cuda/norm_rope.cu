@@ -10,25 +10,47 @@ __global__ void qk_kernel(attn_dims d, const float *qg, const float *k, const fl
                           void *vc, const int *posp) {
     extern __shared__ float y[];
     __shared__ float red[32];
-    pdl_wait();
-    pdl_trigger();
-    const int hb = blockIdx.x, D = d.d, p = *posp;
+    const int hb = blockIdx.x, D = d.d, half = d.rope_dim / 2;
     const bool is_q = hb < d.hq;
     const int h = is_q ? hb : hb - d.hq;
-    const float *x = is_q ? qg + (long)h * 2 * D : k + (long)h * D;
     const float *w = is_q ? q_norm : k_norm;
-    float ss = 0.0f;
-    for (int i = threadIdx.x; i < D; i += blockDim.x) ss += x[i] * x[i];
-    float r = rsqrtf(block_sum(ss, red) / D + d.eps);
-    for (int i = threadIdx.x; i < D; i += blockDim.x) y[i] = rb(x[i] * r * w[i]);
-    __syncthreads();
-    const int half = d.rope_dim / 2;
-    for (int i = threadIdx.x; i < D; i += blockDim.x) {
-        float out = y[i];
+    // Before the wait, what does not depend on the previous kernel: the position (written by the
+    // previous step's token select, long complete when this kernel starts), and for this thread's
+    // dims (at most QK_DPT: head_dim <= 256, checked at load) the norm weight and the rotation, whose
+    // powf / sincos were on the critical path after the wait.
+    constexpr int QK_DPT = 2;
+    const int p = *posp;
+    float wv[QK_DPT], cv[QK_DPT], sv[QK_DPT];
+#pragma unroll
+    for (int u = 0; u < QK_DPT; u++) {
+        const int i = threadIdx.x + u * blockDim.x;
+        wv[u] = i < D ? w[i] : 0.0f, cv[u] = sv[u] = 0.0f;
         if (i < d.rope_dim) {
             int fi = i < half ? i : i - half;
             float inv = 1.0f / powf(d.theta, (float)(2 * fi) / (float)d.rope_dim);
-            float ang = (float)p * inv, c = rb(cosf(ang)), s = rb(sinf(ang));
+            float ang = (float)p * inv;
+            cv[u] = rb(cosf(ang)), sv[u] = rb(sinf(ang));
+        }
+    }
+    pdl_wait();
+    pdl_trigger();
+    const float *x = is_q ? qg + (long)h * 2 * D : k + (long)h * D;
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < D; i += blockDim.x) ss += x[i] * x[i];
+    float r = rsqrtf(block_sum(ss, red) / D + d.eps);
+#pragma unroll
+    for (int u = 0; u < QK_DPT; u++) {
+        const int i = threadIdx.x + u * blockDim.x;
+        if (i < D) y[i] = rb(x[i] * r * wv[u]);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int u = 0; u < QK_DPT; u++) {
+        const int i = threadIdx.x + u * blockDim.x;
+        if (i >= D) break;
+        float out = y[i];
+        if (i < d.rope_dim) {
+            const float c = cv[u], s = sv[u];
             out = i < half ? rb(rb(y[i] * c) - rb(y[i + half] * s)) : rb(rb(y[i] * c) + rb(y[i - half] * s));
         }
         if (is_q) {

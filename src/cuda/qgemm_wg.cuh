@@ -216,6 +216,17 @@ __device__ __forceinline__ bool wg_block_rows(const qg_args &a, int BM, int *m0,
         const int tile = blockIdx.x;
         if (tile >= __ldg(a.tile_off + a.n_groups)) return false;
         int lo = 0, hi = a.n_groups;
+        if (a.n_groups <= 1024) {
+            // The last group with tile_off[g] <= tile in two rounds of one load a lane (tile_off does
+            // not decrease): every S-th entry, then the S after the last one that passed. The binary
+            // search's eight dependent loads were ~4 % of the grouped down projection's stall samples.
+            const int lane = threadIdx.x & 31, S = (a.n_groups + 31) / 32;
+            const unsigned b1 = __ballot_sync(0xffffffffu, lane * S < a.n_groups && __ldg(a.tile_off + lane * S) <= tile);
+            const int base = (31 - __clz(b1)) * S; // lane 0 always passes: tile_off[0] = 0
+            const unsigned b2 =
+                __ballot_sync(0xffffffffu, lane < S && base + lane < a.n_groups && __ldg(a.tile_off + base + lane) <= tile);
+            lo = base + 31 - __clz(b2);
+        } else
         while (hi - lo > 1) {
             int mid = (lo + hi) >> 1;
             if (__ldg(a.tile_off + mid) <= tile) lo = mid; else hi = mid;
@@ -297,6 +308,17 @@ template <int NJ, int THREADS>
 __device__ __forceinline__ void wg_epilogue_smem(const qg_args &a, const float *acc, float *tile, int r0, int t,
                                                  int m0, int rows, int n0, int BM) {
     constexpr int BN = NJ * 8, LD = BN + 8;
+    // Each row's output row (scatter) and scale (QG_SCALE_BF16) once, requested before the tile is
+    // staged: read per 4-column piece they were two dependent global loads in the loop, ~a fifth
+    // of the grouped down projection's stall samples (ncu, docs/PERF.md). THREADS / 2 = BM rows.
+    __shared__ int s_orow[THREADS / 2];
+    __shared__ float s_scale[THREADS / 2];
+    const int nr = min(rows, BM);
+    for (int r = threadIdx.x; r < nr; r += THREADS) {
+        const int o = a.y_rows ? __ldg(a.y_rows + m0 + r) : m0 + r;
+        s_orow[r] = o;
+        if (a.epi == QG_SCALE_BF16) s_scale[r] = __ldg(a.scale + o);
+    }
     __syncthreads(); // every warp is past its last read of the pipeline's shared memory
 #pragma unroll
     for (int hr = 0; hr < 2; hr++)
@@ -306,12 +328,10 @@ __device__ __forceinline__ void wg_epilogue_smem(const qg_args &a, const float *
     __syncthreads();
     const bool glu = a.epi == QG_GLU;
     const int C4 = glu ? BN / 8 : BN / 4; // 4-column pieces a row writes (QG_GLU: the gate half)
-    const int nr = min(rows, BM);
     for (int i = threadIdx.x; i < nr * C4; i += THREADS) {
         const int r = i / C4, c = 4 * (i - r * C4), col = n0 + c;
         if (col >= a.N) continue;
-        const int p = m0 + r, orow = a.y_rows ? __ldg(a.y_rows + p) : p;
-        const long at = (long)orow * a.ldy + col;
+        const long at = (long)s_orow[r] * a.ldy + col;
         const bool full = col + 4 <= a.N; // else N - col = 2 (N even): one pair
         const float4 v = *(const float4 *)(tile + r * LD + c);
         uint16_t *yb = (uint16_t *)a.y + at;
@@ -331,8 +351,11 @@ __device__ __forceinline__ void wg_epilogue_smem(const qg_args &a, const float *
             *(uint2 *)yb = make_uint2(wg_pack(v.x, v.y), wg_pack(v.z, v.w));
         } else if (full && a.epi == QG_F32_RAW && !((uintptr_t)yf & 15)) {
             *(float4 *)yf = v;
+        } else if (full && a.epi == QG_SCALE_BF16 && !((uintptr_t)yb & 7)) { // qg_store2_at's values, one store
+            const float sc = s_scale[r];
+            *(uint2 *)yb = make_uint2(wg_pack(sc * rb(v.x), sc * rb(v.y)), wg_pack(sc * rb(v.z), sc * rb(v.w)));
         } else {
-            auto scale = [&] { return __ldg(a.scale + orow); };
+            auto scale = [&] { return s_scale[r]; };
             qg_store2_at(a, at, scale, v.x, v.y);
             if (full) qg_store2_at(a, at + 2, scale, v.z, v.w);
         }
