@@ -255,3 +255,11 @@ void pf_attention(attn_dims d, int T, int pos0, const float *q, const void *kc, 
 // Used by the prefill path when LILY_CUDA_FA=1 (LILY_CUDA_OPT_FA, bench flag "flash"; default off).
 void pf_attention_flash(attn_dims d, int T, int pos0, const float *q, const void *kc, const void *vc,
                         const float *qg, uint16_t *o, cudaStream_t st);
+// ---- attn_flash_wg.cu: the same at head_dim 256 on wgmma (sm_90a) -----------------------------
+// pf_attention_flash takes it for the shapes pf_attention_wg_takes (bf16 cache, D = 256) while
+// lily_fa_wg is 1 (option LILY_CUDA_OPT_FA_WG, LILY_CUDA_FA_WG, flag fa_wg; engine default 1; this
+// variable's own 0 is what kernel tests start from). Same rounding points as fa_kernel.
+extern int lily_fa_wg;
+bool pf_attention_wg_takes(attn_dims d);
+void pf_attention_wg(attn_dims d, int T, int pos0, const float *q, const void *kc, const void *vc, const float *qg,
+                     uint16_t *o, cudaStream_t st);

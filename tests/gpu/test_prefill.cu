@@ -615,6 +615,9 @@ static void test_attn_pf(rng &r) {
         {6, 2, 64, 37, 0},    {6, 2, 64, 300, 1000}, {16, 2, 256, 37, 5},  {4, 4, 32, 37, 3},
         {8, 1, 96, 100, 200}, {16, 1, 128, 65, 64}, {6, 2, 48, 37, 10},   {6, 3, 80, 129, 31},
         {4, 2, 40, 37, 0}, // D % 16 != 0: pf_attention_flash falls back to pf_attention
+        // D 256 on the wgmma kernel too (attn_flash_wg.cu: 128-row blocks, 64-key tiles): a block's
+        // rows across tokens and heads, partial key tiles, a chunk after earlier ones.
+        {16, 2, 256, 129, 0}, {8, 1, 256, 77, 130}, {16, 4, 256, 200, 63}, {16, 2, 256, 16, 48},
     };
     int idx = 0;
     for (auto &k : cases) {
@@ -626,11 +629,16 @@ static void test_attn_pf(rng &r) {
         std::vector<float> q = to_f32(rand_bf16(nq, r, 2.0f)), qg((size_t)T * k.hq * 2 * D);
         for (float &v : qg) v = bfr(r.normal());
         uint16_t *dkc = dup(kc), *dvc = dup(vc), *o_old = poisoned<uint16_t>(nq), *o_fa = poisoned<uint16_t>(nq);
+        uint16_t *o_wg = poisoned<uint16_t>(nq);
         float *dq = dup(q), *dqg = dup(qg);
         pf_attention(d, T, k.pos0, dq, dkc, dvc, dqg, o_old, 0);
         pf_attention_flash(d, T, k.pos0, dq, dkc, dvc, dqg, o_fa, 0);
+        lily_fa_wg = 1; // the wgmma kernel where it takes the shape (D 256), else the same as o_fa
+        const bool wg = pf_attention_wg_takes(d);
+        pf_attention_flash(d, T, k.pos0, dq, dkc, dvc, dqg, o_wg, 0);
+        lily_fa_wg = 0;
         CK(cudaGetLastError());
-        std::vector<float> go = to_f32(back(o_old, nq)), gf = to_f32(back(o_fa, nq)), ref(nq);
+        std::vector<float> go = to_f32(back(o_old, nq)), gf = to_f32(back(o_fa, nq)), gw = to_f32(back(o_wg, nq)), ref(nq);
         for (int t = 0; t < T; t++)
             for (int h = 0; h < k.hq; h++) {
                 const int kvh = h / group, len = k.pos0 + t + 1;
@@ -662,6 +670,14 @@ static void test_attn_pf(rng &r) {
         double e_old = rel_l2(go.data(), ref.data(), nq), e_fa = rel_l2(gf.data(), ref.data(), nq);
         double w_old = worst_row(go, ref), w_fa = worst_row(gf, ref), e_x = rel_l2(gf.data(), go.data(), nq);
         bool fin = !count_nonfinite(go.data(), nq) && !count_nonfinite(gf.data(), nq);
+        if (wg) {
+            const double e_wg = rel_l2(gw.data(), ref.data(), nq), w_wg = worst_row(gw, ref);
+            const double e_wx = rel_l2(gw.data(), gf.data(), nq);
+            report(!count_nonfinite(gw.data(), nq) && e_wg < 1e-2 && w_wg < 2e-2 && e_wx < 1e-2,
+                   "attn prefill (flash, wgmma) hq=%d hkv=%d D=%d T=%d pos0=%d: vs CPU rel_l2 %.2e, worst row %.2e; vs "
+                   "the mma.sync flash %.2e (tol 1e-2, 2e-2)",
+                   k.hq, k.hkv, D, T, k.pos0, e_wg, w_wg, e_wx);
+        }
         report(fin && e_old < 1e-2 && w_old < 2e-2,
                "attn prefill (pf_attention) hq=%d hkv=%d D=%d T=%d pos0=%d: vs CPU rel_l2 %.2e, worst row %.2e (tol 1e-2, 2e-2)",
                k.hq, k.hkv, D, T, k.pos0, e_old, w_old);
@@ -684,9 +700,12 @@ static void test_attn_pf(rng &r) {
     for (int pos0 : {0, maxc - T}) {
         double ms_old = gpu_time_ms([&] { pf_attention(d, T, pos0, q, kc, vc, qg, o, 0); }, 3);
         double ms_fa = gpu_time_ms([&] { pf_attention_flash(d, T, pos0, q, kc, vc, qg, o, 0); }, 5);
+        lily_fa_wg = 1;
+        double ms_wg = gpu_time_ms([&] { pf_attention_flash(d, T, pos0, q, kc, vc, qg, o, 0); }, 5);
+        lily_fa_wg = 0;
         double flop = 4.0 * hq * D * ((double)T * pos0 + (double)T * (T + 1) / 2);
-        printf("| attention | %d | %d | %.3f | %.3f (%.0f TFLOP/s) | %.1fx |\n", T, pos0, ms_old, ms_fa,
-               flop / (ms_fa * 1e-3) / 1e12, ms_old / ms_fa);
+        printf("| attention | %d | %d | %.3f | %.3f (%.0f TFLOP/s); wgmma %.3f (%.0f TFLOP/s) | %.1fx |\n", T, pos0,
+               ms_old, ms_fa, flop / (ms_fa * 1e-3) / 1e12, ms_wg, flop / (ms_wg * 1e-3) / 1e12, ms_old / ms_wg);
     }
     CK(cudaGetLastError());
     free_all();

@@ -1,0 +1,272 @@
+// attn_flash_wg.cu: the prefill attention of attn_flash.cu for head_dim 256 (every Qwen3.5/3.6
+// attention layer) on Hopper's warpgroup MMA (wgmma, sm_90a). Same function, arguments, GQA packing
+// (a row is a (token, query head) pair of one KV head's group), causal limits, online softmax and
+// rounding points as fa_kernel; only the MMAs and the tiles differ.
+//
+// Why: fa_kernel's mma.sync reads every K and V fragment from shared memory once per warp of 16
+// rows (ldmatrix), so at D = 256 it is bound by shared-memory bandwidth (~145-175 TFLOP/s, 48 % of a
+// 64K prompt, docs/PERF.md). A wgmma reads its B operand once per warpgroup of 64 rows.
+//
+// Block: two warpgroups, 128 rows (16 tokens x 8 heads at GQA 8), key tiles of 64 positions, one
+// block an SM (226 KB of shared memory). Per key tile, each warpgroup:
+//   S (64 x 64, fp32) = Q K^T: 16 wgmma m64n64k16, Q and K from shared memory;
+//   causal mask, online softmax (exp2, 1/sqrt(D) folded in), P rounded to bf16 straight from the S
+//   accumulators into the A-operand registers (the accumulator and A-fragment layouts coincide);
+//   O (64 x 256, fp32, 128 registers a thread) += P V: 4 wgmma m64n256k16, A from registers.
+// Shared memory, canonical no-swizzle K-major layouts (8 x 8 core matrices of 128 contiguous bytes,
+// the descriptors of qgemm_wg.cuh): Q [row/8][d/8] and K [key/8][d/8] (cp.async lands K there
+// directly); V arrives key-major (a row of the cache is 256 d), but P V needs B with k = key
+// contiguous, so each tile is staged row-major and turned into Vt [d/8][key/8] by ldmatrix.trans
+// (64 ldmatrix.x4 and 256 32-bit stores a tile, spread over the 8 warps). K and the V staging are
+// double-buffered: tile kt+1 is in flight while tile kt computes.
+#include "prefill.cuh"
+#include "qgemm_wg.cuh" // cp.async, proxy fence and descriptor wrappers
+
+int lily_fa_wg = 0;
+
+#define FW_D 256
+#define FW_BM 128 // rows a block: two warpgroups of 64
+#define FW_BN 64  // keys a tile
+#define FW_THREADS 256
+#define FW_LDV (FW_D + 8) // staging row stride (bf16): ldmatrix's 8 row addresses in distinct banks
+
+constexpr int FW_Q_BYTES = FW_BM * FW_D * 2;    // 64 KB
+constexpr int FW_K_BYTES = FW_BN * FW_D * 2;    // 32 KB a buffer
+constexpr int FW_VS_BYTES = FW_BN * FW_LDV * 2; // 33 KB a buffer
+constexpr int FW_VT_BYTES = FW_BN * FW_D * 2;   // 32 KB
+constexpr int FW_SMEM = FW_Q_BYTES + 2 * FW_K_BYTES + 2 * FW_VS_BYTES + FW_VT_BYTES;
+static_assert(FW_SMEM <= 232448, "one block an SM: 227 KB of dynamic shared memory at most");
+
+#define FW_F4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
+#define FW_D32 FW_F4(0), FW_F4(4), FW_F4(8), FW_F4(12), FW_F4(16), FW_F4(20), FW_F4(24), FW_F4(28)
+#define FW_D128                                                                                          \
+    FW_F4(0), FW_F4(4), FW_F4(8), FW_F4(12), FW_F4(16), FW_F4(20), FW_F4(24), FW_F4(28), FW_F4(32),      \
+        FW_F4(36), FW_F4(40), FW_F4(44), FW_F4(48), FW_F4(52), FW_F4(56), FW_F4(60), FW_F4(64), FW_F4(68), \
+        FW_F4(72), FW_F4(76), FW_F4(80), FW_F4(84), FW_F4(88), FW_F4(92), FW_F4(96), FW_F4(100),          \
+        FW_F4(104), FW_F4(108), FW_F4(112), FW_F4(116), FW_F4(120), FW_F4(124)
+
+// d (64 x 64 a warpgroup) = (acc ? d : 0) + A (64 x 16) . B (16 x 64), both from shared memory.
+static __device__ __forceinline__ void fw_mma_s(float *d, uint64_t da, uint64_t db, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                 "%32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : FW_D32
+                 : "l"(da), "l"(db), "r"(acc));
+}
+// d (64 x 256 a warpgroup) += A (64 x 16, bf16 pairs in registers: the m16n8k16 A fragment of each
+// warp's 16 rows) . B (16 x 256) from shared memory.
+static __device__ __forceinline__ void fw_mma_o(float *d, const uint32_t *a, uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+                 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+                 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+                 "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+                 "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+                 "{%128, %129, %130, %131}, %132, p, 1, 1, 0;\n}\n"
+                 : FW_D128
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+// Register fences around the asynchronous MMAs (the compiler may not touch the accumulators
+// between issue and wait).
+static __device__ __forceinline__ void fw_fence_s(float *d) { asm volatile("wgmma.fence.sync.aligned;\n" : FW_D32 ::"memory"); }
+static __device__ __forceinline__ void fw_fence_o(float *d) { asm volatile("wgmma.fence.sync.aligned;\n" : FW_D128 ::"memory"); }
+static __device__ __forceinline__ void fw_done_s(float *d) {
+    asm volatile("wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n" : FW_D32 ::"memory");
+}
+static __device__ __forceinline__ void fw_done_o(float *d) {
+    asm volatile("wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n" : FW_D128 ::"memory");
+}
+static __device__ __forceinline__ void fw_ldsm4t(uint32_t *r, const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(wg_smem(p)));
+}
+static __device__ __forceinline__ uint32_t fw_pack(float lo, float hi) {
+    uint32_t d;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
+    return d;
+}
+
+__global__ void __launch_bounds__(FW_THREADS, 1)
+    fw_kernel(attn_dims d, int T, int pos0, const float *q, const uint16_t *kc, const uint16_t *vc, const float *qg,
+              uint16_t *o) {
+    extern __shared__ __align__(128) char fw_sm[];
+    char *Qs = fw_sm, *Ks = Qs + FW_Q_BYTES, *Vs = Ks + 2 * FW_K_BYTES, *Vt = Vs + 2 * FW_VS_BYTES;
+    const int group = d.hq / d.hkv, kvh = blockIdx.y, nrows = T * group;
+    const int r0 = (gridDim.x - 1 - blockIdx.x) * FW_BM; // most keys first
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2, g = lane >> 2, tq = lane & 3;
+    const int t_first = r0 / group, t_last = (min(r0 + FW_BM, nrows) - 1) / group;
+    const int kend = pos0 + t_last + 1;   // keys [0, kend) are seen by some row of the block
+    const int kfull = pos0 + t_first + 1; // keys [0, kfull) by every row
+    const int nkt = (kend + FW_BN - 1) / FW_BN;
+    const long kvoff = (long)kvh * d.max_ctx * FW_D;
+    const uint16_t *kb = kc + kvoff, *vb = vc + kvoff;
+
+    // Tile kt's K into core-matrix layout (8 consecutive threads fill one 128-byte core matrix) and
+    // its V rows into the staging buffer (a warp copies one 512-byte row); keys >= kend zero-filled.
+    auto load_kv = [&](int buf, int kt) {
+        char *kd = Ks + buf * FW_K_BYTES;
+        uint16_t *vd = (uint16_t *)(Vs + buf * FW_VS_BYTES);
+#pragma unroll
+        for (int it = 0; it < FW_BN * FW_D / 8 / FW_THREADS; it++) {
+            const int i = tid + it * FW_THREADS;
+            const int rl = i & 7, c = (i >> 3) & 31, r8 = i >> 8, p = kt * FW_BN + r8 * 8 + rl;
+            wg_cp16(kd + r8 * 4096 + c * 128 + rl * 16, kb + (p < kend ? (long)p * FW_D + c * 8 : 0), p < kend);
+            const int vr = i >> 5, vc8 = i & 31, vp = kt * FW_BN + vr;
+            wg_cp16(vd + vr * FW_LDV + vc8 * 8, vb + (vp < kend ? (long)vp * FW_D + vc8 * 8 : 0), vp < kend);
+        }
+    };
+    load_kv(0, 0);
+    wg_commit();
+    // Q rows to bf16 (exact: the prologue wrote bf16 values) in core-matrix layout, while tile 0 is
+    // in flight.
+#pragma unroll 4
+    for (int it = 0; it < FW_BM * FW_D / 8 / FW_THREADS; it++) {
+        const int i = tid + it * FW_THREADS, rl = i & 7, c = (i >> 3) & 31, r8 = i >> 8, rg = r0 + r8 * 8 + rl;
+        float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f), b = a;
+        if (rg < nrows) {
+            const int t = rg / group, h = kvh * group + rg % group;
+            const float *src = q + ((long)t * d.hq + h) * FW_D + c * 8;
+            a = *(const float4 *)src, b = *(const float4 *)(src + 4);
+        }
+        *(uint4 *)(Qs + r8 * 4096 + c * 128 + rl * 16) =
+            make_uint4(fw_pack(a.x, a.y), fw_pack(a.z, a.w), fw_pack(b.x, b.y), fw_pack(b.z, b.w));
+    }
+
+    // This thread's two rows (g and g + 8 of its warp's 16) and their last visible positions; rows
+    // past the chunk's end borrow the last token's limit and are never written.
+    const int rw = wg * 64 + (warp & 3) * 16 + g;
+    int lim[2];
+#pragma unroll
+    for (int rr = 0; rr < 2; rr++) lim[rr] = pos0 + min((r0 + rw + 8 * rr) / group, T - 1);
+    const float sl2 = rsqrtf((float)FW_D) * 1.4426950408889634f; // 1/sqrt(D) * log2(e)
+    float oacc[128], mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int i = 0; i < 128; i++) oacc[i] = 0.0f;
+    // Descriptors (LBO = the next core matrix along k, SBO = along m / n); a k16 step adds 256 bytes.
+    const uint64_t dq0 = wg_desc(Qs + wg * 32768, 128, 4096, 0), dv0 = wg_desc(Vt, 128, 1024, 0);
+
+    for (int kt = 0; kt < nkt; kt++) {
+        if (kt + 1 < nkt) load_kv((kt + 1) & 1, kt + 1);
+        wg_commit();
+        wg_cpwait<1>();
+        __syncthreads(); // tile kt has landed for every thread; the last tile's P V is done (Vt free)
+        // V tile kt -> Vt: 8 x 8 block (key block kb8, d block nb) transposed into core matrix (nb, kb8).
+        {
+            const uint16_t *vs = (const uint16_t *)(Vs + (kt & 1) * FW_VS_BYTES);
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                const int qd = warp * 8 + u, kb8 = qd & 7, nb0 = (qd >> 3) * 4;
+                uint32_t r[4];
+                fw_ldsm4t(r, vs + (kb8 * 8 + (lane & 7)) * FW_LDV + (nb0 + (lane >> 3)) * 8);
+#pragma unroll
+                for (int m = 0; m < 4; m++) *(uint32_t *)(Vt + (nb0 + m) * 1024 + kb8 * 128 + lane * 4) = r[m];
+            }
+        }
+        wg_fence_proxy(); // Q, Vt (st.shared) and K (cp.async) visible to the MMAs' async proxy
+        __syncthreads();
+
+        // S = Q K^T (raw dot products).
+        float s[32];
+        const uint64_t dk0 = wg_desc(Ks + (kt & 1) * FW_K_BYTES, 128, 4096, 0);
+        fw_fence_s(s);
+#pragma unroll
+        for (int j = 0; j < FW_D / 16; j++) fw_mma_s(s, dq0 + ((j * 256) >> 4), dk0 + ((j * 256) >> 4), j);
+        fw_done_s(s);
+        // Causal mask, only where some key of the tile is past some row's last position. s[4i + e]:
+        // row g + 8 (e >> 1), key 8i + 2 tq + (e & 1) of the tile.
+        const int kbase = kt * FW_BN;
+        if (kbase + FW_BN > kfull) {
+#pragma unroll
+            for (int i = 0; i < FW_BN / 8; i++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    if (kbase + i * 8 + 2 * tq + (e & 1) > lim[e >> 1]) s[4 * i + e] = -INFINITY;
+        }
+        // Online softmax. Every row sees key 0 in tile 0, so the running max is finite from there on.
+        float mx[2] = {mrow[0], mrow[1]};
+#pragma unroll
+        for (int i = 0; i < FW_BN / 8; i++) {
+            mx[0] = fmaxf(mx[0], fmaxf(s[4 * i], s[4 * i + 1]));
+            mx[1] = fmaxf(mx[1], fmaxf(s[4 * i + 2], s[4 * i + 3]));
+        }
+        float corr[2], ls[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int rr = 0; rr < 2; rr++) {
+            mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(0xffffffffu, mx[rr], 1));
+            mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(0xffffffffu, mx[rr], 2));
+            corr[rr] = exp2f((mrow[rr] - mx[rr]) * sl2);
+            mrow[rr] = mx[rr];
+        }
+        // P in bf16 as the A fragments of P V (k = key): step j covers keys [16j, 16j + 16):
+        // {row g, keys 0-7}, {row g+8, 0-7}, {g, 8-15}, {g+8, 8-15} of it.
+        uint32_t pa[FW_BN / 16][4];
+#pragma unroll
+        for (int i = 0; i < FW_BN / 8; i++) {
+            const uint32_t lo = fw_pack(exp2f((s[4 * i] - mx[0]) * sl2), exp2f((s[4 * i + 1] - mx[0]) * sl2));
+            const uint32_t hi = fw_pack(exp2f((s[4 * i + 2] - mx[1]) * sl2), exp2f((s[4 * i + 3] - mx[1]) * sl2));
+            ls[0] += __uint_as_float(lo << 16) + __uint_as_float(lo & 0xffff0000u);
+            ls[1] += __uint_as_float(hi << 16) + __uint_as_float(hi & 0xffff0000u);
+            pa[i >> 1][(i & 1) * 2] = lo;
+            pa[i >> 1][(i & 1) * 2 + 1] = hi;
+        }
+        // Partial row sums per thread (its quad holds the rest; summed at the end).
+        lrow[0] = lrow[0] * corr[0] + ls[0];
+        lrow[1] = lrow[1] * corr[1] + ls[1];
+#pragma unroll
+        for (int i = 0; i < 32; i++) {
+            oacc[4 * i] *= corr[0], oacc[4 * i + 1] *= corr[0];
+            oacc[4 * i + 2] *= corr[1], oacc[4 * i + 3] *= corr[1];
+        }
+        // O += P V.
+        fw_fence_o(oacc);
+#pragma unroll
+        for (int j = 0; j < FW_BN / 16; j++) fw_mma_o(oacc, pa[j], dv0 + ((j * 256) >> 4));
+        fw_done_o(oacc);
+        __syncthreads(); // both warpgroups are done with K buffer kt & 1 before the next load refills it
+    }
+
+    // o = bf16(rb(o / l) * sigmoid(gate)), two adjacent columns per store; oacc[4i + e]: row
+    // g + 8 (e >> 1), column 8i + 2 tq + (e & 1).
+#pragma unroll
+    for (int rr = 0; rr < 2; rr++) {
+        float l = lrow[rr];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        const int rg = r0 + rw + 8 * rr;
+        if (rg >= nrows) continue;
+        const int t = rg / group, h = kvh * group + rg % group;
+        const float *gate = qg + ((long)t * d.hq + h) * 2 * FW_D + FW_D;
+        uint16_t *orow = o + ((long)t * d.hq + h) * FW_D;
+#pragma unroll
+        for (int i = 0; i < 32; i++) {
+            const int c = i * 8 + 2 * tq;
+            const float2 gv = *(const float2 *)(gate + c);
+            const uint32_t lo = lily_f32_to_bf16(rb(oacc[4 * i + 2 * rr] / l) * sigmoid_f(gv.x));
+            const uint32_t hi = lily_f32_to_bf16(rb(oacc[4 * i + 2 * rr + 1] / l) * sigmoid_f(gv.y));
+            *(uint32_t *)(orow + c) = lo | (hi << 16);
+        }
+    }
+}
+
+bool pf_attention_wg_takes(attn_dims d) {
+    return lily_fa_wg && !d.kv_f32 && d.d == FW_D && d.hkv > 0 && d.hq % d.hkv == 0;
+}
+
+void pf_attention_wg(attn_dims d, int T, int pos0, const float *q, const void *kc, const void *vc, const float *qg,
+                     uint16_t *o, cudaStream_t st) {
+    static bool attr = false;
+    if (!attr) {
+        cudaFuncSetAttribute(fw_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, FW_SMEM);
+        attr = true;
+    }
+    const int rows = T * (d.hq / d.hkv);
+    dim3 grid((rows + FW_BM - 1) / FW_BM, d.hkv);
+    fw_kernel<<<grid, FW_THREADS, FW_SMEM, st>>>(d, T, pos0, q, (const uint16_t *)kc, (const uint16_t *)vc, qg, o);
+}
