@@ -245,10 +245,7 @@ void pf_attention_flash(attn_dims d, int T, int pos0, const float *q, const void
         pf_attention(d, T, pos0, q, kc, vc, qg, o, st);
         return;
     }
-    if (pf_attention_wg_takes(d)) {
-        pf_attention_wg(d, T, pos0, q, kc, vc, qg, o, st);
-        return;
-    }
+    if (pf_attention_wg_takes(d) && pf_attention_wg(d, T, pos0, q, kc, vc, qg, o, st)) return;
     if (d.d <= 64) fa_launch<64>(d, T, pos0, q, kc, vc, qg, o, st);
     else if (d.d <= 128) fa_launch<128>(d, T, pos0, q, kc, vc, qg, o, st);
     else fa_launch<256>(d, T, pos0, q, kc, vc, qg, o, st);

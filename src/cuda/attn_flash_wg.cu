@@ -13,14 +13,21 @@
 //   causal mask, online softmax (exp2, 1/sqrt(D) folded in), P rounded to bf16 straight from the S
 //   accumulators into the A-operand registers (the accumulator and A-fragment layouts coincide);
 //   O (64 x 256, fp32, 128 registers a thread) += P V: 4 wgmma m64n256k16, A from registers.
-// Shared memory, canonical no-swizzle K-major layouts (8 x 8 core matrices of 128 contiguous bytes,
-// the descriptors of qgemm_wg.cuh): Q [row/8][d/8] and K [key/8][d/8] (cp.async lands K there
-// directly); V arrives key-major (a row of the cache is 256 d), but P V needs B with k = key
-// contiguous, so each tile is staged row-major and turned into Vt [d/8][key/8] by ldmatrix.trans
-// (64 ldmatrix.x4 and 256 32-bit stores a tile, spread over the 8 warps). K and the V staging are
-// double-buffered: tile kt+1 is in flight while tile kt computes.
+// Loads: thread 0 requests each key tile's K and V rows by tensor-map copies (TMA, 4 boxes of 64 d x
+// 64 keys each, 128-byte swizzle) completing on the tile buffer's mbarrier; K lands in the layout
+// the S MMA reads (wg_desc_sw128). V arrives key-major, but P V needs B with k = key contiguous, so
+// each V tile is turned into Vt [d/8][key/8] (canonical no-swizzle K-major: 8 x 8 core matrices of
+// 128 contiguous bytes) by ldmatrix.trans, 64 ldmatrix.x4 and 256 32-bit stores a tile over the 8
+// warps. Keys past the block's last needed position hold whatever the cache has there (or the next
+// head's rows): their scores are masked to -inf and their V rows zeroed in the transposition. Q
+// goes to shared memory once, no-swizzle. Tiles are double-buffered: tile kt+1 is in flight while
+// tile kt computes. Version 1 (cp.async by every thread, 2026-11-30) spent ~28 % of its stall samples
+// issuing those copies (ncu, docs/PERF.md).
+#include <cuda.h>         // CUtensorMap
+#include <cudaTypedefs.h> // PFN_cuTensorMapEncodeTiled
+
 #include "prefill.cuh"
-#include "qgemm_wg.cuh" // cp.async, proxy fence and descriptor wrappers
+#include "qgemm_wg.cuh" // TMA, mbarrier, proxy fence and descriptor wrappers
 
 int lily_fa_wg = 0;
 
@@ -28,14 +35,22 @@ int lily_fa_wg = 0;
 #define FW_BM 128 // rows a block: two warpgroups of 64
 #define FW_BN 64  // keys a tile
 #define FW_THREADS 256
-#define FW_LDV (FW_D + 8) // staging row stride (bf16): ldmatrix's 8 row addresses in distinct banks
 
-constexpr int FW_Q_BYTES = FW_BM * FW_D * 2;    // 64 KB
-constexpr int FW_K_BYTES = FW_BN * FW_D * 2;    // 32 KB a buffer
-constexpr int FW_VS_BYTES = FW_BN * FW_LDV * 2; // 33 KB a buffer
-constexpr int FW_VT_BYTES = FW_BN * FW_D * 2;   // 32 KB
-constexpr int FW_SMEM = FW_Q_BYTES + 2 * FW_K_BYTES + 2 * FW_VS_BYTES + FW_VT_BYTES;
+// Shared memory (from a 1024-byte aligned base: the swizzle atom): K [2 buffers][4 boxes][64 keys x
+// 128 B], V staging alike, Q (128 rows, no swizzle), Vt, then the two buffers' mbarriers.
+constexpr int FW_BOX = FW_BN * 128;       // one box: 64 keys x 64 d (8 KB)
+constexpr int FW_KV_BYTES = 4 * FW_BOX;   // a tile of K (or V): 32 KB
+constexpr int FW_Q_BYTES = FW_BM * FW_D * 2; // 64 KB
+constexpr int FW_OFF_V = 2 * FW_KV_BYTES, FW_OFF_Q = 4 * FW_KV_BYTES, FW_OFF_VT = FW_OFF_Q + FW_Q_BYTES;
+constexpr int FW_OFF_BAR = FW_OFF_VT + FW_KV_BYTES;
+constexpr int FW_SMEM = FW_OFF_BAR + 16 + 1024; // + slack for the alignment
 static_assert(FW_SMEM <= 232448, "one block an SM: 227 KB of dynamic shared memory at most");
+
+// The KV cache's tensor maps (kernel parameter): rows = hkv * max_ctx positions of D bf16, box 64 d x
+// 64 positions, 128-byte swizzle.
+struct fw_tmaps {
+    CUtensorMap k, v;
+};
 
 #define FW_F4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
 #define FW_D32 FW_F4(0), FW_F4(4), FW_F4(8), FW_F4(12), FW_F4(16), FW_F4(20), FW_F4(24), FW_F4(28)
@@ -94,10 +109,12 @@ static __device__ __forceinline__ uint32_t fw_pack(float lo, float hi) {
 }
 
 __global__ void __launch_bounds__(FW_THREADS, 1)
-    fw_kernel(attn_dims d, int T, int pos0, const float *q, const uint16_t *kc, const uint16_t *vc, const float *qg,
-              uint16_t *o) {
-    extern __shared__ __align__(128) char fw_sm[];
-    char *Qs = fw_sm, *Ks = Qs + FW_Q_BYTES, *Vs = Ks + 2 * FW_K_BYTES, *Vt = Vs + 2 * FW_VS_BYTES;
+    fw_kernel(attn_dims d, int T, int pos0, const float *q, const float *qg, uint16_t *o,
+              const __grid_constant__ fw_tmaps tm) {
+    extern __shared__ __align__(128) char fw_raw[];
+    char *sm = (char *)(((uintptr_t)fw_raw + 1023) & ~(uintptr_t)1023);
+    char *Ks = sm, *Vs = sm + FW_OFF_V, *Qs = sm + FW_OFF_Q, *Vt = sm + FW_OFF_VT;
+    uint64_t *full = (uint64_t *)(sm + FW_OFF_BAR);
     const int group = d.hq / d.hkv, kvh = blockIdx.y, nrows = T * group;
     const int r0 = (gridDim.x - 1 - blockIdx.x) * FW_BM; // most keys first
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2, g = lane >> 2, tq = lane & 3;
@@ -105,25 +122,23 @@ __global__ void __launch_bounds__(FW_THREADS, 1)
     const int kend = pos0 + t_last + 1;   // keys [0, kend) are seen by some row of the block
     const int kfull = pos0 + t_first + 1; // keys [0, kfull) by every row
     const int nkt = (kend + FW_BN - 1) / FW_BN;
-    const long kvoff = (long)kvh * d.max_ctx * FW_D;
-    const uint16_t *kb = kc + kvoff, *vb = vc + kvoff;
+    const int row0 = kvh * d.max_ctx; // this KV head's first row in the tensor maps
 
-    // Tile kt's K into core-matrix layout (8 consecutive threads fill one 128-byte core matrix) and
-    // its V rows into the staging buffer (a warp copies one 512-byte row); keys >= kend zero-filled.
-    auto load_kv = [&](int buf, int kt) {
-        char *kd = Ks + buf * FW_K_BYTES;
-        uint16_t *vd = (uint16_t *)(Vs + buf * FW_VS_BYTES);
+    // Tile kt's K and V (4 boxes each) into buffer kt & 1, by thread 0.
+    auto load_kv = [&](int kt) {
+        const int b = kt & 1;
+        mb_expect_tx(&full[b], 2 * FW_KV_BYTES);
 #pragma unroll
-        for (int it = 0; it < FW_BN * FW_D / 8 / FW_THREADS; it++) {
-            const int i = tid + it * FW_THREADS;
-            const int rl = i & 7, c = (i >> 3) & 31, r8 = i >> 8, p = kt * FW_BN + r8 * 8 + rl;
-            wg_cp16(kd + r8 * 4096 + c * 128 + rl * 16, kb + (p < kend ? (long)p * FW_D + c * 8 : 0), p < kend);
-            const int vr = i >> 5, vc8 = i & 31, vp = kt * FW_BN + vr;
-            wg_cp16(vd + vr * FW_LDV + vc8 * 8, vb + (vp < kend ? (long)vp * FW_D + vc8 * 8 : 0), vp < kend);
+        for (int x = 0; x < 4; x++) {
+            tma_g2s_2d(Ks + b * FW_KV_BYTES + x * FW_BOX, &tm.k, x * 64, row0 + kt * FW_BN, &full[b]);
+            tma_g2s_2d(Vs + b * FW_KV_BYTES + x * FW_BOX, &tm.v, x * 64, row0 + kt * FW_BN, &full[b]);
         }
     };
-    load_kv(0, 0);
-    wg_commit();
+    if (tid == 0) {
+        mb_init(&full[0], 1), mb_init(&full[1], 1);
+        mb_init_fence();
+        load_kv(0);
+    }
     // Q rows to bf16 (exact: the prologue wrote bf16 values) in core-matrix layout, while tile 0 is
     // in flight.
 #pragma unroll 4
@@ -138,6 +153,8 @@ __global__ void __launch_bounds__(FW_THREADS, 1)
         *(uint4 *)(Qs + r8 * 4096 + c * 128 + rl * 16) =
             make_uint4(fw_pack(a.x, a.y), fw_pack(a.z, a.w), fw_pack(b.x, b.y), fw_pack(b.z, b.w));
     }
+    wg_fence_proxy(); // Q (st.shared) visible to the MMAs' async proxy, for both warpgroups after:
+    __syncthreads();  // (and the mbarriers' init before anyone waits on them)
 
     // This thread's two rows (g and g + 8 of its warp's 16) and their last visible positions; rows
     // past the chunk's end borrow the last token's limit and are never written.
@@ -153,31 +170,48 @@ __global__ void __launch_bounds__(FW_THREADS, 1)
     const uint64_t dq0 = wg_desc(Qs + wg * 32768, 128, 4096, 0), dv0 = wg_desc(Vt, 128, 1024, 0);
 
     for (int kt = 0; kt < nkt; kt++) {
-        if (kt + 1 < nkt) load_kv((kt + 1) & 1, kt + 1);
-        wg_commit();
-        wg_cpwait<1>();
-        __syncthreads(); // tile kt has landed for every thread; the last tile's P V is done (Vt free)
-        // V tile kt -> Vt: 8 x 8 block (key block kb8, d block nb) transposed into core matrix (nb, kb8).
+        // Buffer (kt + 1) & 1 held tile kt - 1, whose readers all passed the previous iteration's
+        // closing barrier.
+        if (tid == 0 && kt + 1 < nkt) load_kv(kt + 1);
+        mb_wait(&full[kt & 1], (kt >> 1) & 1);
+        // V tile kt -> Vt: the 8 x 8 block (key block kb8, d block nb) transposed into core matrix
+        // (nb, kb8). A block's rows in the staging box: key r at r * 128, its 16-byte piece c at
+        // (c ^ (r & 7)) * 16 (the 128-byte swizzle). All 8 loads first, then the stores.
         {
-            const uint16_t *vs = (const uint16_t *)(Vs + (kt & 1) * FW_VS_BYTES);
+            const char *vs = Vs + (kt & 1) * FW_KV_BYTES;
+            uint32_t r[8][4];
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                const int qd = warp * 8 + u, kb8 = qd & 7, nb = (qd >> 3) * 4 + (lane >> 3), kr = kb8 * 8 + (lane & 7);
+                fw_ldsm4t(r[u], vs + (nb >> 3) * FW_BOX + kr * 128 + (((nb & 7) ^ (kr & 7)) << 4));
+            }
+            // Keys past kend (the last tile only): zero, whatever the cache holds there.
+            if (kt * FW_BN + FW_BN > kend) {
+#pragma unroll
+                for (int u = 0; u < 8; u++) {
+                    const int key = kt * FW_BN + ((warp * 8 + u) & 7) * 8 + 2 * tq;
+                    const uint32_t keep = (key < kend ? 0xffffu : 0u) | (key + 1 < kend ? 0xffff0000u : 0u);
+#pragma unroll
+                    for (int m = 0; m < 4; m++) r[u][m] &= keep;
+                }
+            }
 #pragma unroll
             for (int u = 0; u < 8; u++) {
                 const int qd = warp * 8 + u, kb8 = qd & 7, nb0 = (qd >> 3) * 4;
-                uint32_t r[4];
-                fw_ldsm4t(r, vs + (kb8 * 8 + (lane & 7)) * FW_LDV + (nb0 + (lane >> 3)) * 8);
 #pragma unroll
-                for (int m = 0; m < 4; m++) *(uint32_t *)(Vt + (nb0 + m) * 1024 + kb8 * 128 + lane * 4) = r[m];
+                for (int m = 0; m < 4; m++) *(uint32_t *)(Vt + (nb0 + m) * 1024 + kb8 * 128 + lane * 4) = r[u][m];
             }
         }
-        wg_fence_proxy(); // Q, Vt (st.shared) and K (cp.async) visible to the MMAs' async proxy
-        __syncthreads();
+        wg_fence_proxy(); // Vt (st.shared) visible to the MMAs' async proxy (used after the next barrier)
 
         // S = Q K^T (raw dot products).
         float s[32];
-        const uint64_t dk0 = wg_desc(Ks + (kt & 1) * FW_K_BYTES, 128, 4096, 0);
+        // K: box j / 4 of the tile, k16 step j % 4 of it (32 bytes into the swizzled rows).
+        const uint64_t dk0 = wg_desc_sw128(Ks + (kt & 1) * FW_KV_BYTES);
         fw_fence_s(s);
 #pragma unroll
-        for (int j = 0; j < FW_D / 16; j++) fw_mma_s(s, dq0 + ((j * 256) >> 4), dk0 + ((j * 256) >> 4), j);
+        for (int j = 0; j < FW_D / 16; j++)
+            fw_mma_s(s, dq0 + ((j * 256) >> 4), dk0 + (((j >> 2) * FW_BOX + (j & 3) * 32) >> 4), j);
         fw_done_s(s);
         // Causal mask, only where some key of the tile is past some row's last position. s[4i + e]:
         // row g + 8 (e >> 1), key 8i + 2 tq + (e & 1) of the tile.
@@ -224,12 +258,13 @@ __global__ void __launch_bounds__(FW_THREADS, 1)
             oacc[4 * i] *= corr[0], oacc[4 * i + 1] *= corr[0];
             oacc[4 * i + 2] *= corr[1], oacc[4 * i + 3] *= corr[1];
         }
-        // O += P V.
+        // O += P V, once every warp's part of Vt is written.
+        __syncthreads();
         fw_fence_o(oacc);
 #pragma unroll
         for (int j = 0; j < FW_BN / 16; j++) fw_mma_o(oacc, pa[j], dv0 + ((j * 256) >> 4));
         fw_done_o(oacc);
-        __syncthreads(); // both warpgroups are done with K buffer kt & 1 before the next load refills it
+        __syncthreads(); // both warpgroups are done with buffer kt & 1 and with Vt
     }
 
     // o = bf16(rb(o / l) * sigmoid(gate)), two adjacent columns per store; oacc[4i + e]: row
@@ -256,11 +291,23 @@ __global__ void __launch_bounds__(FW_THREADS, 1)
 }
 
 bool pf_attention_wg_takes(attn_dims d) {
-    return lily_fa_wg && !d.kv_f32 && d.d == FW_D && d.hkv > 0 && d.hq % d.hkv == 0;
+    return lily_fa_wg && !d.kv_f32 && d.d == FW_D && d.hkv > 0 && d.hq % d.hkv == 0 && lily_tmap_encoder();
 }
 
-void pf_attention_wg(attn_dims d, int T, int pos0, const float *q, const void *kc, const void *vc, const float *qg,
+// The tensor map of a cache (K or V) of hkv x max_ctx rows of D bf16.
+static bool fw_tmap(CUtensorMap *m, const void *cache, attn_dims d) {
+    PFN_cuTensorMapEncodeTiled_v12000 enc = (PFN_cuTensorMapEncodeTiled_v12000)lily_tmap_encoder();
+    if (!enc || ((uintptr_t)cache & 15)) return false;
+    const cuuint64_t dims[2] = {(cuuint64_t)FW_D, (cuuint64_t)d.hkv * d.max_ctx}, strides[1] = {FW_D * 2};
+    const cuuint32_t box[2] = {64, FW_BN}, es[2] = {1, 1};
+    return enc(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)cache, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+bool pf_attention_wg(attn_dims d, int T, int pos0, const float *q, const void *kc, const void *vc, const float *qg,
                      uint16_t *o, cudaStream_t st) {
+    fw_tmaps tm;
+    if (!fw_tmap(&tm.k, kc, d) || !fw_tmap(&tm.v, vc, d)) return false;
     static bool attr = false;
     if (!attr) {
         cudaFuncSetAttribute(fw_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, FW_SMEM);
@@ -268,5 +315,6 @@ void pf_attention_wg(attn_dims d, int T, int pos0, const float *q, const void *k
     }
     const int rows = T * (d.hq / d.hkv);
     dim3 grid((rows + FW_BM - 1) / FW_BM, d.hkv);
-    fw_kernel<<<grid, FW_THREADS, FW_SMEM, st>>>(d, T, pos0, q, (const uint16_t *)kc, (const uint16_t *)vc, qg, o);
+    fw_kernel<<<grid, FW_THREADS, FW_SMEM, st>>>(d, T, pos0, q, qg, o, tm);
+    return true;
 }

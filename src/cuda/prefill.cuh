@@ -261,5 +261,6 @@ void pf_attention_flash(attn_dims d, int T, int pos0, const float *q, const void
 // variable's own 0 is what kernel tests start from). Same rounding points as fa_kernel.
 extern int lily_fa_wg;
 bool pf_attention_wg_takes(attn_dims d);
-void pf_attention_wg(attn_dims d, int T, int pos0, const float *q, const void *kc, const void *vc, const float *qg,
+// False when it could not take the call (no tensor-map encoder, unaligned cache): nothing launched.
+bool pf_attention_wg(attn_dims d, int T, int pos0, const float *q, const void *kc, const void *vc, const float *qg,
                      uint16_t *o, cudaStream_t st);

@@ -602,10 +602,10 @@ static void test_gdn_chunked(rng &r) {
 // Causal prefill attention: pf_attention (one warp per (token, head), fp32 throughout) and
 // pf_attention_flash (attn_flash.cu, tensor cores) against a CPU reference in double written from
 // the spec formula o = bf16(rb(softmax(q k^T / sqrt(D)) v) * sigmoid(gate)) over cache [0, pos0 + t],
-// and against each other. The whole cache (max_ctx rows, beyond pos0 + T too) holds random data, so
-// a mask that lets in one position too many reads a real key; q has std 2 (scores std 2), peaked
-// enough that such a key dominates some row. Tolerance: rel. L2 1e-2 over all outputs, 2e-2 for the
-// worst (token, head) row. The output is rounded to bf16 twice (2^-9 relative each, a flip at an edge
+// and against each other. The cache holds random data up to pos0 + T, so a mask that lets in one
+// position too many reads a real key (q has std 2, scores std 2: peaked enough that such a key
+// dominates some row), and NaN past it (the last token's one too many). Tolerance: rel. L2 1e-2 over
+// all outputs, 2e-2 for the worst (token, head) row. The output is rounded to bf16 twice (2^-9 relative each, a flip at an edge
 // costs one bf16 step, 2^-8) and the flash kernel also rounds P to bf16 before P.V (2^-9 relative
 // per weight, unbiased, with l summed over the rounded weights, so it does not grow with the length):
 // a few 1e-3 expected; a wrong mask, a lost tile or a bad rescale is > 1e-1 on the rows it touches.
@@ -626,6 +626,10 @@ static void test_attn_pf(rng &r) {
         attn_dims d = {k.hq, k.hkv, D, D / 4, maxc, 1e6f, 1e-6f, 0};
         size_t nkv = (size_t)k.hkv * maxc * D, nq = (size_t)T * k.hq * D;
         std::vector<uint16_t> kc = rand_bf16(nkv, r), vc = rand_bf16(nkv, r);
+        // Positions past the chunk's last are never attended to: NaN there, so a kernel whose key
+        // tiles reach past it must mask the scores and zero the V rows it loads (0 * NaN is NaN).
+        for (int h = 0; h < k.hkv; h++)
+            for (size_t i = ((size_t)h * maxc + k.pos0 + T) * D; i < (size_t)(h + 1) * maxc * D; i++) kc[i] = vc[i] = 0x7fc0;
         std::vector<float> q = to_f32(rand_bf16(nq, r, 2.0f)), qg((size_t)T * k.hq * 2 * D);
         for (float &v : qg) v = bfr(r.normal());
         uint16_t *dkc = dup(kc), *dvc = dup(vc), *o_old = poisoned<uint16_t>(nq), *o_fa = poisoned<uint16_t>(nq);
