@@ -91,8 +91,11 @@ static __device__ __forceinline__ void fw_mma_o(float *d, const uint32_t *a, uin
 // between issue and wait).
 static __device__ __forceinline__ void fw_fence_s(float *d) { asm volatile("wgmma.fence.sync.aligned;\n" : FW_D32 ::"memory"); }
 static __device__ __forceinline__ void fw_fence_o(float *d) { asm volatile("wgmma.fence.sync.aligned;\n" : FW_D128 ::"memory"); }
-static __device__ __forceinline__ void fw_done_s(float *d) {
-    asm volatile("wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n" : FW_D32 ::"memory");
+static __device__ __forceinline__ void fw_commit_s(float *d) {
+    asm volatile("wgmma.commit_group.sync.aligned;\n" : FW_D32 ::"memory");
+}
+static __device__ __forceinline__ void fw_wait_s(float *d) {
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" : FW_D32 ::"memory");
 }
 static __device__ __forceinline__ void fw_done_o(float *d) {
     asm volatile("wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n" : FW_D128 ::"memory");
@@ -174,7 +177,18 @@ __global__ void __launch_bounds__(FW_THREADS, 1)
         // closing barrier.
         if (tid == 0 && kt + 1 < nkt) load_kv(kt + 1);
         mb_wait(&full[kt & 1], (kt >> 1) & 1);
-        // V tile kt -> Vt: the 8 x 8 block (key block kb8, d block nb) transposed into core matrix
+        // S = Q K^T (raw dot products), issued first: the V transposition below runs while the
+        // tensor cores compute it.
+        float s[32];
+        // K: box j / 4 of the tile, k16 step j % 4 of it (32 bytes into the swizzled rows).
+        const uint64_t dk0 = wg_desc_sw128(Ks + (kt & 1) * FW_KV_BYTES);
+        fw_fence_s(s);
+#pragma unroll
+        for (int j = 0; j < FW_D / 16; j++)
+            fw_mma_s(s, dq0 + ((j * 256) >> 4), dk0 + (((j >> 2) * FW_BOX + (j & 3) * 32) >> 4), j);
+        fw_commit_s(s);
+        // V tile kt -> Vt (Vt's readers, the last tile's P V, passed the previous iteration's closing
+        // barrier): the 8 x 8 block (key block kb8, d block nb) transposed into core matrix
         // (nb, kb8). A block's rows in the staging box: key r at r * 128, its 16-byte piece c at
         // (c ^ (r & 7)) * 16 (the 128-byte swizzle). All 8 loads first, then the stores.
         {
@@ -203,16 +217,7 @@ __global__ void __launch_bounds__(FW_THREADS, 1)
             }
         }
         wg_fence_proxy(); // Vt (st.shared) visible to the MMAs' async proxy (used after the next barrier)
-
-        // S = Q K^T (raw dot products).
-        float s[32];
-        // K: box j / 4 of the tile, k16 step j % 4 of it (32 bytes into the swizzled rows).
-        const uint64_t dk0 = wg_desc_sw128(Ks + (kt & 1) * FW_KV_BYTES);
-        fw_fence_s(s);
-#pragma unroll
-        for (int j = 0; j < FW_D / 16; j++)
-            fw_mma_s(s, dq0 + ((j * 256) >> 4), dk0 + (((j >> 2) * FW_BOX + (j & 3) * 32) >> 4), j);
-        fw_done_s(s);
+        fw_wait_s(s);
         // Causal mask, only where some key of the tile is past some row's last position. s[4i + e]:
         // row g + 8 (e >> 1), key 8i + 2 tq + (e & 1) of the tile.
         const int kbase = kt * FW_BN;
@@ -253,10 +258,14 @@ __global__ void __launch_bounds__(FW_THREADS, 1)
         // Partial row sums per thread (its quad holds the rest; summed at the end).
         lrow[0] = lrow[0] * corr[0] + ls[0];
         lrow[1] = lrow[1] * corr[1] + ls[1];
+        // Rows whose maximum did not move have corr 1: a warp where that holds for all its rows skips
+        // the 128 multiplications (by 1: the same bits), most tiles once the maxima have settled.
+        if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
 #pragma unroll
-        for (int i = 0; i < 32; i++) {
-            oacc[4 * i] *= corr[0], oacc[4 * i + 1] *= corr[0];
-            oacc[4 * i + 2] *= corr[1], oacc[4 * i + 3] *= corr[1];
+            for (int i = 0; i < 32; i++) {
+                oacc[4 * i] *= corr[0], oacc[4 * i + 1] *= corr[0];
+                oacc[4 * i + 2] *= corr[1], oacc[4 * i + 3] *= corr[1];
+            }
         }
         // O += P V, once every warp's part of Vt is written.
         __syncthreads();
