@@ -28,7 +28,7 @@ enum lily_cuda_opt {
     LILY_CUDA_OPT_PDL = 5,        // 1 = programmatic dependent launch + L2 weight prefetch (default)
     LILY_CUDA_OPT_PREFILL = 6,    // 1 = prompts of n > 1 tokens go through the prefill kernels in chunks
                                   // (bf16 activations only; default), 0 = the decode step token by token
-    LILY_CUDA_OPT_CHUNK = 7,      // prefill chunk (tokens per pass; default 4096, LILY_CUDA_CHUNK)
+    LILY_CUDA_OPT_CHUNK = 7,      // prefill chunk (tokens per pass; default 16384, LILY_CUDA_CHUNK)
     LILY_CUDA_OPT_FA = 8,         // 1 = prefill attention flash-tiled on the tensor cores (attn_flash.cu;
                                   // default), 0 = one warp per query, position by position (attn_prefill.cu)
     LILY_CUDA_OPT_GEMV2 = 9,      // 1 = 4-bit GEMVs on the tensor-core kernel gemv2 (LILY_CUDA_GEMV2;

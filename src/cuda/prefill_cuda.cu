@@ -1,5 +1,5 @@
 // prefill_cuda.cu: the CUDA backend's prompt path. forward(tokens, n > 1) runs the prompt in chunks
-// of up to LILY_CUDA_CHUNK tokens (default 4096) through the prefill kernels (prefill.cuh: fused-dequant
+// of up to LILY_CUDA_CHUNK tokens (default 16384) through the prefill kernels (prefill.cuh: fused-dequant
 // GEMMs, the chunked GDN, flash attention, grouped MoE with GPU routing), all layers of one chunk
 // enqueued on the context's stream with no host synchronisation, and leaves the state exactly where
 // T decode steps would. The scratch is one allocation per context, sized by the chunk, never by the
