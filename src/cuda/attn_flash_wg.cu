@@ -8,21 +8,23 @@
 // 64K prompt, docs/PERF.md). A wgmma reads its B operand once per warpgroup of 64 rows.
 //
 // Block: two warpgroups, 128 rows (16 tokens x 8 heads at GQA 8), key tiles of 64 positions, one
-// block an SM (226 KB of shared memory). Per key tile, each warpgroup:
+// block an SM (225 KB of shared memory). Per key tile, each warpgroup:
 //   S (64 x 64, fp32) = Q K^T: 16 wgmma m64n64k16, Q and K from shared memory;
 //   causal mask, online softmax (exp2, 1/sqrt(D) folded in), P rounded to bf16 straight from the S
 //   accumulators into the A-operand registers (the accumulator and A-fragment layouts coincide);
 //   O (64 x 256, fp32, 128 registers a thread) += P V: 4 wgmma m64n256k16, A from registers.
 // Loads: thread 0 requests each key tile's K and V rows by tensor-map copies (TMA, 4 boxes of 64 d x
 // 64 keys each, 128-byte swizzle) completing on the tile buffer's mbarrier; K lands in the layout
-// the S MMA reads (wg_desc_sw128). V arrives key-major, but P V needs B with k = key contiguous, so
-// each V tile is turned into Vt [d/8][key/8] (canonical no-swizzle K-major: 8 x 8 core matrices of
-// 128 contiguous bytes) by ldmatrix.trans, 64 ldmatrix.x4 and 256 32-bit stores a tile over the 8
-// warps. Keys past the block's last needed position hold whatever the cache has there (or the next
-// head's rows): their scores are masked to -inf and their V rows zeroed in the transposition. Q
-// goes to shared memory once, no-swizzle. Tiles are double-buffered: tile kt+1 is in flight while
-// tile kt computes. Version 1 (cp.async by every thread, 2026-11-30) spent ~28 % of its stall samples
-// issuing those copies (ncu, docs/PERF.md).
+// the S MMA reads as a K-major B (wg_desc_sw128). V arrives key-major, d contiguous: P V reads it as
+// it lies, as an MN-major B (the instruction's transpose flag; fw_desc_mn), the default (lily_fa_wg
+// 2). The older form (lily_fa_wg 1) turns each V tile into Vt [d/8][key/8] (canonical no-swizzle
+// K-major) by ldmatrix.trans first, 64 ldmatrix.x4 and 256 32-bit stores a tile over the 8 warps:
+// 458 against 574 TFLOP/s at 1024 queries over 31K keys. Keys past the block's last needed position
+// hold whatever the cache has there (or the next head's rows): their scores are masked to -inf and
+// their V rows zeroed (in the staging buffer, or in the transposition). Q goes to shared memory once,
+// no-swizzle. Tiles are double-buffered: tile kt+1 is in flight while tile kt computes. Version 1
+// (cp.async by every thread) spent ~28 % of its stall samples issuing those copies (ncu,
+// docs/PERF.md, 2026-11-30 eighth session).
 #include <cuda.h>         // CUtensorMap
 #include <cudaTypedefs.h> // PFN_cuTensorMapEncodeTiled
 
@@ -87,6 +89,30 @@ static __device__ __forceinline__ void fw_mma_o(float *d, const uint32_t *a, uin
                  : FW_D128
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
 }
+// The same with B MN-major (imm-trans-b = 1): V read as the tensor-map copy laid it out, key rows of
+// 64 d in 128-byte swizzled rows, no transposition (the VM > 0 kernels).
+static __device__ __forceinline__ void fw_mma_ot(float *d, const uint32_t *a, uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+                 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+                 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+                 "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+                 "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+                 "{%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"
+                 : FW_D128
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+// Descriptor of an MN-major operand in the 128-byte swizzle: atoms of 8 k-rows x 64 mn-elements
+// (1024 bytes); LBO = the byte distance between atoms along mn, SBO = between 8-row groups along k.
+// (Measured: the other reading, the two swapped, fails every case; docs/PERF.md.)
+static __device__ __forceinline__ uint64_t fw_desc_mn(const void *p, uint32_t mn, uint32_t k) {
+    return (uint64_t)((wg_smem(p) & 0x3FFFF) >> 4) | ((uint64_t)(mn >> 4) << 16) | ((uint64_t)(k >> 4) << 32) |
+           (1ull << 62);
+}
 // Register fences around the asynchronous MMAs (the compiler may not touch the accumulators
 // between issue and wait).
 static __device__ __forceinline__ void fw_fence_s(float *d) { asm volatile("wgmma.fence.sync.aligned;\n" : FW_D32 ::"memory"); }
@@ -111,6 +137,9 @@ static __device__ __forceinline__ uint32_t fw_pack(float lo, float hi) {
     return d;
 }
 
+// VM: how P V reads V. 0 = transposed into Vt by ldmatrix (K-major B; lily_fa_wg 1); 1 = straight
+// from the tensor-map copy as an MN-major B (lily_fa_wg 2, the default).
+template <int VM>
 __global__ void __launch_bounds__(FW_THREADS, 1)
     fw_kernel(attn_dims d, int T, int pos0, const float *q, const float *qg, uint16_t *o,
               const __grid_constant__ fw_tmaps tm) {
@@ -187,6 +216,7 @@ __global__ void __launch_bounds__(FW_THREADS, 1)
         for (int j = 0; j < FW_D / 16; j++)
             fw_mma_s(s, dq0 + ((j * 256) >> 4), dk0 + (((j >> 2) * FW_BOX + (j & 3) * 32) >> 4), j);
         fw_commit_s(s);
+        if constexpr (VM == 0) {
         // V tile kt -> Vt (Vt's readers, the last tile's P V, passed the previous iteration's closing
         // barrier): the 8 x 8 block (key block kb8, d block nb) transposed into core matrix
         // (nb, kb8). A block's rows in the staging box: key r at r * 128, its 16-byte piece c at
@@ -215,6 +245,14 @@ __global__ void __launch_bounds__(FW_THREADS, 1)
 #pragma unroll
                 for (int m = 0; m < 4; m++) *(uint32_t *)(Vt + (nb0 + m) * 1024 + kb8 * 128 + lane * 4) = r[u][m];
             }
+        }
+        } else if (kt * FW_BN + FW_BN > kend) {
+            // The last tile: V rows of keys past kend zeroed in the staging buffer (whole 128-byte
+            // rows: the swizzle permutes only within a row), whatever the cache holds there.
+            const int z0 = kend - kt * FW_BN, nz = (FW_BN - z0) * 8;
+            char *vs = Vs + (kt & 1) * FW_KV_BYTES;
+            for (int i = tid; i < 4 * nz; i += FW_THREADS)
+                *(uint4 *)(vs + (i / nz) * FW_BOX + (z0 + (i % nz) / 8) * 128 + (i % 8) * 16) = make_uint4(0, 0, 0, 0);
         }
         wg_fence_proxy(); // Vt (st.shared) visible to the MMAs' async proxy (used after the next barrier)
         fw_wait_s(s);
@@ -267,11 +305,18 @@ __global__ void __launch_bounds__(FW_THREADS, 1)
                 oacc[4 * i + 2] *= corr[1], oacc[4 * i + 3] *= corr[1];
             }
         }
-        // O += P V, once every warp's part of Vt is written.
+        // O += P V, once every warp's part of Vt (VM 0) or of the zeroed rows (VM > 0) is written.
         __syncthreads();
         fw_fence_o(oacc);
+        if constexpr (VM == 0) {
 #pragma unroll
-        for (int j = 0; j < FW_BN / 16; j++) fw_mma_o(oacc, pa[j], dv0 + ((j * 256) >> 4));
+            for (int j = 0; j < FW_BN / 16; j++) fw_mma_o(oacc, pa[j], dv0 + ((j * 256) >> 4));
+        } else {
+            // k16 step j: keys 16j.. of every box, 2048 bytes down the rows.
+            const uint64_t dvt = fw_desc_mn(Vs + (kt & 1) * FW_KV_BYTES, FW_BOX, 1024);
+#pragma unroll
+            for (int j = 0; j < FW_BN / 16; j++) fw_mma_ot(oacc, pa[j], dvt + ((j * 2048) >> 4));
+        }
         fw_done_o(oacc);
         __syncthreads(); // both warpgroups are done with buffer kt & 1 and with Vt
     }
@@ -319,11 +364,13 @@ bool pf_attention_wg(attn_dims d, int T, int pos0, const float *q, const void *k
     if (!fw_tmap(&tm.k, kc, d) || !fw_tmap(&tm.v, vc, d)) return false;
     static bool attr = false;
     if (!attr) {
-        cudaFuncSetAttribute(fw_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, FW_SMEM);
+        cudaFuncSetAttribute(fw_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, FW_SMEM);
+        cudaFuncSetAttribute(fw_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, FW_SMEM);
         attr = true;
     }
     const int rows = T * (d.hq / d.hkv);
     dim3 grid((rows + FW_BM - 1) / FW_BM, d.hkv);
-    fw_kernel<<<grid, FW_THREADS, FW_SMEM, st>>>(d, T, pos0, q, qg, o, tm);
+    if (lily_fa_wg == 1) fw_kernel<0><<<grid, FW_THREADS, FW_SMEM, st>>>(d, T, pos0, q, qg, o, tm);
+    else fw_kernel<1><<<grid, FW_THREADS, FW_SMEM, st>>>(d, T, pos0, q, qg, o, tm);
     return true;
 }

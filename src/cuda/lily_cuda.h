@@ -106,8 +106,10 @@ enum lily_cuda_opt {
     LILY_CUDA_OPT_QG_FILL = 33,     // prefill: 1 = dense GEMMs on 64-row tiles where 128-row ones fill
                                     // under half the SMs (qgemm_fill_tile; LILY_CUDA_QG_FILL; flag
                                     // qg_fill; default 1)
-    LILY_CUDA_OPT_FA_WG = 34,       // prefill: 1 = the flash attention at head_dim 256 on wgmma
-                                    // (attn_flash_wg.cu; LILY_CUDA_FA_WG; flag fa_wg; default 1)
+    LILY_CUDA_OPT_FA_WG = 34,       // prefill: the flash attention at head_dim 256 on wgmma
+                                    // (attn_flash_wg.cu): 0 = off (mma.sync), 1 = V transposed in
+                                    // shared memory, 2 = V as an MN-major operand (LILY_CUDA_FA_WG;
+                                    // flag fa_wg; default 2)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

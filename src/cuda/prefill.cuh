@@ -257,8 +257,9 @@ void pf_attention_flash(attn_dims d, int T, int pos0, const float *q, const void
                         const float *qg, uint16_t *o, cudaStream_t st);
 // ---- attn_flash_wg.cu: the same at head_dim 256 on wgmma (sm_90a) -----------------------------
 // pf_attention_flash takes it for the shapes pf_attention_wg_takes (bf16 cache, D = 256) while
-// lily_fa_wg is 1 (option LILY_CUDA_OPT_FA_WG, LILY_CUDA_FA_WG, flag fa_wg; engine default 1; this
-// variable's own 0 is what kernel tests start from). Same rounding points as fa_kernel.
+// lily_fa_wg is not 0: 1 = V transposed in shared memory for P V, 2 = V read as an MN-major operand
+// (option LILY_CUDA_OPT_FA_WG, LILY_CUDA_FA_WG, flag fa_wg; engine default 2; this variable's own 0
+// is what kernel tests start from). Same rounding points as fa_kernel.
 extern int lily_fa_wg;
 bool pf_attention_wg_takes(attn_dims d);
 // False when it could not take the call (no tensor-map encoder, unaligned cache): nothing launched.

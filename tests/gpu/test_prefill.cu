@@ -633,16 +633,18 @@ static void test_attn_pf(rng &r) {
         std::vector<float> q = to_f32(rand_bf16(nq, r, 2.0f)), qg((size_t)T * k.hq * 2 * D);
         for (float &v : qg) v = bfr(r.normal());
         uint16_t *dkc = dup(kc), *dvc = dup(vc), *o_old = poisoned<uint16_t>(nq), *o_fa = poisoned<uint16_t>(nq);
-        uint16_t *o_wg = poisoned<uint16_t>(nq);
+        uint16_t *o_wg[2] = {poisoned<uint16_t>(nq), poisoned<uint16_t>(nq)};
         float *dq = dup(q), *dqg = dup(qg);
         pf_attention(d, T, k.pos0, dq, dkc, dvc, dqg, o_old, 0);
         pf_attention_flash(d, T, k.pos0, dq, dkc, dvc, dqg, o_fa, 0);
-        lily_fa_wg = 1; // the wgmma kernel where it takes the shape (D 256), else the same as o_fa
+        // The wgmma kernel where it takes the shape (D 256; else the same as o_fa), in both V modes
+        // (lily_fa_wg 1: V transposed in shared memory; 2: V as an MN-major operand).
+        lily_fa_wg = 1;
         const bool wg = pf_attention_wg_takes(d);
-        pf_attention_flash(d, T, k.pos0, dq, dkc, dvc, dqg, o_wg, 0);
+        for (int v = 0; v < 2; v++) lily_fa_wg = 1 + v, pf_attention_flash(d, T, k.pos0, dq, dkc, dvc, dqg, o_wg[v], 0);
         lily_fa_wg = 0;
         CK(cudaGetLastError());
-        std::vector<float> go = to_f32(back(o_old, nq)), gf = to_f32(back(o_fa, nq)), gw = to_f32(back(o_wg, nq)), ref(nq);
+        std::vector<float> go = to_f32(back(o_old, nq)), gf = to_f32(back(o_fa, nq)), ref(nq);
         for (int t = 0; t < T; t++)
             for (int h = 0; h < k.hq; h++) {
                 const int kvh = h / group, len = k.pos0 + t + 1;
@@ -674,13 +676,14 @@ static void test_attn_pf(rng &r) {
         double e_old = rel_l2(go.data(), ref.data(), nq), e_fa = rel_l2(gf.data(), ref.data(), nq);
         double w_old = worst_row(go, ref), w_fa = worst_row(gf, ref), e_x = rel_l2(gf.data(), go.data(), nq);
         bool fin = !count_nonfinite(go.data(), nq) && !count_nonfinite(gf.data(), nq);
-        if (wg) {
+        for (int v = 0; wg && v < 2; v++) {
+            std::vector<float> gw = to_f32(back(o_wg[v], nq));
             const double e_wg = rel_l2(gw.data(), ref.data(), nq), w_wg = worst_row(gw, ref);
             const double e_wx = rel_l2(gw.data(), gf.data(), nq);
             report(!count_nonfinite(gw.data(), nq) && e_wg < 1e-2 && w_wg < 2e-2 && e_wx < 1e-2,
-                   "attn prefill (flash, wgmma) hq=%d hkv=%d D=%d T=%d pos0=%d: vs CPU rel_l2 %.2e, worst row %.2e; vs "
-                   "the mma.sync flash %.2e (tol 1e-2, 2e-2)",
-                   k.hq, k.hkv, D, T, k.pos0, e_wg, w_wg, e_wx);
+                   "attn prefill (flash, wgmma, V %s) hq=%d hkv=%d D=%d T=%d pos0=%d: vs CPU rel_l2 %.2e, worst "
+                   "row %.2e; vs the mma.sync flash %.2e (tol 1e-2, 2e-2)",
+                   v ? "MN-major" : "transposed", k.hq, k.hkv, D, T, k.pos0, e_wg, w_wg, e_wx);
         }
         report(fin && e_old < 1e-2 && w_old < 2e-2,
                "attn prefill (pf_attention) hq=%d hkv=%d D=%d T=%d pos0=%d: vs CPU rel_l2 %.2e, worst row %.2e (tol 1e-2, 2e-2)",
@@ -704,12 +707,14 @@ static void test_attn_pf(rng &r) {
     for (int pos0 : {0, maxc - T}) {
         double ms_old = gpu_time_ms([&] { pf_attention(d, T, pos0, q, kc, vc, qg, o, 0); }, 3);
         double ms_fa = gpu_time_ms([&] { pf_attention_flash(d, T, pos0, q, kc, vc, qg, o, 0); }, 5);
-        lily_fa_wg = 1;
-        double ms_wg = gpu_time_ms([&] { pf_attention_flash(d, T, pos0, q, kc, vc, qg, o, 0); }, 5);
+        double ms_wg[2];
+        for (int v = 0; v < 2; v++)
+            lily_fa_wg = 1 + v, ms_wg[v] = gpu_time_ms([&] { pf_attention_flash(d, T, pos0, q, kc, vc, qg, o, 0); }, 5);
         lily_fa_wg = 0;
         double flop = 4.0 * hq * D * ((double)T * pos0 + (double)T * (T + 1) / 2);
-        printf("| attention | %d | %d | %.3f | %.3f (%.0f TFLOP/s); wgmma %.3f (%.0f TFLOP/s) | %.1fx |\n", T, pos0,
-               ms_old, ms_fa, flop / (ms_fa * 1e-3) / 1e12, ms_wg, flop / (ms_wg * 1e-3) / 1e12, ms_old / ms_wg);
+        printf("| attention | %d | %d | %.3f | %.3f (%.0f TFLOP/s); wgmma, V transposed / MN-major %.0f / %.0f TFLOP/s | %.1fx |\n",
+               T, pos0, ms_old, ms_fa, flop / (ms_fa * 1e-3) / 1e12, flop / (ms_wg[0] * 1e-3) / 1e12,
+               flop / (ms_wg[1] * 1e-3) / 1e12, ms_old / ms_wg[1]);
     }
     CK(cudaGetLastError());
     free_all();
