@@ -22,6 +22,11 @@ struct lily_ceilings {
 
 struct lily_backend {
     const char *name; // "cpu", "cuda"
+    // Tokens the engine hands forward() at once while prefilling a prompt: big enough for the
+    // backend's prefill to run at speed, small enough that a cancelled request stops within about
+    // half a second on the hardware it is for (the engine checks for cancellation between calls).
+    // 0: the engine's default (256).
+    int prefill_piece;
 
     // Prepare the backend for model `m` (which must outlive the context): upload or repack weights.
     // Returns 0 or a negative LILY_E* code with lily_err_msg() set.

@@ -15,7 +15,9 @@
 #include "loader.h"
 #include "prefix_cache.h"
 
-#define PREFILL_CHUNK 256 // tokens per forward call while prefilling: the cancellation granularity
+// Tokens per forward call while prefilling (the cancellation granularity) when the backend names
+// none (lily_backend.prefill_piece).
+#define PREFILL_CHUNK 256
 
 struct engine_task {
     // Immutable after submit.
@@ -460,7 +462,8 @@ static void run_task(struct engine *e, struct engine_task *t) {
             goto out;
         }
         int stop_at = next_stop(e, pos, n, boundary);
-        int end = pos + PREFILL_CHUNK < stop_at ? pos + PREFILL_CHUNK : stop_at;
+        const int piece = e->be->prefill_piece > 0 ? e->be->prefill_piece : PREFILL_CHUNK;
+        int end = pos + piece < stop_at ? pos + piece : stop_at;
         rc = e->be->forward(e->ctx, e->state, t->prompt + pos, end - pos, e->logits, 0);
         if (rc) goto fail;
         pos = end;

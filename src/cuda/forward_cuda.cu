@@ -787,7 +787,9 @@ static size_t peak_mem_cuda(void *ctx) {
 extern "C" int lily_ceilings_cuda(void *ctx, struct lily_ceilings *out);
 
 extern "C" const struct lily_backend lily_backend_cuda = {
-    "cuda", init_cuda, free_ctx, state_new_cuda, state_free_cuda, state_reset_cuda, state_pos_cuda,
+    "cuda",
+    16384, // prefill_piece: one chunk of the default size, ~0.5 s at the 35B model's prefill speed on an H200
+    init_cuda, free_ctx, state_new_cuda, state_free_cuda, state_reset_cuda, state_pos_cuda,
     forward_cuda, save_size_cuda, save_cuda, load_cuda, lily_ceilings_cuda, peak_mem_cuda, set_flag_cuda,
 };
 
