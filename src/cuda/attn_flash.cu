@@ -19,15 +19,12 @@
 // Rounding points (the same as pf_attention): q is the prologue's fp32 holding bf16 values (exact in
 // bf16), scores fp32, output bf16(rb(o / l) * sigmoid(gate)). Added: P in bf16 for the MMA (pf_attention
 // multiplies V by fp32 p). Shapes not taken (fp32 KV cache, D % 16 != 0, D > 256) go to pf_attention.
-#include "prefill.cuh"
+#include "attn_flash.cuh"
 
 #define FA_WARPS 4
 #define FA_BM (16 * FA_WARPS) // rows (token, head) per block
 #define FA_BN 32              // key positions per tile
 
-static __device__ __forceinline__ uint32_t fa_smem(const void *p) {
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
 static __device__ __forceinline__ void fa_cp16(void *dst, const void *src, bool ok) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(fa_smem(dst)), "l"(src),
                  "r"(ok ? 16 : 0));
@@ -39,18 +36,6 @@ static __device__ __forceinline__ void fa_ldsm4(uint32_t *r, const void *p) {
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(fa_smem(p)));
 }
-static __device__ __forceinline__ void fa_ldsm4t(uint32_t *r, const void *p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(fa_smem(p)));
-}
-static __device__ __forceinline__ uint32_t fa_pack(float lo, float hi) {
-    uint32_t d;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
-    return d;
-}
-static __device__ __forceinline__ float fa_lo(uint32_t u) { return __uint_as_float(u << 16); }
-static __device__ __forceinline__ float fa_hi(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
 static __device__ __forceinline__ void fa_mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
                  "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
@@ -141,45 +126,10 @@ __global__ void __launch_bounds__(FA_WARPS * 32, 2)
                 fa_mma(s[2 * i + 1], a, b[2], b[3]);
             }
         }
-        // Causal mask, only where some key of the tile is past some row's last position.
-        const int kbase = kt * FA_BN;
-        if (kbase + FA_BN > kfull) {
-#pragma unroll
-            for (int i = 0; i < FA_BN / 8; i++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    if (kbase + i * 8 + 2 * tq + (e & 1) > lim[e >> 1]) s[i][e] = -INFINITY;
-        }
-        // Online softmax. Every row sees key 0 in tile 0, so the running max is finite from there on.
-        float mx[2] = {mrow[0], mrow[1]};
-#pragma unroll
-        for (int i = 0; i < FA_BN / 8; i++) {
-            mx[0] = fmaxf(mx[0], fmaxf(s[i][0], s[i][1]));
-            mx[1] = fmaxf(mx[1], fmaxf(s[i][2], s[i][3]));
-        }
-        float corr[2], ls[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int rr = 0; rr < 2; rr++) {
-            mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(0xffffffffu, mx[rr], 1));
-            mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(0xffffffffu, mx[rr], 2));
-            corr[rr] = exp2f((mrow[rr] - mx[rr]) * sl2);
-            mrow[rr] = mx[rr];
-        }
-        // P in bf16, laid out as the A fragments of the P V product (k = key): fragment j covers
-        // keys [16j, 16j + 16): registers {row g, keys 0-7}, {row g+8, 0-7}, {g, 8-15}, {g+8, 8-15}.
+        // Mask, online softmax, P (attn_flash.cuh).
+        float corr[2];
         uint32_t pa[FA_BN / 16][4];
-#pragma unroll
-        for (int i = 0; i < FA_BN / 8; i++) {
-            uint32_t lo = fa_pack(exp2f((s[i][0] - mx[0]) * sl2), exp2f((s[i][1] - mx[0]) * sl2));
-            uint32_t hi = fa_pack(exp2f((s[i][2] - mx[1]) * sl2), exp2f((s[i][3] - mx[1]) * sl2));
-            ls[0] += fa_lo(lo) + fa_hi(lo);
-            ls[1] += fa_lo(hi) + fa_hi(hi);
-            pa[i >> 1][(i & 1) * 2] = lo;
-            pa[i >> 1][(i & 1) * 2 + 1] = hi;
-        }
-        // Partial row sums per thread (its quad's other threads hold the rest; summed at the end).
-        lrow[0] = lrow[0] * corr[0] + ls[0];
-        lrow[1] = lrow[1] * corr[1] + ls[1];
+        fa_softmax_tile<FA_BN / 8>(s, kt * FA_BN, kfull, lim, tq, sl2, mrow, lrow, corr, pa);
 #pragma unroll
         for (int i = 0; i < DMAX / 8; i++) {
             oacc[i][0] *= corr[0], oacc[i][1] *= corr[0];
@@ -201,27 +151,7 @@ __global__ void __launch_bounds__(FA_WARPS * 32, 2)
         __syncthreads(); // the next iteration's load overwrites this buffer
     }
 
-    // o = bf16(rb(o / l) * sigmoid(gate)), two adjacent columns per store.
-#pragma unroll
-    for (int rr = 0; rr < 2; rr++) {
-        float l = lrow[rr];
-        l += __shfl_xor_sync(0xffffffffu, l, 1);
-        l += __shfl_xor_sync(0xffffffffu, l, 2);
-        const int rg = r0 + warp * 16 + g + 8 * rr;
-        if (rg >= nrows) continue;
-        const int t = rg / group, h = kvh * group + rg % group;
-        const float *gate = qg + ((long)t * d.hq + h) * 2 * D + D;
-        uint16_t *orow = o + ((long)t * d.hq + h) * D;
-#pragma unroll
-        for (int i = 0; i < DMAX / 8; i++) {
-            if (i * 8 >= D) break;
-            const int c = i * 8 + 2 * tq;
-            float2 gv = *(const float2 *)(gate + c);
-            uint32_t lo = lily_f32_to_bf16(rb(oacc[i][2 * rr] / l) * sigmoid_f(gv.x));
-            uint32_t hi = lily_f32_to_bf16(rb(oacc[i][2 * rr + 1] / l) * sigmoid_f(gv.y));
-            *(uint32_t *)(orow + c) = lo | (hi << 16);
-        }
-    }
+    fa_store_rows<DMAX / 8>(oacc, lrow, r0 + warp * 16 + g, nrows, group, kvh, d, D, tq, qg, o);
 }
 
 template <int DMAX>

@@ -28,7 +28,7 @@
 #include <cuda.h>         // CUtensorMap
 #include <cudaTypedefs.h> // PFN_cuTensorMapEncodeTiled
 
-#include "prefill.cuh"
+#include "attn_flash.cuh" // the mask, online softmax and output store shared with attn_flash.cu
 #include "qgemm_wg.cuh" // TMA, mbarrier, proxy fence and descriptor wrappers
 
 int lily_fa_wg = 0;
@@ -54,14 +54,8 @@ struct fw_tmaps {
     CUtensorMap k, v;
 };
 
-#define FW_F4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
-#define FW_D32 FW_F4(0), FW_F4(4), FW_F4(8), FW_F4(12), FW_F4(16), FW_F4(20), FW_F4(24), FW_F4(28)
-#define FW_D128                                                                                          \
-    FW_F4(0), FW_F4(4), FW_F4(8), FW_F4(12), FW_F4(16), FW_F4(20), FW_F4(24), FW_F4(28), FW_F4(32),      \
-        FW_F4(36), FW_F4(40), FW_F4(44), FW_F4(48), FW_F4(52), FW_F4(56), FW_F4(60), FW_F4(64), FW_F4(68), \
-        FW_F4(72), FW_F4(76), FW_F4(80), FW_F4(84), FW_F4(88), FW_F4(92), FW_F4(96), FW_F4(100),          \
-        FW_F4(104), FW_F4(108), FW_F4(112), FW_F4(116), FW_F4(120), FW_F4(124)
-
+// The 32 accumulator registers of the m64n64 instruction (WG_F4, WG_D128: qgemm_wg.cuh).
+#define FW_D32 WG_F4(0), WG_F4(4), WG_F4(8), WG_F4(12), WG_F4(16), WG_F4(20), WG_F4(24), WG_F4(28)
 // d (64 x 64 a warpgroup) = (acc ? d : 0) + A (64 x 16) . B (16 x 64), both from shared memory.
 static __device__ __forceinline__ void fw_mma_s(float *d, uint64_t da, uint64_t db, int acc) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
@@ -73,38 +67,14 @@ static __device__ __forceinline__ void fw_mma_s(float *d, uint64_t da, uint64_t 
                  : "l"(da), "l"(db), "r"(acc));
 }
 // d (64 x 256 a warpgroup) += A (64 x 16, bf16 pairs in registers: the m16n8k16 A fragment of each
-// warp's 16 rows) . B (16 x 256) from shared memory.
-static __device__ __forceinline__ void fw_mma_o(float *d, const uint32_t *a, uint64_t db) {
+// warp's 16 rows) . B (16 x 256) from shared memory; TB = 1: B MN-major (imm-trans-b), V read as the
+// tensor-map copy laid it out, key rows of 64 d in 128-byte swizzled rows (VM 1); 0: K-major (Vt).
+template <int TB> static __device__ __forceinline__ void fw_mma_o(float *d, const uint32_t *a, uint64_t db) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-                 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-                 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
-                 "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
-                 "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
-                 "{%128, %129, %130, %131}, %132, p, 1, 1, 0;\n}\n"
-                 : FW_D128
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
-}
-// The same with B MN-major (imm-trans-b = 1): V read as the tensor-map copy laid it out, key rows of
-// 64 d in 128-byte swizzled rows, no transposition (the VM > 0 kernels).
-static __device__ __forceinline__ void fw_mma_ot(float *d, const uint32_t *a, uint64_t db) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-                 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-                 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
-                 "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
-                 "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
-                 "{%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"
-                 : FW_D128
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " WG_ACC128 ", "
+                 "{%128, %129, %130, %131}, %132, p, 1, 1, %134;\n}\n"
+                 : WG_D128
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1), "n"(TB));
 }
 // Descriptor of an MN-major operand in the 128-byte swizzle: atoms of 8 k-rows x 64 mn-elements
 // (1024 bytes); LBO = the byte distance between atoms along mn, SBO = between 8-row groups along k.
@@ -116,7 +86,7 @@ static __device__ __forceinline__ uint64_t fw_desc_mn(const void *p, uint32_t mn
 // Register fences around the asynchronous MMAs (the compiler may not touch the accumulators
 // between issue and wait).
 static __device__ __forceinline__ void fw_fence_s(float *d) { asm volatile("wgmma.fence.sync.aligned;\n" : FW_D32 ::"memory"); }
-static __device__ __forceinline__ void fw_fence_o(float *d) { asm volatile("wgmma.fence.sync.aligned;\n" : FW_D128 ::"memory"); }
+static __device__ __forceinline__ void fw_fence_o(float *d) { asm volatile("wgmma.fence.sync.aligned;\n" : WG_D128 ::"memory"); }
 static __device__ __forceinline__ void fw_commit_s(float *d) {
     asm volatile("wgmma.commit_group.sync.aligned;\n" : FW_D32 ::"memory");
 }
@@ -124,17 +94,7 @@ static __device__ __forceinline__ void fw_wait_s(float *d) {
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" : FW_D32 ::"memory");
 }
 static __device__ __forceinline__ void fw_done_o(float *d) {
-    asm volatile("wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n" : FW_D128 ::"memory");
-}
-static __device__ __forceinline__ void fw_ldsm4t(uint32_t *r, const void *p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(wg_smem(p)));
-}
-static __device__ __forceinline__ uint32_t fw_pack(float lo, float hi) {
-    uint32_t d;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
-    return d;
+    asm volatile("wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n" : WG_D128 ::"memory");
 }
 
 // VM: how P V reads V. 0 = transposed into Vt by ldmatrix (K-major B; lily_fa_wg 1); 1 = straight
@@ -183,7 +143,7 @@ __global__ void __launch_bounds__(FW_THREADS, 1)
             a = *(const float4 *)src, b = *(const float4 *)(src + 4);
         }
         *(uint4 *)(Qs + r8 * 4096 + c * 128 + rl * 16) =
-            make_uint4(fw_pack(a.x, a.y), fw_pack(a.z, a.w), fw_pack(b.x, b.y), fw_pack(b.z, b.w));
+            make_uint4(fa_pack(a.x, a.y), fa_pack(a.z, a.w), fa_pack(b.x, b.y), fa_pack(b.z, b.w));
     }
     wg_fence_proxy(); // Q (st.shared) visible to the MMAs' async proxy, for both warpgroups after:
     __syncthreads();  // (and the mbarriers' init before anyone waits on them)
@@ -208,14 +168,14 @@ __global__ void __launch_bounds__(FW_THREADS, 1)
         mb_wait(&full[kt & 1], (kt >> 1) & 1);
         // S = Q K^T (raw dot products), issued first: the V transposition below runs while the
         // tensor cores compute it.
-        float s[32];
+        float s[FW_BN / 8][4]; // the m64n64 accumulator: s[i][e] as in attn_flash.cuh
         // K: box j / 4 of the tile, k16 step j % 4 of it (32 bytes into the swizzled rows).
         const uint64_t dk0 = wg_desc_sw128(Ks + (kt & 1) * FW_KV_BYTES);
-        fw_fence_s(s);
+        fw_fence_s(&s[0][0]);
 #pragma unroll
         for (int j = 0; j < FW_D / 16; j++)
-            fw_mma_s(s, dq0 + ((j * 256) >> 4), dk0 + (((j >> 2) * FW_BOX + (j & 3) * 32) >> 4), j);
-        fw_commit_s(s);
+            fw_mma_s(&s[0][0], dq0 + ((j * 256) >> 4), dk0 + (((j >> 2) * FW_BOX + (j & 3) * 32) >> 4), j);
+        fw_commit_s(&s[0][0]);
         if constexpr (VM == 0) {
         // V tile kt -> Vt (Vt's readers, the last tile's P V, passed the previous iteration's closing
         // barrier): the 8 x 8 block (key block kb8, d block nb) transposed into core matrix
@@ -227,7 +187,7 @@ __global__ void __launch_bounds__(FW_THREADS, 1)
 #pragma unroll
             for (int u = 0; u < 8; u++) {
                 const int qd = warp * 8 + u, kb8 = qd & 7, nb = (qd >> 3) * 4 + (lane >> 3), kr = kb8 * 8 + (lane & 7);
-                fw_ldsm4t(r[u], vs + (nb >> 3) * FW_BOX + kr * 128 + (((nb & 7) ^ (kr & 7)) << 4));
+                fa_ldsm4t(r[u], vs + (nb >> 3) * FW_BOX + kr * 128 + (((nb & 7) ^ (kr & 7)) << 4));
             }
             // Keys past kend (the last tile only): zero, whatever the cache holds there.
             if (kt * FW_BN + FW_BN > kend) {
@@ -255,47 +215,11 @@ __global__ void __launch_bounds__(FW_THREADS, 1)
                 *(uint4 *)(vs + (i / nz) * FW_BOX + (z0 + (i % nz) / 8) * 128 + (i % 8) * 16) = make_uint4(0, 0, 0, 0);
         }
         wg_fence_proxy(); // Vt (st.shared) visible to the MMAs' async proxy (used after the next barrier)
-        fw_wait_s(s);
-        // Causal mask, only where some key of the tile is past some row's last position. s[4i + e]:
-        // row g + 8 (e >> 1), key 8i + 2 tq + (e & 1) of the tile.
-        const int kbase = kt * FW_BN;
-        if (kbase + FW_BN > kfull) {
-#pragma unroll
-            for (int i = 0; i < FW_BN / 8; i++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    if (kbase + i * 8 + 2 * tq + (e & 1) > lim[e >> 1]) s[4 * i + e] = -INFINITY;
-        }
-        // Online softmax. Every row sees key 0 in tile 0, so the running max is finite from there on.
-        float mx[2] = {mrow[0], mrow[1]};
-#pragma unroll
-        for (int i = 0; i < FW_BN / 8; i++) {
-            mx[0] = fmaxf(mx[0], fmaxf(s[4 * i], s[4 * i + 1]));
-            mx[1] = fmaxf(mx[1], fmaxf(s[4 * i + 2], s[4 * i + 3]));
-        }
-        float corr[2], ls[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int rr = 0; rr < 2; rr++) {
-            mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(0xffffffffu, mx[rr], 1));
-            mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(0xffffffffu, mx[rr], 2));
-            corr[rr] = exp2f((mrow[rr] - mx[rr]) * sl2);
-            mrow[rr] = mx[rr];
-        }
-        // P in bf16 as the A fragments of P V (k = key): step j covers keys [16j, 16j + 16):
-        // {row g, keys 0-7}, {row g+8, 0-7}, {g, 8-15}, {g+8, 8-15} of it.
+        fw_wait_s(&s[0][0]);
+        // Mask, online softmax, P (attn_flash.cuh).
+        float corr[2];
         uint32_t pa[FW_BN / 16][4];
-#pragma unroll
-        for (int i = 0; i < FW_BN / 8; i++) {
-            const uint32_t lo = fw_pack(exp2f((s[4 * i] - mx[0]) * sl2), exp2f((s[4 * i + 1] - mx[0]) * sl2));
-            const uint32_t hi = fw_pack(exp2f((s[4 * i + 2] - mx[1]) * sl2), exp2f((s[4 * i + 3] - mx[1]) * sl2));
-            ls[0] += __uint_as_float(lo << 16) + __uint_as_float(lo & 0xffff0000u);
-            ls[1] += __uint_as_float(hi << 16) + __uint_as_float(hi & 0xffff0000u);
-            pa[i >> 1][(i & 1) * 2] = lo;
-            pa[i >> 1][(i & 1) * 2 + 1] = hi;
-        }
-        // Partial row sums per thread (its quad holds the rest; summed at the end).
-        lrow[0] = lrow[0] * corr[0] + ls[0];
-        lrow[1] = lrow[1] * corr[1] + ls[1];
+        fa_softmax_tile<FW_BN / 8>(s, kt * FW_BN, kfull, lim, tq, sl2, mrow, lrow, corr, pa);
         // Rows whose maximum did not move have corr 1: a warp where that holds for all its rows skips
         // the 128 multiplications (by 1: the same bits), most tiles once the maxima have settled.
         if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
@@ -310,38 +234,18 @@ __global__ void __launch_bounds__(FW_THREADS, 1)
         fw_fence_o(oacc);
         if constexpr (VM == 0) {
 #pragma unroll
-            for (int j = 0; j < FW_BN / 16; j++) fw_mma_o(oacc, pa[j], dv0 + ((j * 256) >> 4));
+            for (int j = 0; j < FW_BN / 16; j++) fw_mma_o<0>(oacc, pa[j], dv0 + ((j * 256) >> 4));
         } else {
             // k16 step j: keys 16j.. of every box, 2048 bytes down the rows.
             const uint64_t dvt = fw_desc_mn(Vs + (kt & 1) * FW_KV_BYTES, FW_BOX, 1024);
 #pragma unroll
-            for (int j = 0; j < FW_BN / 16; j++) fw_mma_ot(oacc, pa[j], dvt + ((j * 2048) >> 4));
+            for (int j = 0; j < FW_BN / 16; j++) fw_mma_o<1>(oacc, pa[j], dvt + ((j * 2048) >> 4));
         }
         fw_done_o(oacc);
         __syncthreads(); // both warpgroups are done with buffer kt & 1 and with Vt
     }
 
-    // o = bf16(rb(o / l) * sigmoid(gate)), two adjacent columns per store; oacc[4i + e]: row
-    // g + 8 (e >> 1), column 8i + 2 tq + (e & 1).
-#pragma unroll
-    for (int rr = 0; rr < 2; rr++) {
-        float l = lrow[rr];
-        l += __shfl_xor_sync(0xffffffffu, l, 1);
-        l += __shfl_xor_sync(0xffffffffu, l, 2);
-        const int rg = r0 + rw + 8 * rr;
-        if (rg >= nrows) continue;
-        const int t = rg / group, h = kvh * group + rg % group;
-        const float *gate = qg + ((long)t * d.hq + h) * 2 * FW_D + FW_D;
-        uint16_t *orow = o + ((long)t * d.hq + h) * FW_D;
-#pragma unroll
-        for (int i = 0; i < 32; i++) {
-            const int c = i * 8 + 2 * tq;
-            const float2 gv = *(const float2 *)(gate + c);
-            const uint32_t lo = lily_f32_to_bf16(rb(oacc[4 * i + 2 * rr] / l) * sigmoid_f(gv.x));
-            const uint32_t hi = lily_f32_to_bf16(rb(oacc[4 * i + 2 * rr + 1] / l) * sigmoid_f(gv.y));
-            *(uint32_t *)(orow + c) = lo | (hi << 16);
-        }
-    }
+    fa_store_rows<32>((const float(*)[4])oacc, lrow, r0 + rw, nrows, group, kvh, d, FW_D, tq, qg, o);
 }
 
 bool pf_attention_wg_takes(attn_dims d) {

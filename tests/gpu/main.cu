@@ -429,23 +429,44 @@ static int run_e2e(uint64_t seed) {
     return 0;
 }
 
+// A random test model on the CUDA and the CPU backend at once, and the CPU backend's logits of N
+// random tokens (the e2e cases below share this setup).
+struct e2e_pair {
+    const lily_backend *be = &lily_backend_cuda, *cpu = &lily_backend_cpu;
+    test_model *tm;
+    const lily_model *m;
+    void *ctx, *cctx;
+    std::vector<int> tf;
+    std::vector<float> ref;
+    e2e_pair(const lily_config &c, uint64_t seed, int N) {
+        tm = test_model_new(c, seed, 1);
+        m = test_model_get(tm);
+        int rc = be->init(m, &ctx);
+        if (rc) die("init", rc);
+        if ((rc = cpu->init(m, &cctx))) die("cpu init", rc);
+        tf = random_tokens(N, c.vocab_size, seed + 1);
+        ref = run_logits(cpu, cctx, tf, c.vocab_size, 0);
+    }
+    ~e2e_pair() {
+        be->free(ctx);
+        cpu->free(cctx);
+        test_model_free(tm);
+    }
+};
+
 // The prefill attention at head_dim 256 (the real model's; no HF fixture has it) in whole prefills: a
 // tiny model with 8 query heads on 1 KV head and D 256, a 200-token prompt in one call and in chunks
 // of 64 (each chunk attends to the earlier chunks' cache), with the wgmma flash kernel
 // (LILY_CUDA_OPT_FA_WG) against the CPU backend and against the mma.sync flash kernel.
 static void run_e2e_attn256(uint64_t seed) {
-    const lily_backend *be = &lily_backend_cuda, *cpu = &lily_backend_cpu;
     lily_config c = config_tiny();
     c.n_heads = 8, c.n_kv_heads = 1, c.head_dim = 256, c.rope_dim = 64;
-    test_model *tm = test_model_new(c, seed + 11, 1);
-    const lily_model *m = test_model_get(tm);
-    void *ctx, *cctx;
-    int rc = be->init(m, &ctx);
-    if (rc) die("init", rc);
-    if ((rc = cpu->init(m, &cctx))) die("cpu init", rc);
     const int V = c.vocab_size, N = 200;
-    std::vector<int> tf = random_tokens(N, V, seed + 12);
-    std::vector<float> ref = run_logits(cpu, cctx, tf, V, 0);
+    e2e_pair p(c, seed + 11, N);
+    const lily_backend *be = p.be;
+    void *ctx = p.ctx;
+    const std::vector<int> &tf = p.tf;
+    const std::vector<float> &ref = p.ref;
     lily_cuda_set_opt(ctx, LILY_CUDA_OPT_PREFILL, 1);
     lily_cuda_set_opt(ctx, LILY_CUDA_OPT_FA, 1);
     for (int chunk : {1024, 64}) {
@@ -466,28 +487,22 @@ static void run_e2e_attn256(uint64_t seed) {
                    s1.dec_n, s0.rel_mean, s0.rel_worst, e);
         }
     }
-    be->free(ctx);
-    cpu->free(cctx);
-    test_model_free(tm);
 }
 
 // The one-launch MoE (LILY_CUDA_OPT_MOE_FUSED) in whole decode steps: a tiny model whose MoE shapes it
 // takes (rows of whole 128-column steps; config_tiny's hidden 320 does not), graph-replayed steps with
 // it on and off against the CPU backend, and the two against each other.
 static void run_e2e_moe_fused(uint64_t seed) {
-    const lily_backend *be = &lily_backend_cuda, *cpu = &lily_backend_cpu;
     lily_config c = config_tiny();
     // lin_v_dim 64: heads of 8 lanes, which the front's register prologue takes (96 it does not).
     c.hidden = 256, c.moe_inter = 128, c.shared_inter = 128, c.lin_v_dim = 64;
-    test_model *tm = test_model_new(c, seed + 5, 1);
-    const lily_model *m = test_model_get(tm);
-    void *ctx, *cctx;
-    int rc = be->init(m, &ctx);
-    if (rc) die("init", rc);
-    if ((rc = cpu->init(m, &cctx))) die("cpu init", rc);
     const int V = c.vocab_size, N = 32;
-    std::vector<int> tf = random_tokens(N, V, seed + 6);
-    std::vector<float> ref = run_logits(cpu, cctx, tf, V, 0);
+    e2e_pair p(c, seed + 5, N);
+    const lily_backend *be = p.be;
+    void *ctx = p.ctx;
+    const std::vector<int> &tf = p.tf;
+    const std::vector<float> &ref = p.ref;
+    int rc;
     lily_cuda_set_opt(ctx, LILY_CUDA_OPT_MOE_FUSED, 0);
     std::vector<float> g0 = run_logits(be, ctx, tf, V, 1);
     lily_cuda_set_opt(ctx, LILY_CUDA_OPT_MOE_FUSED, 1);
@@ -525,9 +540,6 @@ static void run_e2e_moe_fused(uint64_t seed) {
            "profile: fused family %s, separate out_proj/o_proj/router families %d (want 0)",
            fr_same ? "bitwise equal" : "DIFFERS", fr_twice ? "bitwise equal" : "DIFFERS",
            fronted ? "present" : "ABSENT", separate);
-    be->free(ctx);
-    cpu->free(cctx);
-    test_model_free(tm);
 }
 
 
