@@ -228,10 +228,11 @@ __device__ __forceinline__ bool wg_block_rows(const qg_args &a, int BM, int *m0,
             const unsigned b2 =
                 __ballot_sync(0xffffffffu, lane < S && base + lane < a.n_groups && __ldg(a.tile_off + base + lane) <= tile);
             lo = base + 31 - __clz(b2);
-        } else
-        while (hi - lo > 1) {
-            int mid = (lo + hi) >> 1;
-            if (__ldg(a.tile_off + mid) <= tile) lo = mid; else hi = mid;
+        } else {
+            while (hi - lo > 1) { // binary search past the ballots' reach
+                int mid = (lo + hi) >> 1;
+                if (__ldg(a.tile_off + mid) <= tile) lo = mid; else hi = mid;
+            }
         }
         *grp = lo;
         *m0 = __ldg(a.grp_off + lo) + (tile - __ldg(a.tile_off + lo)) * BM;
