@@ -3,7 +3,7 @@
 //
 // A backend context is made once per model (weights uploaded/repacked there). A state is one
 // sequence: its position, KV cache, conv and recurrent state. States are cheap to reset; snapshots
-// (save/load) serialise a state to host memory so the engine can resume a conversation prefix.
+// (state_save/load to host memory; snap_* kept by the backend) let the engine resume a conversation prefix.
 #ifndef LILY_BACKEND_H
 #define LILY_BACKEND_H
 
@@ -65,6 +65,17 @@ struct lily_backend {
     // (`lily bench --ablate NAME`). Unknown names give LILY_EINVAL with a message listing the
     // known ones. Flags apply to forward calls made after the change.
     int (*set_flag)(void *ctx, const char *name, int on);
+
+    // Snapshots the backend keeps itself, for the engine's prefix cache (optional: without them the
+    // engine caches nothing). Why not state_save into host memory: a GPU backend keeps a snapshot in
+    // device memory, where saving and restoring are device-to-device copies.
+    // snap_save() copies the state into memory of its own choosing and returns a handle, with the
+    // bytes it holds in *bytes (the state_save_size() of the state), or NULL with lily_err_msg() set
+    // when it cannot; snap_load() restores a state from a handle this context made (LILY_ERANGE if
+    // it does not fit the state, which is then unchanged); snap_free() releases a handle.
+    void *(*snap_save)(void *ctx, void *state, size_t *bytes);
+    int (*snap_load)(void *ctx, void *state, void *snap);
+    void (*snap_free)(void *ctx, void *snap);
 };
 
 // The backend of that name ("cpu", or "cuda" when built with CUDA), or NULL.

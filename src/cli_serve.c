@@ -26,7 +26,7 @@ static int engine_from_opts(const struct cli_opt *opts, int n, struct engine **e
     long ctx, cache_mb, snap, queue;
     if (cli_get_int(opts, n, "--ctx", 0, 0, 1 << 24, &ctx) ||
         cli_get_int(opts, n, "--cache-mb", 4096, 0, 1 << 24, &cache_mb) ||
-        cli_get_int(opts, n, "--snapshot-every", 4096, 16, 1 << 24, &snap) ||
+        cli_get_int(opts, n, "--snapshot-every", 0, 16, 1 << 24, &snap) ||
         cli_get_int(opts, n, "--queue", 16, 1, 1 << 20, &queue))
         return 2;
     eo.model_dir = cli_get(opts, n, "--model");

@@ -31,7 +31,8 @@ struct engine_opts {
     int max_ctx;             // context length per sequence (0 = min(model max, 32768))
     int queue_max;           // queued tasks beyond the running one (0 = 16)
     size_t cache_bytes;      // prefix-cache budget (0 = no cache)
-    int snapshot_every;      // periodic snapshot interval inside prompts (0 = 4096)
+    int snapshot_every;      // periodic snapshot interval inside prompts (0 = 4096, or the
+                             // backend's prefill piece if longer: 16384 on CUDA)
     // Testing hook (LILY_TEST_OUTPUT, read by `lily serve`): when set, every generation emits
     // this text's tokens (added tokens matched, then an end token) instead of sampling, while the
     // model still runs, so tests can drive tool calls and reasoning through a random-weight model.

@@ -7,21 +7,35 @@
 
 #include "common.h"
 
-void pcache_init(struct pcache *c, size_t budget, int n_vocab) {
+void pcache_init(struct pcache *c, size_t budget, int n_vocab, pcache_blob_free blob_free, void *blob_arg) {
     memset(c, 0, sizeof *c);
     c->budget = budget;
     c->n_vocab = n_vocab;
+    c->blob_free = blob_free;
+    c->blob_arg = blob_arg;
+}
+
+size_t pcache_need(const struct pcache *c, int n, size_t blob_bytes, int with_logits) {
+    return blob_bytes + (size_t)n * sizeof(int) + (with_logits ? (size_t)c->n_vocab * 4 : 0);
 }
 
 static size_t entry_bytes(const struct pcache *c, const struct pcache_entry *e) {
-    return e->blob_bytes + (size_t)e->n * sizeof(int) + (e->logits ? (size_t)c->n_vocab * 4 : 0);
+    return pcache_need(c, e->n, e->blob_bytes, e->logits != NULL);
+}
+
+static void blob_release(struct pcache *c, void *blob) {
+    if (!blob) return;
+    if (c->blob_free)
+        c->blob_free(c->blob_arg, blob);
+    else
+        free(blob);
 }
 
 static void entry_drop(struct pcache *c, int i) {
     struct pcache_entry *e = &c->e[i];
     c->bytes -= entry_bytes(c, e);
     free(e->tokens);
-    free(e->blob);
+    blob_release(c, e->blob);
     free(e->logits);
     c->e[i] = c->e[--c->n];
 }
@@ -53,22 +67,27 @@ int pcache_has(struct pcache *c, const int *tokens, int n) {
     return 0;
 }
 
+int pcache_make_room(struct pcache *c, size_t need) {
+    if (need > c->budget) return 0;
+    while (c->n && c->bytes + need > c->budget) {
+        int lru = 0;
+        for (int i = 1; i < c->n; i++)
+            if (c->e[i].used < c->e[lru].used) lru = i;
+        entry_drop(c, lru);
+    }
+    return 1;
+}
+
 int pcache_insert(struct pcache *c, const int *tokens, int n, void *blob, size_t blob_bytes,
                   const float *logits) {
     struct pcache_entry ne = {0};
     ne.n = n;
     ne.blob = blob;
     ne.blob_bytes = blob_bytes;
-    size_t need = blob_bytes + (size_t)n * sizeof(int) + (logits ? (size_t)c->n_vocab * 4 : 0);
-    if (need > c->budget || pcache_has(c, tokens, n)) {
-        free(blob);
+    size_t need = pcache_need(c, n, blob_bytes, logits != NULL);
+    if (pcache_has(c, tokens, n) || !pcache_make_room(c, need)) {
+        blob_release(c, blob);
         return 0;
-    }
-    while (c->n && c->bytes + need > c->budget) {
-        int lru = 0;
-        for (int i = 1; i < c->n; i++)
-            if (c->e[i].used < c->e[lru].used) lru = i;
-        entry_drop(c, lru);
     }
     ne.tokens = xmalloc((size_t)(n > 0 ? n : 1) * sizeof(int));
     memcpy(ne.tokens, tokens, (size_t)n * sizeof(int));

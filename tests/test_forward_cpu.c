@@ -77,6 +77,19 @@ static void check_snapshot(const char *name) {
         assert_int_equal(f.be->forward(f.ctx, st2, f.ids + i, 1, b + (size_t)(i - k) * V, 1), 0);
     assert_memory_equal(a, b, (n - k) * V * sizeof(float));
 
+    // The prefix cache's handles (snap_save / snap_load): the same bits again, and the same size.
+    size_t hb = 0;
+    assert_int_equal(f.be->state_load(f.ctx, st, snap, sz), 0);
+    void *h = f.be->snap_save(f.ctx, st, &hb);
+    assert_non_null(h);
+    assert_int_equal(hb, sz);
+    assert_int_equal(f.be->forward(f.ctx, st, f.ids + k, 2, NULL, 0), 0);
+    assert_int_equal(f.be->snap_load(f.ctx, st2, h), 0);
+    assert_int_equal(f.be->state_pos(f.ctx, st2), k);
+    assert_int_equal(f.be->forward(f.ctx, st2, f.ids + k, n - k, b, 1), 0);
+    assert_memory_equal(a, b, (n - k) * V * sizeof(float));
+    f.be->snap_free(f.ctx, h);
+
     // Corrupted or truncated snapshots are refused and leave the state alone.
     assert_int_equal(f.be->state_load(f.ctx, st2, snap, sz - 4), LILY_EFORMAT);
     assert_int_equal(f.be->state_load(f.ctx, st2, snap, 3), LILY_EFORMAT);

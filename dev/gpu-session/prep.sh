@@ -19,5 +19,10 @@ if ls build/fuzz/fuzz_* >/dev/null 2>&1; then
     d=$(mktemp -d); for f in build/fuzz/fuzz_*; do [ -x "$f" ] && strip -o "$d/$(basename "$f")" "$f"; done
     tar cJf .carry/fuzz.tar.xz -C "$d" . && rm -rf "$d"
 fi
-cp dev/gpu-session/*.sh .carry/
+cp dev/gpu-session/*.sh dev/gpu-session/*.py .carry/
+# The Qwen3.5 tokenizer files (built by make from the shared data), for runs that serve the synthetic checkpoint.
+if [ -f build/tokenizers/qwen3.5/tokenizer.json ]; then
+    mkdir -p .carry/tok && xz -c build/tokenizers/qwen3.5/tokenizer.json > .carry/tok/tokenizer.json.xz
+    cp build/tokenizers/qwen3.5/tokenizer_config.json .carry/tok/
+fi
 du -sh .carry

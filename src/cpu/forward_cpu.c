@@ -12,7 +12,9 @@
 // sequential form of spec §4). Every per-token result is computed the same way whatever the
 // chunking, so `lily logits --step N` gives bit-identical logits for every N.
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
@@ -458,6 +460,38 @@ static int cpu_state_load(void *ctx, void *state, const void *src, size_t n) {
     return 0;
 }
 
+// Snapshots for the engine's prefix cache: state_save's blob in host memory, behind its size.
+struct cpu_snap {
+    size_t bytes;
+    max_align_t data[];
+};
+
+static void *cpu_snap_save(void *ctx, void *state, size_t *bytes) {
+    size_t n = cpu_state_save_size(ctx, state);
+    struct cpu_snap *h = malloc(sizeof *h + n);
+    if (!h) {
+        lily_err_set(LILY_ENOMEM, "cpu backend: no memory for a snapshot of %zu bytes", n);
+        return NULL;
+    }
+    h->bytes = n;
+    if (cpu_state_save(ctx, state, h->data)) {
+        free(h);
+        return NULL;
+    }
+    *bytes = n;
+    return h;
+}
+
+static int cpu_snap_load(void *ctx, void *state, void *snap) {
+    struct cpu_snap *h = snap;
+    return cpu_state_load(ctx, state, h->data, h->bytes);
+}
+
+static void cpu_snap_free(void *ctx, void *snap) {
+    (void)ctx;
+    free(snap);
+}
+
 const struct lily_backend lily_backend_cpu = {
     .name = "cpu",
     .prefill_piece = 256, // ~1 s of the 35B model's prefill on a few cores
@@ -471,4 +505,7 @@ const struct lily_backend lily_backend_cpu = {
     .state_save_size = cpu_state_save_size,
     .state_save = cpu_state_save,
     .state_load = cpu_state_load,
+    .snap_save = cpu_snap_save,
+    .snap_load = cpu_snap_load,
+    .snap_free = cpu_snap_free,
 };

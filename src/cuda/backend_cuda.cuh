@@ -114,4 +114,5 @@ int apply_precision(cuda_ctx *cx, cuda_state *s);
 // prefill_cuda.cu
 bool prefill_usable(cuda_ctx *cx, cuda_state *s); // can this state's prompts take the chunked path
 int pf_alloc(cuda_ctx *cx);                       // the scratch (0, or LILY_ENOMEM when nothing fits)
+size_t pf_scratch_pending(cuda_ctx *cx);          // bytes the scratch will take at the next prompt (0 if made)
 int forward_chunks(cuda_ctx *cx, cuda_state *s, const int *tokens, int n, float *logits, int all_logits);

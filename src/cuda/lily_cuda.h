@@ -110,6 +110,9 @@ enum lily_cuda_opt {
                                     // (attn_flash_wg.cu): 0 = off (mma.sync), 1 = V transposed in
                                     // shared memory, 2 = V as an MN-major operand (LILY_CUDA_FA_WG;
                                     // flag fa_wg; default 2)
+    LILY_CUDA_OPT_SNAP_DEV = 35,    // server: 1 = the prefix cache's snapshots in device memory where it
+                                    // has room (default; LILY_CUDA_SNAP_DEV; flag snap_dev), 0 = in
+                                    // host memory
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

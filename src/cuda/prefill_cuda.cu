@@ -45,6 +45,13 @@ static size_t pf_sizes(cuda_ctx *cx, size_t C, size_t *sizes) {
     return total;
 }
 
+size_t pf_scratch_pending(cuda_ctx *cx) {
+    if (cx->pf.mem || cx->pf.C < 0) return 0;
+    size_t sizes[15];
+    const int want = cx->opt[LILY_CUDA_OPT_CHUNK];
+    return pf_sizes(cx, want < 1 ? 1 : want > 16384 ? 16384 : want, sizes);
+}
+
 // The prefill scratch, allocated at the first prompt (and again when the chunk option changes).
 // When the asked chunk does not fit in the free GPU memory, halve it down to 64 tokens with one
 // warning: slower, but the prompt runs; only when even that fails is it LILY_ENOMEM, and

@@ -386,6 +386,43 @@ static int run_e2e(uint64_t seed) {
     rc = be->state_load(ctx, st, snap.data(), snap.size());
     be->forward(ctx, st, toks.data() + 10, 5, s2.data(), 0);
     report(!rc && be->state_pos(ctx, st) == 15 && !memcmp(s1.data(), s2.data(), V * 4), "e2e snapshot save/load restores the state exactly");
+    // The prefix cache's snapshots (snap_save), in device memory and in host memory: restored into the
+    // state that made them after it moved on, and into a second state, the same logits bitwise; a
+    // state too short for one refuses it and stays as it was.
+    void *st2, *st3;
+    if ((rc = be->state_new(ctx, 64, &st2)) || (rc = be->state_new(ctx, 12, &st3))) die("state_new", rc);
+    const int snap_dev0 = lily_cuda_get_opt(ctx, LILY_CUDA_OPT_SNAP_DEV);
+    for (int dev = 1; dev >= 0; dev--) {
+        lily_cuda_set_opt(ctx, LILY_CUDA_OPT_SNAP_DEV, dev);
+        be->state_reset(ctx, st);
+        be->forward(ctx, st, toks.data(), 10, NULL, 0);
+        size_t sb = 0;
+        void *h = be->snap_save(ctx, st, &sb);
+        be->forward(ctx, st, toks.data() + 10, 3, NULL, 0); // moves on before the copy could be read
+        be->forward(ctx, st, toks.data() + 13, 6, NULL, 0);
+        be->state_reset(ctx, st2);
+        be->forward(ctx, st2, toks.data(), 4, NULL, 0);
+        int rl = h ? be->snap_load(ctx, st, h) : -1;
+        be->forward(ctx, st, toks.data() + 10, 5, b.data(), 0);
+        int rl2 = h ? be->snap_load(ctx, st2, h) : -1;
+        be->forward(ctx, st2, toks.data() + 10, 5, b.data() + V, 0);
+        be->state_reset(ctx, st3);
+        be->forward(ctx, st3, toks.data(), 12, NULL, 0);
+        int rl3 = h ? be->snap_load(ctx, st3, h) : -1; // fits: 10 <= 12
+        be->forward(ctx, st, toks.data() + 15, 3, NULL, 0);
+        void *h18 = be->snap_save(ctx, st, &sb);        // position 18 > 12
+        int rl4 = h18 ? be->snap_load(ctx, st3, h18) : -1;
+        report(h && h18 && sb == be->state_save_size(ctx, st) && !rl && !rl2 && !rl3 && rl4 == LILY_ERANGE &&
+                   be->state_pos(ctx, st3) == 10 && !memcmp(s1.data(), b.data(), V * 4) &&
+                   !memcmp(s1.data(), b.data() + V, V * 4),
+               "e2e prefix-cache snapshots in %s memory: restored into the same and another state == "
+               "save/load (bitwise); a 12-position state refuses an 18-position one", dev ? "device" : "host");
+        be->snap_free(ctx, h);
+        be->snap_free(ctx, h18);
+    }
+    lily_cuda_set_opt(ctx, LILY_CUDA_OPT_SNAP_DEV, snap_dev0);
+    be->state_free(ctx, st2);
+    be->state_free(ctx, st3);
     // Split-KV and GQA switches change nothing beyond rounding (decode kernels: token by token).
     lily_cuda_set_opt(ctx, LILY_CUDA_OPT_PREFILL, 0);
     lily_cuda_set_opt(ctx, LILY_CUDA_OPT_ATTN_SPLIT, 1);

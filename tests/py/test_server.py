@@ -316,6 +316,29 @@ def test_long_prompt_periodic_snapshots(srv):
     assert u["prompt_tokens_details"]["cached_tokens"] % 64 == 0
 
 
+def test_resumed_prompts_give_the_same_tokens(model, srv):
+    """What a snapshot restores is exactly the state it saved: greedy completions that resume from
+    the cache (a whole-prompt hit, and a periodic snapshot plus new tokens) match a server without a
+    cache, token for token and logprob for logprob (the CPU backend's logits do not depend on how a
+    prompt is split into pieces)."""
+    ref = Server(model, "--ctx", "2048", "--cache-mb", "0")
+    try:
+        base = "cache check %f " % time.time() + "lorem ipsum " * 80
+        outs = {}
+        for name, s in (("cached", srv), ("fresh", ref)):
+            for prompt in (base, base, base + "dolor sit amet"):
+                st, _, b = s.post("/v1/completions", {"prompt": prompt, "max_tokens": 6, "temperature": 0,
+                                                      "logprobs": 1, "logit_bias": NO_END})
+                assert st == 200, b
+                ch = json.loads(b)["choices"][0]
+                outs.setdefault(name, []).append((ch["text"], ch["logprobs"]["token_logprobs"]))
+        assert outs["cached"] == outs["fresh"]
+        st, _, b = srv.post("/v1/completions", {"prompt": base + "dolor sit amet", "max_tokens": 1})
+        assert json.loads(b)["usage"]["prompt_tokens_details"]["cached_tokens"] > 0
+    finally:
+        ref.stop()
+
+
 def test_metrics_text(srv):
     m = srv.metrics()
     for k in ("lily_requests_total", "lily_prompt_tokens_total", "lily_generated_tokens_total",

@@ -1,0 +1,31 @@
+# srv_client.py: srv.sh's client. Waits for /health (gives up at once if the server process SVPID exits),
+# then times 1-token completions of random token-id prompts; SRV_LENS overrides the lengths, SRV_MAXID
+# the ids' bound.
+import json, os, random, sys, time, urllib.request
+base, label, pid = "http://127.0.0.1:8099", os.environ["LABEL"], int(os.environ["SVPID"])
+def get(path):
+    return urllib.request.urlopen(base + path, timeout=5).read().decode()
+for _ in range(400):
+    try:
+        get("/health"); break
+    except Exception:
+        try: os.kill(pid, 0)
+        except OSError: sys.exit("%s: the server exited" % label)
+        time.sleep(0.5)
+else:
+    sys.exit("%s: no /health" % label)
+def complete(ids, what):
+    body = json.dumps({"model": "m", "prompt": ids, "max_tokens": 1}).encode()
+    req = urllib.request.Request(base + "/v1/completions", body, {"Content-Type": "application/json"})
+    t0 = time.time(); r = json.loads(urllib.request.urlopen(req, timeout=120).read()); dt = time.time() - t0
+    print("%s: %-24s %6d tokens: %.3f s (%.0f tok/s), cached %s, text %r" % (
+        label, what, len(ids), dt, len(ids) / dt, r["usage"].get("prompt_tokens_details", {}).get("cached_tokens"),
+        r["choices"][0]["text"]), flush=True)
+random.seed(1)
+hi = int(os.environ.get("SRV_MAXID", "100000"))  # ids drawn from [1000, hi)
+lens = [int(x) for x in os.environ.get("SRV_LENS", "4096,16384,32768").split(",")]
+for n in lens:
+    ids = [random.randrange(1000, hi) for _ in range(n)]
+    complete(ids, "new prompt")
+complete(ids + [random.randrange(1000, hi) for _ in range(256)], "same + 256 (follow-up)")
+print("\n".join(label + ": " + l for l in get("/metrics").splitlines() if "prefill" in l and not l.startswith("#")))
