@@ -87,6 +87,10 @@ $(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
+# The sampler's softmax over the vocabulary vectorises only when FP compares and conversions may be
+# if-converted (no FP exception semantics: nothing here reads the exception flags).
+$(BUILD)/src/sampler.o: CFLAGS += -fno-trapping-math
+
 $(BUILD)/%.o: %.cu $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c -o $@ $<

@@ -244,12 +244,115 @@ static void test_logprobs(void **st) {
     assert_true(fabs(lp[2] - log(0.15)) < 1e-5);
 }
 
+// A vocabulary of the real model's size (248,320 ids: the vectorised softmax's blocks, its tail, the
+// top-k list): 12 likely ids spread over it and a long tail, at temperature 0.8. Without filters and with
+// top-k 20 (the list path); then top-k 1500 (the sort path) over the first 5,000 ids. Each likely id's
+// frequency against the softmax computed here in double over what the filter keeps; the rest's total.
+static void test_large_vocabulary(void **st) {
+    (void)st;
+    int V = 248320;
+    const int draws = 8000;
+    float *l = malloc(sizeof(float) * V);
+    int *counts = malloc(sizeof(int) * V);
+    for (int i = 0; i < V; i++) l[i] = (float)sin(i * 0.731) * 2.0f - 6.0f; // the tail
+    const int hot[12] = {0, 5, 1023, 1024, 1025, 77777, 131071, 200000, 248000, 248313, 248318, 248319};
+    const int hot_small[12] = {0, 5, 1023, 1024, 1025, 2047, 3000, 4095, 4096, 4997, 4998, 4999};
+    for (int k = 0; k < 12; k++) l[hot[k]] = 3.0f + 0.25f * (float)k;
+    for (int k = 0; k < 12; k++) l[hot_small[k]] = 3.0f + 0.25f * (float)k;
+    const float T = 0.8f;
+    for (int mode = 0; mode < 3; mode++) {
+        const int top_k = mode == 0 ? 0 : mode == 1 ? 20 : 1500;
+        if (mode == 2) V = 5000; // a sort of every candidate per draw
+        // The kept set: the top_k largest logits (or all), with their softmax.
+        int *ord = malloc(sizeof(int) * V);
+        for (int i = 0; i < V; i++) ord[i] = i;
+        int n = V;
+        if (top_k) { // selection by repeated max
+            for (int a = 0; a < top_k; a++) {
+                int b = a;
+                for (int i = a + 1; i < V; i++)
+                    if (l[ord[i]] > l[ord[b]] || (l[ord[i]] == l[ord[b]] && ord[i] < ord[b])) b = i;
+                int t = ord[a];
+                ord[a] = ord[b], ord[b] = t;
+            }
+            n = top_k;
+        }
+        double mx = -1e30, z = 0;
+        for (int a = 0; a < n; a++) mx = l[ord[a]] > mx ? l[ord[a]] : mx;
+        for (int a = 0; a < n; a++) z += exp((l[ord[a]] - mx) / T);
+        struct sampler_params sp;
+        sampler_params_default(&sp);
+        sp.has_seed = 1;
+        sp.seed = 11 + mode;
+        sp.temperature = T;
+        sp.top_k = top_k;
+        histogram(&sp, l, V, draws, counts);
+        double hot_mass = 0, hot_freq = 0;
+        const int *h = mode == 2 ? hot_small : hot;
+        for (int k = 0; k < 12; k++) {
+            double q = exp((l[h[k]] - mx) / T) / z, f = (double)counts[h[k]] / draws;
+            assert_true(fabs(f - q) < 5 * sqrt(q * (1 - q) / draws) + 1e-4);
+            hot_mass += q, hot_freq += f;
+        }
+        double tail = 1 - hot_mass; // the rest of the kept set
+        assert_true(fabs((1 - hot_freq) - tail) < 5 * sqrt(tail * (1 - tail) / draws) + 1e-4);
+        if (top_k) { // nothing outside the kept set
+            long outside = draws;
+            for (int a = 0; a < n; a++) outside -= counts[ord[a]];
+            assert_int_equal(outside, 0);
+        }
+        free(ord);
+    }
+    free(l);
+    free(counts);
+}
+
+// The softmax's exponential against exp() in double: the relative error over (-87, 0], and 0 from -87 down
+// and for NaN.
+static void test_exp(void **st) {
+    (void)st;
+    double worst = 0;
+    for (int i = 0; i < 8700000; i++) { // (-87, 0]
+        float x = -(float)i * 1e-5f;
+        double e = exp((double)x), r = fabs(sampler_exp_neg(x) - e) / e;
+        worst = r > worst ? r : worst;
+    }
+    assert_true(worst < 3e-7);
+    assert_true(sampler_exp_neg(0.0f) == 1.0f);
+    assert_true(sampler_exp_neg(-87.5f) == 0.0f && sampler_exp_neg(-1e30f) == 0.0f);
+    assert_true(sampler_exp_neg(-INFINITY) == 0.0f && sampler_exp_neg(NAN) == 0.0f);
+}
+
+// top-k, then top-p over the top-k distribution renormalised (as HF transformers and vLLM do):
+// p = .4 .3 .2 .1, top-k 2 leaves .57 / .43, and top-p .5 then keeps the first alone (over the whole
+// distribution, .4 < .5 would have kept both).
+static void test_top_k_then_top_p(void **st) {
+    (void)st;
+    const double p[4] = {0.2, 0.4, 0.1, 0.3};
+    float l[4];
+    logits_from_probs(p, 4, l);
+    int counts[4];
+    struct sampler_params sp;
+    sampler_params_default(&sp);
+    sp.has_seed = 1;
+    sp.top_k = 2;
+    sp.top_p = 0.5f;
+    histogram(&sp, l, 4, 5000, counts);
+    assert_int_equal(counts[1], 5000);
+    sp.top_p = 0.6f; // .57 < .6: both
+    histogram(&sp, l, 4, 5000, counts);
+    assert_int_equal(counts[0] + counts[2], 0);
+    assert_true(counts[1] > 0 && counts[3] > 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy),          cmocka_unit_test(test_distribution),
         cmocka_unit_test(test_top_k),           cmocka_unit_test(test_top_p),
         cmocka_unit_test(test_min_p),           cmocka_unit_test(test_penalties),
         cmocka_unit_test(test_seed_determinism), cmocka_unit_test(test_logprobs),
+        cmocka_unit_test(test_large_vocabulary), cmocka_unit_test(test_top_k_then_top_p),
+        cmocka_unit_test(test_exp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
