@@ -76,6 +76,12 @@ struct lily_backend {
     void *(*snap_save)(void *ctx, void *state, size_t *bytes);
     int (*snap_load)(void *ctx, void *state, void *snap);
     void (*snap_free)(void *ctx, void *snap);
+
+    // One decode step of `token` (optional): the state advances by one and *next receives the greedy
+    // choice from its logits (the lowest id of the largest), which stay on the device. The engine
+    // uses it for plain greedy requests (no bias, penalties or logprobs): on CUDA it saves copying
+    // the 248,320 logits to the host and scanning them there every token. Same errors as forward().
+    int (*step_greedy)(void *ctx, void *state, int token, int *next);
 };
 
 // The backend of that name ("cpu", or "cuda" when built with CUDA), or NULL.

@@ -489,14 +489,25 @@ static void run_task(struct engine *e, struct engine_task *t) {
     for (int k = 0; k < t->n_stop; k++)
         if (strlen(t->stop[k]) > max_stop) max_stop = strlen(t->stop[k]);
     int eos_hit = -1;
+    // Plain greedy requests take the backend's greedy step: the next token comes back without the
+    // logits (sampler_sample would take the same argmax of them). -1: none pending.
+    const struct sampler_params *sp = &t->sp;
+    const int greedy = e->be->step_greedy && !e->script && t->top_logprobs < 0 &&
+                       (sp->temperature <= 0.0f || sp->top_k == 1) && sp->n_bias == 0 &&
+                       sp->presence_penalty == 0.0f && sp->frequency_penalty == 0.0f &&
+                       sp->repetition_penalty == 1.0f;
+    int next = -1;
     for (int i = 0; i < max_new; i++) {
         if (atomic_load(&t->cancel)) {
             done.finish = ENGINE_FINISH_CANCELLED;
             break;
         }
         struct engine_event ev = {.type = ENGINE_EV_TOKEN};
-        memcpy(e->work, e->logits, (size_t)e->n_vocab * sizeof(float));
-        int tok = sampler_sample(&smp, e->work);
+        int tok = next;
+        if (tok < 0) {
+            memcpy(e->work, e->logits, (size_t)e->n_vocab * sizeof(float));
+            tok = sampler_sample(&smp, e->work);
+        }
         if (e->script) tok = i < e->n_script ? e->script[i] : (e->n_eos ? e->eos[0] : tok);
         done.n_gen++;
         if (t->top_logprobs >= 0) {
@@ -537,7 +548,8 @@ static void run_task(struct engine *e, struct engine_task *t) {
             pos = n + i;
             goto decoded;
         }
-        rc = e->be->forward(e->ctx, e->state, &tok, 1, e->logits, 0);
+        rc = greedy ? e->be->step_greedy(e->ctx, e->state, tok, &next)
+                    : e->be->forward(e->ctx, e->state, &tok, 1, e->logits, 0);
         if (rc) goto fail;
         pos = n + i + 1;
     }

@@ -492,6 +492,24 @@ static void cpu_snap_free(void *ctx, void *snap) {
     free(snap);
 }
 
+// The engine's greedy step: the logits into a scratch row, then their first largest (as the sampler's
+// greedy choice takes it).
+static int cpu_step_greedy(void *ctx, void *state, int token, int *next) {
+    struct cpu_ctx *x = ctx;
+    const int V = x->m->cfg.vocab_size;
+    float *l = malloc((size_t)V * sizeof(float));
+    if (!l) return lily_err_set(LILY_ENOMEM, "cpu backend: no memory for the logits");
+    int rc = cpu_forward(ctx, state, &token, 1, l, 0);
+    if (!rc) {
+        int best = 0;
+        for (int i = 1; i < V; i++)
+            if (l[i] > l[best]) best = i;
+        *next = best;
+    }
+    free(l);
+    return rc;
+}
+
 const struct lily_backend lily_backend_cpu = {
     .name = "cpu",
     .prefill_piece = 256, // ~1 s of the 35B model's prefill on a few cores
@@ -508,4 +526,5 @@ const struct lily_backend lily_backend_cpu = {
     .snap_save = cpu_snap_save,
     .snap_load = cpu_snap_load,
     .snap_free = cpu_snap_free,
+    .step_greedy = cpu_step_greedy,
 };

@@ -679,6 +679,20 @@ static int forward_cuda(void *ctx, void *p, const int *tokens, int n, float *log
     return 0;
 }
 
+// The engine's greedy step (lily_backend.step_greedy): one decode step without the logits; the step's
+// last kernel (sample_finish, greedy at temperature 0: the lowest id of the largest logit) left the
+// next token in d_tok, and only its 4 bytes come back.
+static int step_greedy_cuda(void *ctx, void *p, int token, int *next) {
+    cuda_ctx *cx = (cuda_ctx *)ctx;
+    cuda_state *s = (cuda_state *)p;
+    int rc = forward_cuda(ctx, p, &token, 1, NULL, 0);
+    if (rc) return rc;
+    CU_TRY(cudaMemcpyAsync(s->h_tok, s->d_tok, 4, cudaMemcpyDeviceToHost, cx->st));
+    CU_TRY(cudaStreamSynchronize(cx->st));
+    *next = *s->h_tok;
+    return 0;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Snapshots: the position, then every layer's cache/state buffers, in layer order.
 static size_t save_size_cuda(void *ctx, void *p) {
@@ -874,7 +888,7 @@ extern "C" const struct lily_backend lily_backend_cuda = {
     16384, // prefill_piece: one chunk of the default size, ~0.5 s at the 35B model's prefill speed on an H200
     init_cuda, free_ctx, state_new_cuda, state_free_cuda, state_reset_cuda, state_pos_cuda,
     forward_cuda, save_size_cuda, save_cuda, load_cuda, lily_ceilings_cuda, peak_mem_cuda, set_flag_cuda,
-    snap_save_cuda, snap_load_cuda, snap_free_cuda,
+    snap_save_cuda, snap_load_cuda, snap_free_cuda, step_greedy_cuda,
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -455,6 +455,16 @@ static int run_e2e(uint64_t seed) {
         t = bst;
     }
     report(same && !nan, "e2e on-GPU greedy loop (30 steps) == host argmax of returned logits");
+    // The engine's greedy step (lily_backend.step_greedy) chooses the same 30 tokens.
+    be->state_reset(ctx, st);
+    t = toks[0];
+    bool same_step = true;
+    for (int i = 0; i < 30 && same_step; i++) {
+        int nx = -1;
+        same_step = !be->step_greedy(ctx, st, t, &nx) && nx == gen[i] && be->state_pos(ctx, st) == i + 1;
+        t = nx;
+    }
+    report(same && same_step, "e2e greedy step (step_greedy: the id only) == the on-GPU greedy loop, 30 steps");
     be->state_reset(ctx, st);
     rc = lily_cuda_generate(ctx, st, toks[0], 30, 0.8f, 7, gen.data(), &nan);
     int inrange = 1;

@@ -339,6 +339,21 @@ def test_resumed_prompts_give_the_same_tokens(model, srv):
         ref.stop()
 
 
+def test_greedy_step_matches_the_sampler(srv):
+    """Plain greedy requests take the backend's greedy step (the next id without the logits); with
+    logprobs the engine's sampler takes the argmax of the logits instead: the same tokens."""
+    outs = []
+    for extra in ({}, {"logprobs": 1}, {"temperature": 1.0, "top_k": 1}):
+        body = dict({"prompt": "Greedy step check %f, tell me" % time.time() if not outs else outs[0][0],
+                     "max_tokens": 24, "temperature": 0}, **extra)
+        st, _, b = srv.post("/v1/completions", body)
+        assert st == 200, b
+        r = json.loads(b)
+        outs.append((body["prompt"], r["choices"][0]["text"], r["choices"][0]["finish_reason"],
+                     r["usage"]["completion_tokens"]))
+    assert outs[0] == outs[1] == outs[2]
+
+
 def test_metrics_text(srv):
     m = srv.metrics()
     for k in ("lily_requests_total", "lily_prompt_tokens_total", "lily_generated_tokens_total",
