@@ -505,8 +505,12 @@ static void run_task(struct engine *e, struct engine_task *t) {
         struct engine_event ev = {.type = ENGINE_EV_TOKEN};
         int tok = next;
         if (tok < 0) {
-            memcpy(e->work, e->logits, (size_t)e->n_vocab * sizeof(float));
-            tok = sampler_sample(&smp, e->work);
+            // The sampler edits the logits (bias, penalties, temperature): on a copy when the
+            // unedited ones are still needed for logprobs. (A snapshot's logits are taken before
+            // this or after the end token's forward.)
+            float *l = e->logits;
+            if (t->top_logprobs >= 0) l = memcpy(e->work, e->logits, (size_t)e->n_vocab * sizeof(float));
+            tok = sampler_sample(&smp, l);
         }
         if (e->script) tok = i < e->n_script ? e->script[i] : (e->n_eos ? e->eos[0] : tok);
         done.n_gen++;

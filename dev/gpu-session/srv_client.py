@@ -1,6 +1,6 @@
 # srv_client.py: srv.sh's client. Waits for /health (gives up at once if the server process SVPID exits),
 # then times 1-token completions of random token-id prompts; SRV_LENS overrides the lengths, SRV_MAXID
-# the ids' bound.
+# the ids' bound; SRV_DECODE=1 times decode instead (sampling settings, 256 tokens).
 import json, os, random, sys, time, urllib.request
 base, label, pid = "http://127.0.0.1:8099", os.environ["LABEL"], int(os.environ["SVPID"])
 def get(path):
@@ -14,13 +14,30 @@ for _ in range(400):
         time.sleep(0.5)
 else:
     sys.exit("%s: no /health" % label)
-def complete(ids, what):
-    body = json.dumps({"model": "m", "prompt": ids, "max_tokens": 1}).encode()
+def complete(ids, what, **kw):
+    body = json.dumps(dict({"model": "m", "prompt": ids, "max_tokens": 1}, **kw)).encode()
     req = urllib.request.Request(base + "/v1/completions", body, {"Content-Type": "application/json"})
     t0 = time.time(); r = json.loads(urllib.request.urlopen(req, timeout=120).read()); dt = time.time() - t0
     print("%s: %-24s %6d tokens: %.3f s (%.0f tok/s), cached %s, text %r" % (
         label, what, len(ids), dt, len(ids) / dt, r["usage"].get("prompt_tokens_details", {}).get("cached_tokens"),
         r["choices"][0]["text"]), flush=True)
+if os.environ.get("SRV_DECODE"):
+    # Decode through the server: a 4096-id prompt cached whole (with its logits), then per sampling
+    # setting 1 and 257 tokens with the end tokens banned; the difference is 256 decode steps.
+    random.seed(2)
+    ids = [random.randrange(1000, 100000) for _ in range(4096)]
+    ban = {"248044": -100, "248046": -100}
+    complete(ids, "decode prompt")
+    for name, kw in (("greedy", {"temperature": 0}), ("temperature 1", {"temperature": 1.0}),
+                     ("T 0.6, top_p .95, top_k 20", {"temperature": 0.6, "top_p": 0.95, "top_k": 20})):
+        ts = []
+        for n in (1, 257):
+            body = json.dumps(dict({"model": "m", "prompt": ids, "max_tokens": n, "logit_bias": ban, "seed": 1}, **kw)).encode()
+            req = urllib.request.Request(base + "/v1/completions", body, {"Content-Type": "application/json"})
+            t0 = time.time(); r = json.loads(urllib.request.urlopen(req, timeout=120).read()); ts.append(time.time() - t0)
+            assert r["usage"]["completion_tokens"] == n, r["usage"]
+        print("%s: decode %-28s %.1f tok/s (%.3f ms a token)" % (label, name, 256 / (ts[1] - ts[0]), (ts[1] - ts[0]) / 256 * 1e3), flush=True)
+    sys.exit(0)
 random.seed(1)
 hi = int(os.environ.get("SRV_MAXID", "100000"))  # ids drawn from [1000, hi)
 lens = [int(x) for x in os.environ.get("SRV_LENS", "4096,16384,32768").split(",")]
