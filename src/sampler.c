@@ -115,7 +115,8 @@ static inline float exp_neg(float x) {
     const float xc = x > -87.0f ? x : -87.0f; // NaN too
     const float k = (xc * 1.44269504f + 12582912.0f) - 12582912.0f; // round(x / ln2): the 1.5 * 2^23 trick
     const float r = (xc - k * 0.693145751953125f) - k * 1.428606765330187e-6f;
-    const float e = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
+    const float e =
+        1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
     union {
         int32_t i;
         float f;

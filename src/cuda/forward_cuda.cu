@@ -707,13 +707,14 @@ static size_t save_size_cuda(void *ctx, void *p) {
 }
 
 // Copy the state's buffers (positions [0, pos) of the KV caches) to or from buf, in save_size_cuda's
-// layout, on the context's stream: kind says where buf is and the direction. Host copies end with a
-// synchronisation; device-to-device ones are ordered on the stream and need none.
+// layout, on the context's stream: save gives the direction, dev says buf is device memory. Host copies
+// end with a synchronisation; device-to-device ones are ordered on the stream and need none.
 static int snap_copy(cuda_ctx *cx, cuda_state *s, char *buf, int pos, bool save, bool dev) {
     const lily_config *c = &cx->c;
     const cudaMemcpyKind kind = dev ? cudaMemcpyDeviceToDevice : save ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice;
     auto cp = [&](void *state_mem, size_t n) {
-        cudaError_t e = save ? cudaMemcpyAsync(buf, state_mem, n, kind, cx->st) : cudaMemcpyAsync(state_mem, buf, n, kind, cx->st);
+        cudaError_t e = save ? cudaMemcpyAsync(buf, state_mem, n, kind, cx->st)
+                             : cudaMemcpyAsync(state_mem, buf, n, kind, cx->st);
         buf += n;
         return e;
     };
@@ -783,6 +784,17 @@ struct cuda_snap {
     char *mem;    // the buffers after the position word
 };
 
+static void snap_free_cuda(void *ctx, void *snap) {
+    (void)ctx;
+    cuda_snap *h = (cuda_snap *)snap;
+    if (!h) return;
+    if (h->dev)
+        cudaFree(h->mem);
+    else
+        free(h->mem);
+    delete h;
+}
+
 static void *snap_save_cuda(void *ctx, void *p, size_t *bytes) {
     cuda_ctx *cx = (cuda_ctx *)ctx;
     cuda_state *s = (cuda_state *)p;
@@ -805,8 +817,7 @@ static void *snap_save_cuda(void *ctx, void *p, size_t *bytes) {
     }
     if (!h->dev) cudaStreamSynchronize(cx->st);
     if (snap_copy(cx, s, h->mem, s->pos, true, h->dev)) {
-        if (h->dev) cudaFree(h->mem); else free(h->mem);
-        delete h;
+        snap_free_cuda(ctx, h);
         return NULL;
     }
     note_mem(cx);
@@ -828,16 +839,6 @@ static int snap_load_cuda(void *ctx, void *p, void *snap) {
     return set_pos(cx, s, h->pos);
 }
 
-static void snap_free_cuda(void *ctx, void *snap) {
-    (void)ctx;
-    cuda_snap *h = (cuda_snap *)snap;
-    if (!h) return;
-    if (h->dev)
-        cudaFree(h->mem);
-    else
-        free(h->mem);
-    delete h;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Hooks for `lily bench` (backend.h).
