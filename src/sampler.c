@@ -100,7 +100,7 @@ static float max_of(const float *x, int n);
 
 // The first id of the largest value (0 when every value is NaN): the maximum in vector lanes, then a
 // scan for it.
-static int argmax(const float *x, int n) {
+int sampler_argmax(const float *x, int n) {
     const float m = max_of(x, n);
     for (int i = 0; i < n; i++)
         if (x[i] == m) return i;
@@ -204,7 +204,7 @@ int sampler_sample(struct sampler *s, float *l) {
         if (s->count[id])
             l[id] -= p->presence_penalty + p->frequency_penalty * (float)s->count[id];
     }
-    if (p->temperature <= 0.0f || p->top_k == 1) return argmax(l, V);
+    if (p->temperature <= 0.0f || p->top_k == 1) return sampler_argmax(l, V);
     const float inv_t = 1.0f / p->temperature;
     float *pr = s->prob;
     int *idx = s->idx, n;
@@ -218,7 +218,7 @@ int sampler_sample(struct sampler *s, float *l) {
         for (int k = 0; k < n; k++) kept += pr[idx[k]] = exp_neg((l[idx[k]] - mx) * inv_t);
     } else {
         const float mx = max_of(l, V);
-        if (!(mx > -INFINITY)) return argmax(l, V); // every logit -inf or NaN
+        if (!(mx > -INFINITY)) return sampler_argmax(l, V); // every logit -inf or NaN
         double *bsum = s->bsum;
         const double total = softmax_blocks(l, V, mx, inv_t, pr, bsum);
         if (p->top_k <= 0 && p->top_p >= 1.0f && p->min_p <= 0.0f) {
@@ -233,7 +233,7 @@ int sampler_sample(struct sampler *s, float *l) {
                 if (r < (acc += pr[i])) return i;
             for (int i = e - 1; i >= b * SM_BLOCK; i--) // rounding left r at the block's end
                 if (pr[i] > 0) return i;
-            return argmax(l, V);
+            return sampler_argmax(l, V);
         }
         // Candidates. Without top-k, a cutoff that cannot remove anything top-p or min-p would keep
         // shrinks the set before sorting: with V candidates and top_p, any token below
@@ -245,7 +245,7 @@ int sampler_sample(struct sampler *s, float *l) {
         n = 0;
         for (int i = 0; i < V; i++)
             if (pr[i] >= cut && pr[i] > 0) idx[n++] = i;
-        if (n == 0) return argmax(l, V);
+        if (n == 0) return sampler_argmax(l, V);
         if (p->top_k > 0 || p->top_p < 1.0f) qsort_r(idx, (size_t)n, sizeof *idx, cmp_desc, l);
         if (p->top_k > 0 && n > p->top_k) n = p->top_k;
         kept = 0;
@@ -280,7 +280,7 @@ int sampler_sample(struct sampler *s, float *l) {
 }
 
 float sampler_logprobs(const float *l, int V, int token, int n_top, int *top_ids, float *top_lp) {
-    float mx = l[argmax(l, V)];
+    float mx = l[sampler_argmax(l, V)];
     double sum = 0;
     for (int i = 0; i < V; i++) sum += exp((double)(l[i] - mx));
     float lse = mx + (float)log(sum);

@@ -72,6 +72,9 @@ float sampler_logprobs(const float *logits, int n_vocab, int token, int n_top, i
 // The RNG on its own (tests): a uniform double in [0, 1).
 double sampler_uniform(struct sampler *s);
 
+// The greedy choice: the lowest id of the largest of x[0..n) (0 if all are NaN).
+int sampler_argmax(const float *x, int n);
+
 // The sampler's exp(x) for x <= 0 (vectorised in its softmax; relative error < 3e-7; 0 from -87 down and
 // for NaN). For tests.
 float sampler_exp_neg(float x);

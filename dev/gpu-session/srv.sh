@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # srv.sh (device, ~3 min): prefill through the server on CUDA against `lily bench`. The engine feeds a prompt
 # to the backend in pieces (lily_backend.prefill_piece: 16384 on CUDA) and stops at every prefix-cache
-# snapshot (every --snapshot-every tokens, default 4096, and the last <|im_start|>), where it copies the
+# snapshot (every --snapshot-every tokens, default 16384 on CUDA, and the last <|im_start|>), where it copies the
 # state to host memory. For each server setting, a 1-token completion of random token-id prompts of 4K, 16K
 # and 32K, then the 32K one again plus 256 new ids (a follow-up turn: resume from the cache), timed by the
 # client; then the same lengths by lily bench. The synthetic checkpoint gets the Qwen3.5 tokenizer files

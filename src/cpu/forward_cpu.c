@@ -20,6 +20,7 @@
 #include "backend.h"
 #include "common.h"
 #include "cpu/ops_cpu.h"
+#include "sampler.h"
 
 #define CPU_CHUNK_DEFAULT 128
 #define CPU_SNAPSHOT_MAGIC 0x3153434cu // "LCS1"
@@ -492,20 +493,14 @@ static void cpu_snap_free(void *ctx, void *snap) {
     free(snap);
 }
 
-// The engine's greedy step: the logits into a scratch row, then their first largest (as the sampler's
-// greedy choice takes it).
+// The engine's greedy step: the logits into a scratch row, then the sampler's greedy choice of them.
 static int cpu_step_greedy(void *ctx, void *state, int token, int *next) {
     struct cpu_ctx *x = ctx;
     const int V = x->m->cfg.vocab_size;
     float *l = malloc((size_t)V * sizeof(float));
     if (!l) return lily_err_set(LILY_ENOMEM, "cpu backend: no memory for the logits");
     int rc = cpu_forward(ctx, state, &token, 1, l, 0);
-    if (!rc) {
-        int best = 0;
-        for (int i = 1; i < V; i++)
-            if (l[i] > l[best]) best = i;
-        *next = best;
-    }
+    if (!rc) *next = sampler_argmax(l, V);
     free(l);
     return rc;
 }

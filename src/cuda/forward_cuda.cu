@@ -839,7 +839,6 @@ static int snap_load_cuda(void *ctx, void *p, void *snap) {
     return set_pos(cx, s, h->pos);
 }
 
-
 // ---------------------------------------------------------------------------------------------
 // Hooks for `lily bench` (backend.h).
 static const struct {

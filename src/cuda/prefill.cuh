@@ -252,7 +252,7 @@ void pf_attention(attn_dims d, int T, int pos0, const float *q, const void *kc, 
 // Same arguments, semantics and rounding points as pf_attention except P, which enters the P.V MMA in
 // bf16 (see the file's comment). Row tiles of (token, query head) of one KV group share each K/V tile.
 // Takes the bf16 KV cache with D % 16 == 0 and D <= 256; anything else goes to pf_attention.
-// Used by the prefill path when LILY_CUDA_FA=1 (LILY_CUDA_OPT_FA, bench flag "flash"; default off).
+// Used by the prefill path when LILY_CUDA_FA=1 (LILY_CUDA_OPT_FA, bench flag "flash"; default on).
 void pf_attention_flash(attn_dims d, int T, int pos0, const float *q, const void *kc, const void *vc,
                         const float *qg, uint16_t *o, cudaStream_t st);
 // ---- attn_flash_wg.cu: the same at head_dim 256 on wgmma (sm_90a) -----------------------------

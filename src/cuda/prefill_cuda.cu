@@ -45,11 +45,16 @@ static size_t pf_sizes(cuda_ctx *cx, size_t C, size_t *sizes) {
     return total;
 }
 
+// The chunk the scratch is made for: the option, within 1 .. 16384.
+static int pf_chunk_wanted(cuda_ctx *cx) {
+    const int want = cx->opt[LILY_CUDA_OPT_CHUNK];
+    return want < 1 ? 1 : want > 16384 ? 16384 : want;
+}
+
 size_t pf_scratch_pending(cuda_ctx *cx) {
     if (cx->pf.mem || cx->pf.C < 0) return 0;
     size_t sizes[15];
-    const int want = cx->opt[LILY_CUDA_OPT_CHUNK];
-    return pf_sizes(cx, want < 1 ? 1 : want > 16384 ? 16384 : want, sizes);
+    return pf_sizes(cx, pf_chunk_wanted(cx), sizes);
 }
 
 // The prefill scratch, allocated at the first prompt (and again when the chunk option changes).
@@ -57,9 +62,7 @@ size_t pf_scratch_pending(cuda_ctx *cx) {
 // warning: slower, but the prompt runs; only when even that fails is it LILY_ENOMEM, and
 // forward_cuda then runs the prompt token by token (no scratch). Scratch never grows with the prompt.
 int pf_alloc(cuda_ctx *cx) {
-    int want = cx->opt[LILY_CUDA_OPT_CHUNK];
-    if (want < 1) want = 1;
-    if (want > 16384) want = 16384;
+    const int want = pf_chunk_wanted(cx);
     const size_t cap = (size_t)(cx->opt[LILY_CUDA_OPT_PF_CAP_KB] > 0 ? cx->opt[LILY_CUDA_OPT_PF_CAP_KB] : 0) << 10;
     if (cx->pf.want == want && cx->pf.cap == cap) {
         if (cx->pf.mem) return 0;

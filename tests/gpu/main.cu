@@ -510,21 +510,17 @@ static void run_e2e_attn256(uint64_t seed) {
     c.n_heads = 8, c.n_kv_heads = 1, c.head_dim = 256, c.rope_dim = 64;
     const int V = c.vocab_size, N = 200;
     e2e_pair p(c, seed + 11, N);
-    const lily_backend *be = p.be;
-    void *ctx = p.ctx;
-    const std::vector<int> &tf = p.tf;
-    const std::vector<float> &ref = p.ref;
-    lily_cuda_set_opt(ctx, LILY_CUDA_OPT_PREFILL, 1);
-    lily_cuda_set_opt(ctx, LILY_CUDA_OPT_FA, 1);
+    lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_PREFILL, 1);
+    lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_FA, 1);
     for (int chunk : {1024, 64}) {
-        lily_cuda_set_opt(ctx, LILY_CUDA_OPT_CHUNK, chunk);
-        lily_cuda_set_opt(ctx, LILY_CUDA_OPT_FA_WG, 0);
-        std::vector<float> g0 = run_logits(be, ctx, tf, V, 0);
-        const cmp_stats s0 = compare(g0.data(), ref.data(), N, V, BF16_GAP);
+        lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_CHUNK, chunk);
+        lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_FA_WG, 0);
+        std::vector<float> g0 = run_logits(p.be, p.ctx, p.tf, V, 0);
+        const cmp_stats s0 = compare(g0.data(), p.ref.data(), N, V, BF16_GAP);
         for (int mode : {1, 2}) { // V transposed in shared memory; V as an MN-major operand (the default)
-            lily_cuda_set_opt(ctx, LILY_CUDA_OPT_FA_WG, mode);
-            std::vector<float> g1 = run_logits(be, ctx, tf, V, 0);
-            cmp_stats s1 = compare(g1.data(), ref.data(), N, V, BF16_GAP);
+            lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_FA_WG, mode);
+            std::vector<float> g1 = run_logits(p.be, p.ctx, p.tf, V, 0);
+            cmp_stats s1 = compare(g1.data(), p.ref.data(), N, V, BF16_GAP);
             const double e = rel_l2(g1.data(), g0.data(), g1.size());
             report(s1.rel_mean < BF16_REL_MEAN && s1.rel_worst < BF16_REL_WORST && s1.dec_agree == s1.dec_n && e < 1e-2,
                    "e2e prefill at head_dim 256 (hq 8, hkv 1, %d tokens, chunk %d), wgmma flash (V %s) vs CPU backend: "
