@@ -303,11 +303,18 @@ static int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_QG_FILL] = env_int("LILY_CUDA_QG_FILL", 1) != 0;
     cx->opt[LILY_CUDA_OPT_FA_WG] = env_int("LILY_CUDA_FA_WG", 2); // 0 off, 1 V transposed, 2 V MN-major
     cx->opt[LILY_CUDA_OPT_SNAP_DEV] = env_int("LILY_CUDA_SNAP_DEV", 1) != 0;
+    cx->opt[LILY_CUDA_OPT_PF_SIDE] = env_int("LILY_CUDA_PF_SIDE", 1);
     lily_cuda_moe_fused_tma = env_int("LILY_CUDA_MOE_FUSED_TMA", 1) != 0; // timing knob (bitwise the same)
     *out = cx;
 #define FAIL(x) do { rc = (x); if (rc) { free_ctx(cx); *out = NULL; return rc; } } while (0)
-    FAIL(cudaStreamCreateWithFlags(&cx->st, cudaStreamNonBlocking) == cudaSuccess ? 0
-             : lily_err_set(LILY_EBACKEND, "cuda backend: cannot create a stream"));
+    int prio_lo = 0, prio_hi = 0;
+    cudaDeviceGetStreamPriorityRange(&prio_lo, &prio_hi);
+    FAIL(cudaStreamCreateWithPriority(&cx->st, cudaStreamNonBlocking, prio_hi) == cudaSuccess &&
+                 cudaStreamCreateWithPriority(&cx->side[0], cudaStreamNonBlocking, prio_lo) == cudaSuccess &&
+                 cudaStreamCreateWithPriority(&cx->side[1], cudaStreamNonBlocking, prio_hi) == cudaSuccess
+             ? 0 : lily_err_set(LILY_EBACKEND, "cuda backend: cannot create a stream"));
+    for (int i = 0; i < 3; i++)
+        FAIL(cudaEventCreateWithFlags(&cx->pf_ev[i], cudaEventDisableTiming) == cudaSuccess ? 0 : LILY_EBACKEND);
     size_t need = model_bytes(m), free_b = 0, total_b = 0;
     cudaMemGetInfo(&free_b, &total_b);
     if (cudaMalloc(&cx->arena, need) != cudaSuccess) {
@@ -351,6 +358,10 @@ static void free_ctx(void *p) {
         if (cx->pin_ev[i]) cudaEventDestroy(cx->pin_ev[i]);
     }
     for (cudaEvent_t e : cx->prof_ev) cudaEventDestroy(e);
+    for (int i = 0; i < 3; i++)
+        if (cx->pf_ev[i]) cudaEventDestroy(cx->pf_ev[i]);
+    for (int i = 0; i < 2; i++)
+        if (cx->side[i]) cudaStreamDestroy(cx->side[i]);
     if (cx->st) cudaStreamDestroy(cx->st);
     delete cx;
 }
@@ -863,6 +874,7 @@ static const struct {
     {"moe_front", LILY_CUDA_OPT_MOE_FRONT, 0, 1}, {"moe_tails", LILY_CUDA_OPT_MOE_TAILS, 0, 1},
     {"qg_fill", LILY_CUDA_OPT_QG_FILL, 0, 1},     {"fa_wg", LILY_CUDA_OPT_FA_WG, 0, 2},
     {"snap_dev", LILY_CUDA_OPT_SNAP_DEV, 0, 1},
+    {"pf_side", LILY_CUDA_OPT_PF_SIDE, 0, 1},
 };
 
 extern "C" int lily_cuda_set_opt(void *ctx, int opt, int value);
@@ -870,7 +882,7 @@ extern "C" int lily_cuda_set_opt(void *ctx, int opt, int value);
 static int set_flag_cuda(void *ctx, const char *name, int on) {
     for (auto &f : flag_names)
         if (!strcmp(f.name, name)) return lily_cuda_set_opt(ctx, f.opt, on ? f.on : f.off);
-    char known[512] = ""; // the table's names, so the message cannot fall behind it
+    char known[1024] = ""; // the table's names, so the message cannot fall behind it
     for (auto &f : flag_names)
         snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", known[0] ? ", " : "", f.name);
     return lily_err_set(LILY_EINVAL, "cuda backend: unknown flag '%s' (known: %s)", name, known);

@@ -113,6 +113,12 @@ enum lily_cuda_opt {
     LILY_CUDA_OPT_SNAP_DEV = 35,    // server: 1 = the prefix cache's snapshots in device memory where it
                                     // has room (default; LILY_CUDA_SNAP_DEV; flag snap_dev), 0 = in
                                     // host memory
+    LILY_CUDA_OPT_PF_SIDE = 36,     // prefill: GEMMs that do not depend on the main chain run on a side
+                                    // stream beside it (the GDN's z, b, a; the attention's k, v; the
+                                    // shared expert), joined where their outputs are read: 1 = side
+                                    // stream at a lower priority than the main one (default), 2 = the
+                                    // same priority, 0 = all in line (LILY_CUDA_PF_SIDE; flag pf_side;
+                                    // same bits in every mode)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

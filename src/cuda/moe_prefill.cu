@@ -164,7 +164,7 @@ void moe_pf_scratch_init(moe_pf_scratch *s, void *base, const moe_pf_w &w, int t
     s->sh_y = (float *)take(T * w.H * 4);
     s->sh_s = (float *)take(T * 4);
     s->t_max = t_max;
-    s->host = NULL, s->sep = NULL;
+    s->host = NULL, s->sep = NULL, s->side = NULL;
 }
 
 void moe_pf_route(const moe_pf_w &w, int T, int tile_m, moe_pf_scratch *s, cudaStream_t st) {
@@ -285,6 +285,30 @@ int moe_pf_tile(const moe_pf_w &w, int T) {
     return qgemm_pick_tile((T * w.topk + w.E - 1) / w.E);
 }
 
+// The shared expert of T tokens of xn: sh_y (raw fp32 output) and sh_s (its gate logit), for the
+// combine. Nothing else reads or writes these buffers, so it may run on a side stream.
+static int moe_pf_shared(const moe_pf_w &w, const uint16_t *xn, int T, moe_pf_scratch *s, cudaStream_t st) {
+    qg_args g;
+    memset(&g, 0, sizeof g);
+    g.x = xn, g.ldx = w.H, g.w = w.sh_gate, g.w2 = w.sh_up, g.M = T, g.N = w.Is, g.K = w.H;
+    g.epi = QG_GLU, g.y = s->sh_h, g.ldy = w.Is;
+    int rc = dense_gemm(s, g, st);
+    if (rc) return rc;
+    memset(&g, 0, sizeof g);
+    g.x = s->sh_h, g.ldx = w.Is, g.w = w.sh_down, g.M = T, g.N = w.H, g.K = w.Is;
+    g.epi = QG_F32_RAW, g.y = s->sh_y, g.ldy = w.H;
+    if ((rc = dense_gemm(s, g, st))) return rc;
+    if (w.sh_score.rows)
+        row_dot_kernel<<<(T + 7) / 8, 256, 0, st>>>(w.sh_score, xn, T, w.H, s->sh_s);
+    else
+        cudaMemsetAsync(s->sh_s, 0x7f, (size_t)T * 4, st); // +huge: sigmoid 1 (no gate)
+    PF_MARK("moe shared expert (gemms + gate)");
+    return 0;
+}
+
+static int moe_pf_routed(const moe_pf_w &w, const uint16_t *xn, int T, const float *res, float *out,
+                         moe_pf_scratch *s, int tile_m, bool shared_done, cudaStream_t st);
+
 int moe_pf_forward(const moe_pf_w &w, const uint16_t *xn, int T, const float *res, float *out,
                    moe_pf_scratch *s, int tile_m, cudaStream_t st) {
     if (T <= 0) return 0;
@@ -292,12 +316,21 @@ int moe_pf_forward(const moe_pf_w &w, const uint16_t *xn, int T, const float *re
         return lily_err_set(LILY_EINVAL, "moe prefill: %d tokens (max %d), %d experts top-%d", T,
                             s->t_max, w.E, w.topk);
     if (tile_m == 0) tile_m = moe_pf_tile(w, T);
+    int rc;
+    // The shared expert on the side stream, from here to the combine: its GEMMs fill the SMs that the
+    // router (64 blocks at 4K), the routing and the gather leave idle (docs/PERF.md, tenth session).
+    const bool side = s->side && s->side != st && !s->sep && w.Is > 0 && w.sh_gate.rows > 0;
+    if (side) {
+        CU_TRY(cudaEventRecord(s->ev[0], st));
+        CU_TRY(cudaStreamWaitEvent(s->side, s->ev[0], 0));
+        if ((rc = moe_pf_shared(w, xn, T, s, s->side))) return rc;
+        CU_TRY(cudaEventRecord(s->ev[1], s->side));
+    }
     qg_args g;
     memset(&g, 0, sizeof g);
     g.x = xn, g.ldx = w.H, g.w = w.router, g.M = T, g.N = w.E, g.K = w.H, g.epi = QG_F32;
     g.y = s->logits, g.ldy = w.E;
-    int rc = dense_gemm(s, g, st);
-    if (rc) return rc;
+    if ((rc = dense_gemm(s, g, st))) return rc;
     PF_MARK("moe router gemm (8-bit)");
     if (s->host) {
         if ((rc = moe_pf_route_host(w, T, tile_m, s, st))) return rc;
@@ -306,11 +339,18 @@ int moe_pf_forward(const moe_pf_w &w, const uint16_t *xn, int T, const float *re
         moe_pf_route(w, T, tile_m, s, st);
         PF_MARK("moe routing (top-k, histogram, scan, scatter)");
     }
-    return moe_pf_experts(w, xn, T, res, out, s, tile_m, st);
+    return moe_pf_routed(w, xn, T, res, out, s, tile_m, side, st);
 }
 
 int moe_pf_experts(const moe_pf_w &w, const uint16_t *xn, int T, const float *res, float *out,
                    moe_pf_scratch *s, int tile_m, cudaStream_t st) {
+    return moe_pf_routed(w, xn, T, res, out, s, tile_m, false, st);
+}
+
+// The routed experts (grouped gate|up, then down), the shared expert unless shared_done (then on
+// the side stream: joined here), and the combine.
+static int moe_pf_routed(const moe_pf_w &w, const uint16_t *xn, int T, const float *res, float *out,
+                         moe_pf_scratch *s, int tile_m, bool shared_done, cudaStream_t st) {
     if (T <= 0) return 0;
     const int R = T * w.topk;
     const int max_tiles = (R + tile_m - 1) / tile_m + (w.E < R ? w.E : R);
@@ -336,21 +376,8 @@ int moe_pf_experts(const moe_pf_w &w, const uint16_t *xn, int T, const float *re
     PF_MARK("moe experts down grouped gemm");
     // 6. shared expert
     const bool shared = w.Is > 0 && w.sh_gate.rows > 0;
-    if (shared) {
-        memset(&g, 0, sizeof g);
-        g.x = xn, g.ldx = w.H, g.w = w.sh_gate, g.w2 = w.sh_up, g.M = T, g.N = w.Is, g.K = w.H;
-        g.epi = QG_GLU, g.y = s->sh_h, g.ldy = w.Is;
-        if ((rc = dense_gemm(s, g, st))) return rc;
-        memset(&g, 0, sizeof g);
-        g.x = s->sh_h, g.ldx = w.Is, g.w = w.sh_down, g.M = T, g.N = w.H, g.K = w.Is;
-        g.epi = QG_F32_RAW, g.y = s->sh_y, g.ldy = w.H;
-        if ((rc = dense_gemm(s, g, st))) return rc;
-        if (w.sh_score.rows)
-            row_dot_kernel<<<(T + 7) / 8, 256, 0, st>>>(w.sh_score, xn, T, w.H, s->sh_s);
-        else
-            cudaMemsetAsync(s->sh_s, 0x7f, (size_t)T * 4, st); // +huge: sigmoid 1 (no gate)
-        PF_MARK("moe shared expert (gemms + gate)");
-    }
+    if (shared_done) CU_TRY(cudaStreamWaitEvent(st, s->ev[1], 0));
+    else if (shared && (rc = moe_pf_shared(w, xn, T, s, st))) return rc;
     // 7. combine
     dim3 grid((w.H + 255) / 256, T);
     combine_kernel<<<grid, 256, 0, st>>>(s->yk, w.topk, w.H, shared ? s->sh_y : NULL, s->sh_s, res, out);

@@ -175,6 +175,11 @@ struct moe_pf_scratch {
     // Ablations, NULL (set by moe_pf_scratch_init) for the default path; the caller owns both:
     struct moe_pf_host *host; // LILY_CUDA_OPT_HOST_ROUTE: routing on the host (moe_pf_route_host)
     qg_sep *sep;              // LILY_CUDA_OPT_SEP_DEQUANT: router and shared expert via qgemm_sep
+    // Side stream (LILY_CUDA_OPT_PF_SIDE; NULL = in line): moe_pf_forward runs the shared expert on it,
+    // beside the router, the routing and the routed GEMMs, and joins before the combine. The caller
+    // owns the stream and both events (ev[0] fork, ev[1] join).
+    cudaStream_t side;
+    cudaEvent_t ev[2];
 };
 // Host routing staging: pinned memory, made at the first use and grown as needed.
 struct moe_pf_host {

@@ -69,6 +69,7 @@ int pf_alloc(cuda_ctx *cx) {
         if (cx->pf.C < 0) return LILY_ENOMEM; // failed before with the same request
     }
     CU_TRY(cudaStreamSynchronize(cx->st));
+    for (cudaStream_t q : cx->side) CU_TRY(cudaStreamSynchronize(q)); // a chunk that failed may leave side work
     cudaFree(cx->pf.mem);
     memset(&cx->pf, 0, sizeof cx->pf);
     cx->pf.cap = cap, cx->pf.want = want;
@@ -132,8 +133,35 @@ static int sep_reserve(cuda_ctx *cx, int C) {
     return qgemm_sep_reserve(&cx->sep, wmax, nmax * C, cx->st);
 }
 
+// The side stream of a chunk (LILY_CUDA_OPT_PF_SIDE), or NULL: none while profiling (pfprof's rows
+// are per kernel, in stream order) or with the separate-dequantisation ablation (one cuBLAS scratch).
+static cudaStream_t pf_side(cuda_ctx *cx) {
+    const int m = cx->opt[LILY_CUDA_OPT_PF_SIDE];
+    if (m <= 0 || cx->prof || cx->opt[LILY_CUDA_OPT_SEP_DEQUANT]) return NULL;
+    return cx->side[m == 2 ? 1 : 0];
+}
+
+// Stream `to` waits for the work enqueued on `from` so far (event e, reusable once waited on).
+static int pf_record(cudaEvent_t e, cudaStream_t from) {
+    CU_TRY(cudaEventRecord(e, from));
+    return 0;
+}
+static int pf_await(cudaStream_t to, cudaEvent_t e) {
+    CU_TRY(cudaStreamWaitEvent(to, e, 0));
+    return 0;
+}
+static int pf_wait(cudaStream_t to, cudaStream_t from, cudaEvent_t e) {
+    int rc = pf_record(e, from);
+    return rc ? rc : pf_await(to, e);
+}
+
 // One chunk of T tokens (already in pf.toks) at position s->pos: every layer, leaving the final
-// residual stream in pf.x. Enqueued on cx->st, no host synchronisation.
+// residual stream in pf.x. Enqueued on cx->st, no host synchronisation. With a side stream, the
+// GEMMs off the layer's critical chain run on it (the GDN's z, b and a beside qkv and the chunked
+// scan, the attention's k and v beside q|gate, the shared expert beside the routed experts: their
+// launches are small or latency-bound, and the main chain's kernels leave SMs idle); each output is
+// joined before its first reader, and the side stream only writes buffers the main one does not
+// touch until then. The kernels and their inputs are the same: the same bits.
 static int enqueue_chunk(cuda_ctx *cx, cuda_state *s, int T) {
     const lily_config *c = &cx->c;
     cudaStream_t st = cx->st;
@@ -146,6 +174,9 @@ static int enqueue_chunk(cuda_ctx *cx, cuda_state *s, int T) {
     qg_sep *sep = cx->opt[LILY_CUDA_OPT_SEP_DEQUANT] ? &cx->sep : NULL; // ablation; NULL by default
     b->moe.sep = sep;
     b->moe.host = cx->opt[LILY_CUDA_OPT_HOST_ROUTE] ? &cx->host_route : NULL; // ablation; NULL by default
+    cudaStream_t side = pf_side(cx);
+    b->moe.side = side, b->moe.ev[0] = cx->pf_ev[0], b->moe.ev[1] = cx->pf_ev[1];
+    cudaStream_t sst = side ? side : st; // where the side work goes
     int rc = 0;
     pf_embed(cx->embed_q, cx->embed_dense, cx->embed_dt, H, b->toks, T, b->x, st);
     PF_MARK("embed");
@@ -154,15 +185,19 @@ static int enqueue_chunk(cuda_ctx *cx, cuda_state *s, int T) {
         pf_rmsnorm_rows(T, H, b->x, d->in_norm, eps, b->xn, st);
         PF_MARK("rmsnorm (input + post)");
         if (!d->full) {
-            // Each GEMM its own pfprof row: b and a have 32 rows each (a launch's fixed cost).
+            // Each GEMM its own pfprof row: b and a have 32 rows each (a launch's fixed cost). With a
+            // side stream: b, a, then z there (b, a are joined before the scan, z before the norm).
+            if (side && (rc = pf_wait(side, st, cx->pf_ev[0]))) break;
             if ((rc = pf_gemm(st, sep, b->xn, H, d->qkv, T, QG_BF16, b->qkv, NULL))) break;
             PF_MARK("gdn in_proj gemm qkv");
-            if ((rc = pf_gemm(st, sep, b->xn, H, d->z, T, QG_BF16, b->z, NULL))) break;
-            PF_MARK("gdn in_proj gemm z");
-            if ((rc = pf_gemm(st, sep, b->xn, H, d->b, T, QG_BF16, b->b, NULL)) ||
-                (rc = pf_gemm(st, sep, b->xn, H, d->a, T, QG_BF16, b->a, NULL)))
+            if ((rc = pf_gemm(sst, sep, b->xn, H, d->b, T, QG_BF16, b->b, NULL)) ||
+                (rc = pf_gemm(sst, sep, b->xn, H, d->a, T, QG_BF16, b->a, NULL)))
                 break;
             PF_MARK("gdn in_proj gemms b, a");
+            if (side && (rc = pf_wait(st, side, cx->pf_ev[1]))) break;
+            if ((rc = pf_gemm(sst, sep, b->xn, H, d->z, T, QG_BF16, b->z, NULL))) break;
+            PF_MARK("gdn in_proj gemm z");
+            if (side && (rc = pf_record(cx->pf_ev[2], side))) break;
             // The chunked form only from one whole chunk of 64 up: below that it is one partial chunk,
             // with no tensor-core work to win over the scan.
             if (cx->opt[LILY_CUDA_OPT_GDN_CHUNKED] && T >= 64) {
@@ -174,17 +209,20 @@ static int enqueue_chunk(cuda_ctx *cx, cuda_state *s, int T) {
                             b->o, 0, st);
                 PF_MARK("gdn conv+delta rule (scan)");
             }
+            if (side && (rc = pf_await(st, cx->pf_ev[2]))) break;
             gdn_pf_gated_norm(T, c->lin_v_heads, c->lin_v_dim, b->o, b->z, d->gnorm, eps, b->g, st);
             PF_MARK("gdn gated rmsnorm");
             if ((rc = pf_gemm(st, sep, b->g, vd, d->out, T, QG_RESID, b->x, b->x))) break;
             PF_MARK("gdn out_proj gemm (+residual)");
         } else {
+            if (side && (rc = pf_wait(side, st, cx->pf_ev[0]))) break;
             if ((rc = pf_gemm(st, sep, b->xn, H, d->q, T, QG_F32, b->qg, NULL))) break;
             PF_MARK("attn q|gate gemm");
-            if ((rc = pf_gemm(st, sep, b->xn, H, d->k, T, QG_F32, b->k, NULL)) ||
-                (rc = pf_gemm(st, sep, b->xn, H, d->v, T, QG_F32, b->v, NULL)))
+            if ((rc = pf_gemm(sst, sep, b->xn, H, d->k, T, QG_F32, b->k, NULL)) ||
+                (rc = pf_gemm(sst, sep, b->xn, H, d->v, T, QG_F32, b->v, NULL)))
                 break;
             PF_MARK("attn k, v gemms");
+            if (side && (rc = pf_wait(st, side, cx->pf_ev[1]))) break;
             pf_qk_norm_rope_append(adm, T, pos0, b->qg, b->k, b->v, d->q_norm, d->k_norm, b->qr, s->kc[l],
                                    s->vc[l], st);
             PF_MARK("attn q/k norm + rope + kv append");

@@ -368,6 +368,34 @@ static void test_moe_pf(rng &r) {
             for (int i = 0; i < k.H; i++) ref[(size_t)t * k.H + i] = bfr(res[(size_t)t * k.H + i] + bfr((float)acc[i]));
         }
         std::vector<float> gout = back(out, (size_t)T * k.H);
+        // The shared expert on a side stream (the engine's LILY_CUDA_OPT_PF_SIDE), from non-blocking
+        // streams as the engine's: the same bits. Its buffers are poisoned first, so a combine that
+        // did not wait for the side stream reads NaN.
+        const char *side_res = "-";
+        bool side_ok = true;
+        if (!k.skew && k.Is) {
+            cudaStream_t ms, ss;
+            cudaEvent_t ev[2];
+            CK(cudaStreamCreateWithFlags(&ms, cudaStreamNonBlocking));
+            CK(cudaStreamCreateWithFlags(&ss, cudaStreamNonBlocking));
+            for (cudaEvent_t &e : ev) CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+            CK(cudaMemset(s.sh_h, 0xff, (size_t)T * k.Is * 2));
+            CK(cudaMemset(s.sh_y, 0xff, (size_t)T * k.H * 4));
+            CK(cudaMemset(s.sh_s, 0xff, (size_t)T * 4));
+            float *out2 = poisoned<float>((size_t)T * k.H);
+            CK(cudaDeviceSynchronize());
+            s.side = ss, s.ev[0] = ev[0], s.ev[1] = ev[1];
+            const int rc2 = moe_pf_forward(w, dx, T, dres, out2, &s, tile, ms);
+            CK(cudaStreamSynchronize(ms));
+            CK(cudaStreamSynchronize(ss));
+            s.side = NULL;
+            std::vector<float> o2 = back(out2, (size_t)T * k.H);
+            side_ok = !rc2 && !memcmp(o2.data(), gout.data(), o2.size() * 4);
+            side_res = side_ok ? "equal" : "DIFFER";
+            for (cudaEvent_t e : ev) CK(cudaEventDestroy(e));
+            CK(cudaStreamDestroy(ms));
+            CK(cudaStreamDestroy(ss));
+        }
         // Compare the block's contribution (out - res), not out itself, so the residual cannot hide errors.
         std::vector<float> dg(gout.size()), dr(gout.size());
         for (size_t i = 0; i < gout.size(); i++) dg[i] = gout[i] - res[i], dr[i] = ref[i] - res[i];
@@ -382,10 +410,11 @@ static void test_moe_pf(rng &r) {
             num += d * d, den += (double)dr[i] * dr[i], rnd += (double)gout[i] * gout[i];
         }
         bool out_ok = sqrt(num) <= 1e-2 * sqrt(den) + sqrt(rnd) / 512.0;
-        bool ok = !rc && ids_ok && ew <= 1.0 / 128 && map_ok && !count_nonfinite(gout.data(), gout.size()) && out_ok && elg < 1e-2;
-        report(ok, "moe prefill T=%d H=%d I=%d E=%d top%d Is=%d %s tile=%d: groups empty %d, largest %d rows, %d tails on 64-row tiles; ids %s, wts max rel err %.1e (tol 2^-7), map %s, logits rel_l2 %.1e, out-res rel_l2 %.2e (tol 1e-2 + half a bf16 step of |out|)",
+        bool ok = !rc && ids_ok && ew <= 1.0 / 128 && map_ok && !count_nonfinite(gout.data(), gout.size()) && out_ok &&
+                  elg < 1e-2 && side_ok;
+        report(ok, "moe prefill T=%d H=%d I=%d E=%d top%d Is=%d %s tile=%d: groups empty %d, largest %d rows, %d tails on 64-row tiles; ids %s, wts max rel err %.1e (tol 2^-7), map %s, logits rel_l2 %.1e, out-res rel_l2 %.2e (tol 1e-2 + half a bf16 step of |out|), shared expert on a side stream: %s",
                T, k.H, k.I, k.E, k.K, k.Is, k.skew ? "skewed" : "router", tile, empty, biggest, split ? gtb[k.E] : 0,
-               ids_ok ? "equal" : "DIFFER", ew, map_ok ? "ok" : "BAD", elg, eo);
+               ids_ok ? "equal" : "DIFFER", ew, map_ok ? "ok" : "BAD", elg, eo, side_res);
         free_all();
     }
 }
