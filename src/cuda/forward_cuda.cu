@@ -309,7 +309,8 @@ static int init_cuda(const lily_model *m, void **out) {
 #define FAIL(x) do { rc = (x); if (rc) { free_ctx(cx); *out = NULL; return rc; } } while (0)
     int prio_lo = 0, prio_hi = 0;
     cudaDeviceGetStreamPriorityRange(&prio_lo, &prio_hi);
-    FAIL(cudaStreamCreateWithPriority(&cx->st, cudaStreamNonBlocking, prio_hi) == cudaSuccess &&
+    const int main_prio = env_int("LILY_CUDA_MAIN_PRIO", 1) ? prio_hi : prio_lo; // dev knob (timing)
+    FAIL(cudaStreamCreateWithPriority(&cx->st, cudaStreamNonBlocking, main_prio) == cudaSuccess &&
                  cudaStreamCreateWithPriority(&cx->side[0], cudaStreamNonBlocking, prio_lo) == cudaSuccess &&
                  cudaStreamCreateWithPriority(&cx->side[1], cudaStreamNonBlocking, prio_hi) == cudaSuccess
              ? 0 : lily_err_set(LILY_EBACKEND, "cuda backend: cannot create a stream"));
