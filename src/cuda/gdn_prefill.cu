@@ -158,6 +158,7 @@ void gdn_pf_ring(gdn_dims d, int T, int pos, const uint16_t *qkv, float *conv_ri
 }
 
 // Gated RMSNorm (spec §2.1b) per (token, v head): one warp each.
+#define GN_MAXPL 8 // values a lane keeps in registers (head dims up to 256)
 __global__ void gdn_gnorm_kernel(int T, int hv, int dv, const uint16_t *o, const uint16_t *z,
                                  const float *w, float eps, uint16_t *out) {
     const int lane = threadIdx.x & 31;
@@ -165,6 +166,27 @@ __global__ void gdn_gnorm_kernel(int T, int hv, int dv, const uint16_t *o, const
     if (task >= (long)T * hv) return;
     const long base = task * dv;
     float ss = 0.0f;
+    if (dv <= 32 * GN_MAXPL && !(dv & 31)) {
+        // Every load of the lane issued at once (o and z), values kept in registers: the loop below
+        // read o twice, one 2-byte load in flight at a time. Same elements per lane, same order.
+        float xv[GN_MAXPL], zv[GN_MAXPL];
+#pragma unroll
+        for (int j = 0; j < GN_MAXPL; j++) {
+            const int i = lane + 32 * j;
+            xv[j] = i < dv ? __uint_as_float((uint32_t)o[base + i] << 16) : 0.0f;
+            zv[j] = i < dv ? __uint_as_float((uint32_t)z[base + i] << 16) : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < GN_MAXPL; j++)
+            if (lane + 32 * j < dv) ss += xv[j] * xv[j];
+        const float r = rsqrtf(warp_sum(ss) / dv + eps);
+#pragma unroll
+        for (int j = 0; j < GN_MAXPL; j++) {
+            const int i = lane + 32 * j;
+            if (i < dv) out[base + i] = lily_f32_to_bf16(rb(w[i] * rb(xv[j] * r)) * silu_f(zv[j]));
+        }
+        return;
+    }
     for (int i = lane; i < dv; i += 32) {
         float x = __uint_as_float((uint32_t)o[base + i] << 16);
         ss += x * x;

@@ -120,10 +120,31 @@ __global__ void combine_kernel(const uint16_t *yk, int K, int H, const float *sh
     }
 }
 
+#define RN_MAXPT 16 // values a thread keeps in registers (rows up to 4096 at 256 threads)
 __global__ void rmsnorm_rows_kernel(int n, const float *x, const float *w, float eps, uint16_t *y) {
     __shared__ float red[32];
     const float *xr = x + (long)blockIdx.x * n;
     float ss = 0.0f;
+    if (n <= RN_MAXPT * (int)blockDim.x) {
+        // The row read once, every load of the thread issued at once (the loops below read it twice,
+        // one load in flight at a time). Same elements per thread, same order: the same bits.
+        float v[RN_MAXPT];
+#pragma unroll
+        for (int j = 0; j < RN_MAXPT; j++) {
+            const int c = threadIdx.x + j * blockDim.x;
+            v[j] = c < n ? xr[c] : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < RN_MAXPT; j++)
+            if (threadIdx.x + j * blockDim.x < n) ss += v[j] * v[j];
+        const float r = rsqrtf(block_sum(ss, red) / n + eps);
+#pragma unroll
+        for (int j = 0; j < RN_MAXPT; j++) {
+            const int c = threadIdx.x + j * blockDim.x;
+            if (c < n) y[(long)blockIdx.x * n + c] = lily_f32_to_bf16(v[j] * r * w[c]);
+        }
+        return;
+    }
     for (int c = threadIdx.x; c < n; c += blockDim.x) ss += xr[c] * xr[c];
     float r = rsqrtf(block_sum(ss, red) / n + eps);
     for (int c = threadIdx.x; c < n; c += blockDim.x)
