@@ -86,12 +86,27 @@ __global__ void row_dot_kernel(dq_mat m, const uint16_t *x, int T, int H, float 
 }
 
 // xg[p] = x[rows[p]] (H bf16 a row; one block a row, 16-byte pieces when H % 8 == 0).
-__global__ void gather_rows_kernel(const uint16_t *x, int H, const int *rows, uint16_t *xg) {
-    const long src = (long)__ldg(rows + blockIdx.x) * H, dst = (long)blockIdx.x * H;
-    if ((H & 7) == 0) {
-        for (int i = threadIdx.x; i < H / 8; i += blockDim.x) ((uint4 *)(xg + dst))[i] = ((const uint4 *)(x + src))[i];
+// A warp per row, 8 rows a block (a block per row: 32,768 blocks of one 16-byte copy a thread at 4K
+// tokens, bound by block scheduling). With H % 8 == 0 and H <= GR_MAX16 * 256 a lane issues all of
+// its 16-byte loads before its stores.
+#define GR_ROWS 8
+#define GR_MAX16 16
+__global__ void gather_rows_kernel(const uint16_t *x, int H, int R, const int *rows, uint16_t *xg) {
+    const int lane = threadIdx.x & 31, r = blockIdx.x * GR_ROWS + (threadIdx.x >> 5);
+    if (r >= R) return;
+    const long src = (long)__ldg(rows + r) * H, dst = (long)r * H;
+    if ((H & 7) == 0 && H / 8 <= GR_MAX16 * 32) {
+        const uint4 *s4 = (const uint4 *)(x + src);
+        uint4 *d4 = (uint4 *)(xg + dst);
+        uint4 v[GR_MAX16];
+#pragma unroll
+        for (int j = 0; j < GR_MAX16; j++)
+            if (lane + 32 * j < H / 8) v[j] = s4[lane + 32 * j];
+#pragma unroll
+        for (int j = 0; j < GR_MAX16; j++)
+            if (lane + 32 * j < H / 8) d4[lane + 32 * j] = v[j];
     } else {
-        for (int i = threadIdx.x; i < H; i += blockDim.x) xg[dst + i] = x[src + i];
+        for (int i = lane; i < H; i += 32) xg[dst + i] = x[src + i];
     }
 }
 
@@ -106,10 +121,32 @@ static bool moe_pf_gathers(const moe_pf_w &w, const moe_pf_scratch *s, int tile_
 }
 
 // out[t] = rb(res[t] + rb(sum_k yk[t, k] + rb(sigmoid(sh_s[t])) * sh_y[t])).
+// Pairs of columns a thread (H even, K <= CB_MAXK): every load of the pair (the K expert outputs as
+// bf16 pairs, the shared output and the residual as float2) issued before the sums, which add in the
+// same order per column as the loop below.
+#define CB_MAXK 8
 __global__ void combine_kernel(const uint16_t *yk, int K, int H, const float *sh_y, const float *sh_s,
                                const float *res, float *out) {
     const int tok = blockIdx.y;
     const float coef = sh_y ? rb(sigmoid_f(sh_s[tok])) : 0.0f;
+    if (!(H & 1) && K <= CB_MAXK) {
+        const int c = 2 * (blockIdx.x * blockDim.x + threadIdx.x);
+        if (c >= H) return;
+        uint32_t y2[CB_MAXK];
+#pragma unroll
+        for (int k = 0; k < CB_MAXK; k++)
+            y2[k] = k < K ? *(const uint32_t *)(yk + ((long)tok * K + k) * H + c) : 0u;
+        const long at = (long)tok * H + c;
+        const float2 sy = sh_y ? *(const float2 *)(sh_y + at) : make_float2(0.0f, 0.0f);
+        const float2 rs = *(const float2 *)(res + at);
+        float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+        for (int k = 0; k < CB_MAXK; k++)
+            if (k < K) s0 += __uint_as_float(y2[k] << 16), s1 += __uint_as_float(y2[k] & 0xffff0000u);
+        if (sh_y) s0 += coef * sy.x, s1 += coef * sy.y;
+        *(float2 *)(out + at) = make_float2(rb(rs.x + rb(s0)), rb(rs.y + rb(s1)));
+        return;
+    }
     for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < H; c += gridDim.x * blockDim.x) {
         float s = 0.0f;
         for (int k = 0; k < K; k++)
@@ -382,7 +419,7 @@ static int moe_pf_routed(const moe_pf_w &w, const uint16_t *xn, int T, const flo
     g.x = xn, g.ldx = w.H, g.x_rows = s->sorted_tok, g.w = w.gate, g.w2 = w.up, g.M = R, g.N = w.I,
     g.K = w.H, g.grp_off = s->grp_off, g.tile_off = s->tile_off, g.n_groups = w.E, g.epi = QG_GLU;
     if (moe_pf_gathers(w, s, tile_m)) {
-        gather_rows_kernel<<<R, 256, 0, st>>>(xn, w.H, s->sorted_tok, s->yk);
+        gather_rows_kernel<<<(R + GR_ROWS - 1) / GR_ROWS, 32 * GR_ROWS, 0, st>>>(xn, w.H, R, s->sorted_tok, s->yk);
         g.x = s->yk, g.x_rows = NULL;
         PF_MARK("moe rows gathered into expert order");
     }
@@ -400,7 +437,8 @@ static int moe_pf_routed(const moe_pf_w &w, const uint16_t *xn, int T, const flo
     if (shared_done) CU_TRY(cudaStreamWaitEvent(st, s->ev[1], 0));
     else if (shared && (rc = moe_pf_shared(w, xn, T, s, st))) return rc;
     // 7. combine
-    dim3 grid((w.H + 255) / 256, T);
+    const bool pairs = !(w.H & 1) && w.topk <= CB_MAXK; // combine_kernel's pair path: half the threads
+    dim3 grid(((pairs ? w.H / 2 : w.H) + 255) / 256, T);
     combine_kernel<<<grid, 256, 0, st>>>(s->yk, w.topk, w.H, shared ? s->sh_y : NULL, s->sh_s, res, out);
     PF_MARK("moe combine");
     return 0;
