@@ -63,7 +63,7 @@ struct cuda_ctx {
     float2 *amax;
     int amax_n;
     cudaStream_t st;       // the main stream (created at the highest priority)
-    cudaStream_t side[2];  // prefill side streams (LILY_CUDA_OPT_PF_SIDE): lowest priority, highest
+    cudaStream_t side[2];  // prefill side streams (LILY_CUDA_OPT_PF_SIDE 1, 2): lowest priority, highest
     cudaEvent_t pf_ev[3];  // their fork / join events
     int opt[LILY_CUDA_OPT_COUNT];
     int opt_gen; // bumped when an option changes: graphs captured under older options are stale

@@ -85,7 +85,7 @@ __global__ void row_dot_kernel(dq_mat m, const uint16_t *x, int T, int H, float 
     if (lane == 0) out[tok] = rb(acc);
 }
 
-// xg[p] = x[rows[p]] (H bf16 a row; one block a row, 16-byte pieces when H % 8 == 0).
+// xg[p] = x[rows[p]] (H bf16 a row, R rows; 16-byte pieces when H % 8 == 0).
 // A warp per row, 8 rows a block (a block per row: 32,768 blocks of one 16-byte copy a thread at 4K
 // tokens, bound by block scheduling). With H % 8 == 0 and H <= GR_MAX16 * 256 a lane issues all of
 // its 16-byte loads before its stores.
