@@ -565,6 +565,8 @@ static void run_task(struct engine *e, struct engine_task *t) {
         all[pos++] = eos_hit;
     }
 decoded:
+    // The bookkeeping the prefix cache rests on: the state covers exactly all[0..pos).
+    CHECK(e->be->state_pos(e->ctx, e->state) == pos);
     done.decode_s = lily_time() - t1;
     if (done.finish != ENGINE_FINISH_CANCELLED) {
         if (done.finish != ENGINE_FINISH_STOP || eos_hit >= 0) {

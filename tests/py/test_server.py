@@ -339,6 +339,41 @@ def test_resumed_prompts_give_the_same_tokens(model, srv):
         ref.stop()
 
 
+def test_greedy_stop_then_resume_matches_fresh(model, srv):
+    """A plain greedy reply (the backend's greedy step) cut by a stop string that is a whole token,
+    then a prompt that continues through that token: the caching server, which resumes from the
+    state the cut left, and one without a cache give the same tokens (and the engine's check that
+    the state covers exactly the tokens it records holds)."""
+    ref = Server(model, "--ctx", "2048", "--cache-mb", "0")
+    try:
+        prompt = "stop resume check %f " % time.time() + "lorem ipsum " * 20
+        body = {"prompt": prompt, "max_tokens": 16, "temperature": 0} # plain greedy: the greedy step
+        st, _, b = srv.post("/v1/completions", dict(body, logprobs=1))
+        assert st == 200, b
+        ch = json.loads(b)["choices"][0]
+        full, toks = ch["text"], ch["logprobs"]["tokens"]
+        # A token whose text first appears where it starts: as a stop string it cuts just before it.
+        i = next((i for i in range(2, len(toks) - 2)
+                  if len(toks[i]) >= 2 and full.find(toks[i]) == len("".join(toks[:i]))), None)
+        if i is None:
+            pytest.skip("no token usable as a stop string in %r" % toks)
+        cut = "".join(toks[:i])
+        outs = {}
+        for name, s in (("cached", srv), ("fresh", ref)):
+            st, _, b = s.post("/v1/completions", dict(body, stop=[toks[i]]))
+            assert st == 200, b
+            ch = json.loads(b)["choices"][0]
+            assert ch["text"] == cut and ch["finish_reason"] == "stop"
+            st, _, b = s.post("/v1/completions", {"prompt": prompt + cut + toks[i] + toks[i + 1], "max_tokens": 6,
+                                                  "temperature": 0, "logprobs": 1, "logit_bias": NO_END})
+            assert st == 200, b
+            ch = json.loads(b)["choices"][0]
+            outs[name] = (ch["text"], ch["logprobs"]["token_logprobs"])
+        assert outs["cached"] == outs["fresh"]
+    finally:
+        ref.stop()
+
+
 def test_greedy_step_matches_the_sampler(srv):
     """Plain greedy requests take the backend's greedy step (the next id without the logits); with
     logprobs the engine's sampler takes the argmax of the logits instead: the same tokens."""
