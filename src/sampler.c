@@ -171,8 +171,9 @@ static int cmp_desc(const void *a, const void *b, void *arg) {
 }
 
 // The k largest logits' ids (k <= n), descending, ties by id: one pass with a sorted list of k. For the
-// small k samplers use (Qwen's recommended 20), this replaces the softmax over the whole vocabulary.
-static int top_ids(const float *l, int n, int k, int *ids) {
+// small k samplers use (Qwen's recommended 20), this replaces the softmax over the whole vocabulary;
+// sampler_logprobs takes its top alternatives with it too.
+static int largest_ids(const float *l, int n, int k, int *ids) {
     int m = 0;
     for (int i = 0; i < n; i++) {
         if (m == k && !(l[i] > l[ids[m - 1]])) continue; // ties keep the lower id
@@ -186,7 +187,7 @@ static int top_ids(const float *l, int n, int k, int *ids) {
     return m;
 }
 
-// top-k up to this by top_ids (expected ~k ln(V/k) insertions of O(k) each); larger by the softmax and a
+// top-k up to this by largest_ids (expected ~k ln(V/k) insertions of O(k) each); larger by the softmax and a
 // sort of the candidates.
 #define TOPK_LIST 1024
 
@@ -212,7 +213,7 @@ int sampler_sample(struct sampler *s, float *l) {
 
     if (p->top_k > 0 && p->top_k <= TOPK_LIST && p->top_k < V) {
         // Top-k first: only k exponentials.
-        n = top_ids(l, V, p->top_k, idx);
+        n = largest_ids(l, V, p->top_k, idx);
         const float mx = l[idx[0]];
         kept = 0;
         for (int k = 0; k < n; k++) kept += pr[idx[k]] = exp_neg((l[idx[k]] - mx) * inv_t);
@@ -280,21 +281,11 @@ int sampler_sample(struct sampler *s, float *l) {
 }
 
 float sampler_logprobs(const float *l, int V, int token, int n_top, int *top_ids, float *top_lp) {
-    float mx = l[sampler_argmax(l, V)];
+    const float mx = max_of(l, V);
     double sum = 0;
     for (int i = 0; i < V; i++) sum += exp((double)(l[i] - mx));
     float lse = mx + (float)log(sum);
-    // Top n by insertion into a small sorted list (n <= 20).
-    int k = 0;
-    for (int i = 0; i < V && n_top > 0; i++) {
-        if (k == n_top && l[i] <= l[top_ids[k - 1]]) continue;
-        int j = k < n_top ? k++ : k - 1;
-        while (j > 0 && l[top_ids[j - 1]] < l[i]) {
-            top_ids[j] = top_ids[j - 1];
-            j--;
-        }
-        top_ids[j] = i;
-    }
+    const int k = n_top > 0 ? largest_ids(l, V, n_top < V ? n_top : V, top_ids) : 0; // n_top <= 20
     for (int j = 0; j < k; j++) top_lp[j] = l[top_ids[j]] - lse;
     return l[token] - lse;
 }
