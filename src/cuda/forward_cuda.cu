@@ -304,6 +304,7 @@ static int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_FA_WG] = env_int("LILY_CUDA_FA_WG", 2); // 0 off, 1 V transposed, 2 V MN-major
     cx->opt[LILY_CUDA_OPT_SNAP_DEV] = env_int("LILY_CUDA_SNAP_DEV", 1) != 0;
     cx->opt[LILY_CUDA_OPT_PF_SIDE] = env_int("LILY_CUDA_PF_SIDE", 1);
+    cx->opt[LILY_CUDA_OPT_QG_RASTER] = env_int("LILY_CUDA_QG_RASTER", 0);
     lily_cuda_moe_fused_tma = env_int("LILY_CUDA_MOE_FUSED_TMA", 1) != 0; // timing knob (bitwise the same)
     *out = cx;
 #define FAIL(x) do { rc = (x); if (rc) { free_ctx(cx); *out = NULL; return rc; } } while (0)
@@ -875,7 +876,7 @@ static const struct {
     {"moe_front", LILY_CUDA_OPT_MOE_FRONT, 0, 1}, {"moe_tails", LILY_CUDA_OPT_MOE_TAILS, 0, 1},
     {"qg_fill", LILY_CUDA_OPT_QG_FILL, 0, 1},     {"fa_wg", LILY_CUDA_OPT_FA_WG, 0, 2},
     {"snap_dev", LILY_CUDA_OPT_SNAP_DEV, 0, 1},
-    {"pf_side", LILY_CUDA_OPT_PF_SIDE, 0, 1},
+    {"pf_side", LILY_CUDA_OPT_PF_SIDE, 0, 1},     {"qg_raster", LILY_CUDA_OPT_QG_RASTER, 0, 1},
 };
 
 extern "C" int lily_cuda_set_opt(void *ctx, int opt, int value);

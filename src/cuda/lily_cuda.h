@@ -119,6 +119,11 @@ enum lily_cuda_opt {
                                     // stream at a lower priority than the main one (default), 2 = the
                                     // same priority, 0 = all in line (LILY_CUDA_PF_SIDE; flag pf_side;
                                     // same bits in every mode)
+    LILY_CUDA_OPT_QG_RASTER = 37,   // prefill: the order of the wgmma GEMM's blocks: 1 = a row tile's
+                                    // column tiles side by side, so that X is read from memory once
+                                    // (qgemm_wg.cu), 0 = a column tile's row tiles, 2 = 1 for grouped
+                                    // calls only, 3 = dense only (LILY_CUDA_QG_RASTER; flag qg_raster;
+                                    // same bits in every mode)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

@@ -39,6 +39,9 @@ struct qg_args {
     const int *y_rows;  // scatter: sorted row p is written to output row y_rows[p] (NULL: row p)
     const float *scale; // QG_SCALE_BF16: per output row
     const float *res;   // QG_RESID
+    int raster;         // wgmma kernels: 1 = launched as (column tiles, row tiles), so that the blocks of one
+                        // row tile run side by side and its X rows come from L2 (set by the launcher,
+                        // lily_qg_raster; qgemm_wg.cu)
 };
 // QG_GLU's element: rb(silu(rb(gate))) * rb(up), before the output's bf16 rounding (every qgemm path).
 __device__ __forceinline__ float qg_glu(float gate, float up) { return rb(silu_f(rb(gate))) * rb(up); }
@@ -111,6 +114,12 @@ extern int lily_qg_tma;
 // (LILY_CUDA_QG_TMA128; option LILY_CUDA_OPT_QG_TMA128; flag qg_tma128; engine default 1; this
 // variable's own 0 is what kernel tests start from). Prefill 4K +3.4 %, 512 +11 % (docs/PERF.md).
 extern int lily_qg_tma128;
+// The order of the wgmma GEMM's blocks (qgemm_wg.cu): 1 = a row tile's column tiles one after another
+// (launched as (column tiles, row tiles): they run side by side and read their X tile from L2 once
+// it is there), 0 = a column tile's row tiles (the grid as (row tiles, column tiles)), 2 = rastered
+// for grouped calls only, 3 = dense only. Same tiles, same bits. LILY_CUDA_QG_RASTER, option
+// LILY_CUDA_OPT_QG_RASTER, flag qg_raster.
+extern int lily_qg_raster;
 bool qgemm_wg_takes(const qg_args &a, int bm);
 void qgemm_wg_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st);
 // qgemm_rs.cu: the bf16-weight calls with the operands swapped (weights dequantised into the MMA's

@@ -123,7 +123,7 @@ __global__ void __launch_bounds__(128 * WGS, WGS == 2 ? 2 : 1) qgemm_rs_kernel(q
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t = lane & 3;
     const bool glu = a.epi == QG_GLU;
-    const int n0 = blockIdx.y * (glu ? RS_ROWS / 2 : RS_ROWS);
+    const int n0 = wg_col_ix(a) * (glu ? RS_ROWS / 2 : RS_ROWS);
 
     int m0, rows, grp;
     if (!wg_block_rows(a, NT, &m0, &rows, &grp)) return;

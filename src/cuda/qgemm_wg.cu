@@ -44,6 +44,7 @@ int lily_qg_bf16w = 0;
 int lily_qg_wide = 0;
 int lily_qg_tma = 1;
 int lily_qg_tma128 = 0;
+int lily_qg_raster = 0;
 
 enum { WG_DESC_SWAP = 1, WG_EPI_REGS = 2 }; // kernel flags: the descriptor probe; the register epilogue (timing)
 
@@ -99,7 +100,7 @@ __global__ void __launch_bounds__(wg_cfg<WGS, BN, NST, TMA>::THREADS, MINB)
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
     const int g = lane >> 2, t = lane & 3;
     const bool glu = a.epi == QG_GLU;
-    const int n0 = blockIdx.y * (glu ? BN / 2 : BN);
+    const int n0 = wg_col_ix(a) * (glu ? BN / 2 : BN);
 
     int m0, rows, grp;
     if (!wg_block_rows(a, BM, &m0, &rows, &grp)) return;
@@ -292,11 +293,14 @@ static void wg_launch_t(const qg_args &a, int grid_x, cudaStream_t st, const wg_
     }
     const int cols = a.epi == QG_GLU ? BN / 2 : BN;
     dim3 grid(grid_x, (a.N + cols - 1) / cols);
+    qg_args ar = a;
+    ar.raster = lily_qg_raster == 1 || (lily_qg_raster == 2 && a.tile_off) || (lily_qg_raster == 3 && !a.tile_off);
+    if (ar.raster) grid = dim3(grid.y, grid.x);
     static int epi_regs = -1; // LILY_QG_EPI_REGS=1: the unrolled register epilogue (timing only)
     if (epi_regs < 0) epi_regs = getenv("LILY_QG_EPI_REGS") && atoi(getenv("LILY_QG_EPI_REGS")) == 1;
     const int flags = (lily_qg_wg_desc_swap ? WG_DESC_SWAP : 0) | (epi_regs ? WG_EPI_REGS : 0);
     static wg_tmaps none; // the non-TMA kernels' unused parameter
-    qgemm_wg_kernel<WGS, MINB, BW, BN, NST, TMA><<<grid, C::THREADS, C::SMEM, st>>>(a, flags, tm ? *tm : none);
+    qgemm_wg_kernel<WGS, MINB, BW, BN, NST, TMA><<<grid, C::THREADS, C::SMEM, st>>>(ar, flags, tm ? *tm : none);
 }
 
 // cuTensorMapEncodeTiled from the driver (through the runtime: no link to libcuda); NULL when the

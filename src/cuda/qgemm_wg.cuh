@@ -209,13 +209,17 @@ __device__ __forceinline__ void wg_store2(const qg_args &a, int p, int col, floa
     qg_store2_at(a, (long)orow * a.ldy + col, [&] { return __ldg(a.scale + orow); }, v0, v1);
 }
 
-// The rows of X this block multiplies: dense (tile blockIdx.x of BM rows) or grouped (a tile of one
+// A block's row tile and column tile: blockIdx.x and .y, swapped in a rastered launch (qg_args.raster).
+__device__ __forceinline__ int wg_tile_ix(const qg_args &a) { return a.raster ? blockIdx.y : blockIdx.x; }
+__device__ __forceinline__ int wg_col_ix(const qg_args &a) { return a.raster ? blockIdx.x : blockIdx.y; }
+
+// The rows of X this block multiplies: dense (row tile wg_tile_ix of BM rows) or grouped (a tile of one
 // expert's group, found in the tile map). False when the block has nothing to do (grouped mode,
 // tiles past the real count).
 __device__ __forceinline__ bool wg_block_rows(const qg_args &a, int BM, int *m0, int *rows, int *grp) {
     *grp = 0;
     if (a.tile_off) {
-        const int tile = blockIdx.x;
+        const int tile = wg_tile_ix(a);
         if (tile >= __ldg(a.tile_off + a.n_groups)) return false;
         int lo = 0, hi = a.n_groups;
         if (a.n_groups <= 1024) {
@@ -238,7 +242,7 @@ __device__ __forceinline__ bool wg_block_rows(const qg_args &a, int BM, int *m0,
         *m0 = __ldg(a.grp_off + lo) + (tile - __ldg(a.tile_off + lo)) * BM;
         *rows = min(BM, __ldg(a.grp_end ? a.grp_end + lo : a.grp_off + lo + 1) - *m0);
     } else {
-        *m0 = blockIdx.x * BM;
+        *m0 = wg_tile_ix(a) * BM;
         *rows = min(BM, a.M - *m0);
     }
     return true;

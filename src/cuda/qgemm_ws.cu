@@ -49,7 +49,7 @@ __global__ void __launch_bounds__(ws_cfg<CONS>::THREADS, CONS == 1 ? 2 : 1) qgem
     uint64_t *full = (uint64_t *)(a_row + BM), *empty = full + S;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const bool glu = a.epi == QG_GLU;
-    const int n0 = blockIdx.y * (glu ? WG_BN / 2 : WG_BN);
+    const int n0 = wg_col_ix(a) * (glu ? WG_BN / 2 : WG_BN);
     int m0, rows, grp;
     if (!wg_block_rows(a, BM, &m0, &rows, &grp)) return;
     wg_block_setup<C::THREADS>(a, BM, m0, rows, a_row, smem + C::B_OFF, S, C::STAGE);

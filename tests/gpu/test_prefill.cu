@@ -181,6 +181,18 @@ static void test_qgemm(rng &r) {
         std::vector<float> got(n);
         if (f32) got = back((float *)y, n);
         else got = to_f32(back((uint16_t *)y, n));
+        bool raster_same = true; // the wgmma kernels launched rastered (lily_qg_raster): the same bits
+        if (wg_path) {
+            void *y2 = f32 ? (void *)poisoned<float>(n) : (void *)poisoned<uint16_t>(n);
+            qg_args a2 = a;
+            a2.y = y2;
+            lily_qg_raster = 1;
+            qgemm_launch(a2, k.tile, 0, 0);
+            CK(cudaDeviceSynchronize());
+            lily_qg_raster = 0;
+            std::vector<float> got2 = f32 ? back((float *)y2, n) : to_f32(back((uint16_t *)y2, n));
+            raster_same = !memcmp(got.data(), got2.data(), n * sizeof(float));
+        }
         // The reference's weights: exact, or (bf16-weight pass) each rounded once to bf16.
         auto wts = [&](const host_mat &h) {
             std::vector<float> w = deq(h.m);
@@ -202,10 +214,11 @@ static void test_qgemm(rng &r) {
         fin(ex, ex2);
         double dx = rel_l2(got.data(), ex.data(), n);
         double tol = k.epi == QG_F32_RAW ? 1e-5 : 5e-3;
-        bool ok = !rc && !count_nonfinite(got.data(), n) && dx < tol;
+        bool ok = !rc && !count_nonfinite(got.data(), n) && dx < tol && raster_same;
         char probe[96] = "";
         if (wg_path)
-            snprintf(probe, sizeof probe, "; swapped descriptors: rel_l2 %.1e", rel_l2(swapped.data(), ex.data(), n));
+            snprintf(probe, sizeof probe, "; rastered %s; swapped descriptors: rel_l2 %.1e",
+                     raster_same ? "bitwise equal" : "DIFFERENT", rel_l2(swapped.data(), ex.data(), n));
         report(ok, "qgemm%s M=%d N=%d K=%d bits=%d group=%d tile=%d epi=%d: rel_l2 %.1e vs %s weights (tol %.0e)%s",
                wg_path ? (wg == 7 ? " (wgmma, bf16 weights, tensor-map loads)" : wg == 6 ? " (wgmma, bf16 weights, wide tile, cp.async)" : wg == 5 ? " (wgmma, bf16 weights, wide tile)" : wg == 4 ? " (wgmma, bf16 weights, swapped operands)"
                           : wg == 3 ? " (wgmma, bf16 weights)"
@@ -388,6 +401,7 @@ static void test_moe_pf(rng &r) {
             float *out2 = poisoned<float>((size_t)T * k.H);
             CK(cudaDeviceSynchronize());
             s.side = ss, s.ev[0] = ev[0], s.ev[1] = ev[1];
+            lily_qg_raster = 1; // and the wgmma GEMMs' blocks in rastered order: also the same bits
             int rc2;
             if (k.skew) { // the logits given above are still in s.logits; the shared expert in line
                 moe_pf_route(w, T, tile, &s, ms);
@@ -397,6 +411,7 @@ static void test_moe_pf(rng &r) {
             }
             CK(cudaDeviceSynchronize());
             s.side = NULL;
+            lily_qg_raster = 0;
             std::vector<float> o2 = back(out2, (size_t)T * k.H);
             side_ok = !rc2 && !memcmp(o2.data(), gout.data(), o2.size() * 4);
             side_res = side_ok ? "equal" : "DIFFER";
@@ -420,7 +435,7 @@ static void test_moe_pf(rng &r) {
         bool out_ok = sqrt(num) <= 1e-2 * sqrt(den) + sqrt(rnd) / 512.0;
         bool ok = !rc && ids_ok && ew <= 1.0 / 128 && map_ok && !count_nonfinite(gout.data(), gout.size()) && out_ok &&
                   elg < 1e-2 && side_ok;
-        report(ok, "moe prefill T=%d H=%d I=%d E=%d top%d Is=%d %s tile=%d: groups empty %d, largest %d rows, %d tails on 64-row tiles; ids %s, wts max rel err %.1e (tol 2^-7), map %s, logits rel_l2 %.1e, out-res rel_l2 %.2e (tol 1e-2 + half a bf16 step of |out|), shared expert on a side stream: %s",
+        report(ok, "moe prefill T=%d H=%d I=%d E=%d top%d Is=%d %s tile=%d: groups empty %d, largest %d rows, %d tails on 64-row tiles; ids %s, wts max rel err %.1e (tol 2^-7), map %s, logits rel_l2 %.1e, out-res rel_l2 %.2e (tol 1e-2 + half a bf16 step of |out|), shared expert on a side stream, GEMM blocks rastered: %s",
                T, k.H, k.I, k.E, k.K, k.Is, k.skew ? "skewed" : "router", tile, empty, biggest, split ? gtb[k.E] : 0,
                ids_ok ? "equal" : "DIFFER", ew, map_ok ? "ok" : "BAD", elg, eo, side_res);
         free_all();
