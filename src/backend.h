@@ -82,7 +82,17 @@ struct lily_backend {
     // uses it for plain greedy requests (no bias, penalties or logprobs): on CUDA it saves copying
     // the 248,320 logits to the host and scanning them there every token. Same errors as forward().
     int (*step_greedy)(void *ctx, void *state, int token, int *next);
+    // One decode step of `token` (optional): the state advances by one, and the k largest of its
+    // logits (1 <= k <= LILY_TOPK_MAX) come back in descending order, ties by lower id (as
+    // sampler_top_candidates gives them): vals[0..*n), ids[0..*n), *n = k (fewer only when fewer
+    // logits are not NaN). The engine uses it for sampled requests with a top_k it covers and no
+    // bias, penalties or logprobs (sampler_sample_top then draws from them): on CUDA it saves
+    // copying the 248,320 logits to the host every token. Same errors as forward().
+    int (*step_topk)(void *ctx, void *state, int token, int k, float *vals, int *ids, int *n);
 };
+
+// The most candidates step_topk gives.
+#define LILY_TOPK_MAX 64
 
 // The backend of that name ("cpu", or "cuda" when built with CUDA), or NULL.
 const struct lily_backend *lily_backend_get(const char *name);

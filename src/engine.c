@@ -496,6 +496,14 @@ static void run_task(struct engine *e, struct engine_task *t) {
                        (sp->temperature <= 0.0f || sp->top_k == 1) && sp->n_bias == 0 &&
                        sp->presence_penalty == 0.0f && sp->frequency_penalty == 0.0f &&
                        sp->repetition_penalty == 1.0f;
+    // Sampled requests whose top-k the backend's top-k step covers (and nothing else that reads the
+    // whole vocabulary: bias, penalties, logprobs) draw from its candidates: the same tokens as the
+    // sampler on the full logits (sampler_sample_top), without the logits on the host.
+    const int topk = !greedy && e->be->step_topk && !e->script && t->top_logprobs < 0 && sp->temperature > 0.0f &&
+                     sp->top_k > 1 && sp->top_k <= LILY_TOPK_MAX && sp->top_k < e->n_vocab && sp->n_bias == 0 &&
+                     sp->presence_penalty == 0.0f && sp->frequency_penalty == 0.0f && sp->repetition_penalty == 1.0f;
+    float cand_v[LILY_TOPK_MAX];
+    int cand_i[LILY_TOPK_MAX], n_cand = -1; // -1: none yet (the prompt's logits are on the host)
     int next = -1;
     for (int i = 0; i < max_new; i++) {
         if (atomic_load(&t->cancel)) {
@@ -510,7 +518,7 @@ static void run_task(struct engine *e, struct engine_task *t) {
             // this or after the end token's forward.)
             float *l = e->logits;
             if (t->top_logprobs >= 0) l = memcpy(e->work, e->logits, (size_t)e->n_vocab * sizeof(float));
-            tok = sampler_sample(&smp, l);
+            tok = n_cand >= 0 ? sampler_sample_top(&smp, cand_v, cand_i, n_cand) : sampler_sample(&smp, l);
         }
         if (e->script) tok = i < e->n_script ? e->script[i] : (e->n_eos ? e->eos[0] : tok);
         done.n_gen++;
@@ -553,6 +561,7 @@ static void run_task(struct engine *e, struct engine_task *t) {
             goto decoded;
         }
         rc = greedy ? e->be->step_greedy(e->ctx, e->state, tok, &next)
+             : topk ? e->be->step_topk(e->ctx, e->state, tok, sp->top_k, cand_v, cand_i, &n_cand)
                     : e->be->forward(e->ctx, e->state, &tok, 1, e->logits, 0);
         if (rc) goto fail;
         pos = n + i + 1;

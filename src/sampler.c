@@ -53,6 +53,7 @@ void sampler_init(struct sampler *s, const struct sampler_params *p, int n_vocab
     s->touched = xmalloc((size_t)n_vocab * sizeof *s->touched);
     s->prob = xmalloc((size_t)n_vocab * sizeof *s->prob);
     s->idx = xmalloc((size_t)n_vocab * sizeof *s->idx);
+    s->pc = xmalloc((size_t)n_vocab * sizeof *s->pc);
     s->bsum = xmalloc(((size_t)n_vocab / 1024 + 1) * sizeof *s->bsum);
     if (p->n_bias > 0) {
         s->bias = xmalloc((size_t)p->n_bias * sizeof *s->bias);
@@ -74,6 +75,7 @@ void sampler_free(struct sampler *s) {
     free(s->touched);
     free(s->prob);
     free(s->idx);
+    free(s->pc);
     free(s->bsum);
     free(s->bias);
     memset(s, 0, sizeof *s);
@@ -191,6 +193,42 @@ static int largest_ids(const float *l, int n, int k, int *ids) {
 // sort of the candidates.
 #define TOPK_LIST 1024
 
+// The filters once the candidates are known: candidate k is token s->idx[k], with unnormalised
+// probability s->pc[k], in descending order (ties by id); kept is their mass (n >= 1). Top-p over the
+// candidates' distribution, then min-p (both compact the two arrays in place); then a draw from what
+// is left, renormalised.
+static int sample_draw(struct sampler *s, int n, double kept) {
+    const struct sampler_params *p = &s->p;
+    float *pc = s->pc;
+    int *idx = s->idx;
+    if (p->top_p < 1.0f) {
+        // The sorted prefix whose mass reaches top_p of the (top-k) candidates' mass.
+        double mass = 0, goal = p->top_p * kept;
+        int k = 0;
+        while (k < n) {
+            mass += pc[k++];
+            if (mass >= goal) break;
+        }
+        n = k;
+    }
+    if (p->min_p > 0.0f && n > 0) {
+        float pmax = 0;
+        for (int k = 0; k < n; k++) pmax = pc[k] > pmax ? pc[k] : pmax;
+        int k = 0;
+        for (int j = 0; j < n; j++)
+            if (pc[j] >= p->min_p * pmax) pc[k] = pc[j], idx[k++] = idx[j];
+        n = k;
+    }
+    double tot = 0;
+    for (int k = 0; k < n; k++) tot += pc[k];
+    double r = sampler_uniform(s) * tot, acc = 0;
+    for (int k = 0; k < n; k++) {
+        acc += pc[k];
+        if (r < acc) return idx[k];
+    }
+    return idx[n - 1];
+}
+
 // Sampling at temperature T. The filters apply in the order HF transformers and vLLM apply them:
 // top-k, then top-p over the top-k distribution renormalised, then min-p (relative to the most likely
 // token, so normalisation does not matter); then a draw from what is left, renormalised.
@@ -216,7 +254,7 @@ int sampler_sample(struct sampler *s, float *l) {
         n = largest_ids(l, V, p->top_k, idx);
         const float mx = l[idx[0]];
         kept = 0;
-        for (int k = 0; k < n; k++) kept += pr[idx[k]] = exp_neg((l[idx[k]] - mx) * inv_t);
+        for (int k = 0; k < n; k++) kept += s->pc[k] = exp_neg((l[idx[k]] - mx) * inv_t);
     } else {
         const float mx = max_of(l, V);
         if (!(mx > -INFINITY)) return sampler_argmax(l, V); // every logit -inf or NaN
@@ -250,34 +288,29 @@ int sampler_sample(struct sampler *s, float *l) {
         if (p->top_k > 0 || p->top_p < 1.0f) qsort_r(idx, (size_t)n, sizeof *idx, cmp_desc, l);
         if (p->top_k > 0 && n > p->top_k) n = p->top_k;
         kept = 0;
-        for (int k = 0; k < n; k++) kept += pr[idx[k]];
+        for (int k = 0; k < n; k++) kept += s->pc[k] = pr[idx[k]];
     }
-    if (p->top_p < 1.0f) {
-        // The sorted prefix whose mass reaches top_p of the (top-k) candidates' mass.
-        double mass = 0, goal = p->top_p * kept;
-        int k = 0;
-        while (k < n) {
-            mass += pr[idx[k++]];
-            if (mass >= goal) break;
-        }
-        n = k;
-    }
-    if (p->min_p > 0.0f && n > 0) {
-        float pmax = 0;
-        for (int k = 0; k < n; k++) pmax = pr[idx[k]] > pmax ? pr[idx[k]] : pmax;
-        int k = 0;
-        for (int j = 0; j < n; j++)
-            if (pr[idx[j]] >= p->min_p * pmax) idx[k++] = idx[j];
-        n = k;
-    }
-    double tot = 0;
-    for (int k = 0; k < n; k++) tot += pr[idx[k]];
-    double r = sampler_uniform(s) * tot, acc = 0;
+    return sample_draw(s, n, kept);
+}
+
+int sampler_sample_top(struct sampler *s, const float *vals, const int *ids, int n) {
+    const struct sampler_params *p = &s->p;
+    if (n <= 0) return 0; // no candidate (every logit NaN): sampler_argmax's answer
+    if (p->temperature <= 0.0f || p->top_k == 1) return ids[0];
+    if (p->top_k > 0 && n > p->top_k) n = p->top_k;
+    const float inv_t = 1.0f / p->temperature, mx = vals[0];
+    double kept = 0;
     for (int k = 0; k < n; k++) {
-        acc += pr[idx[k]];
-        if (r < acc) return idx[k];
+        s->idx[k] = ids[k];
+        kept += s->pc[k] = exp_neg((vals[k] - mx) * inv_t);
     }
-    return idx[n - 1];
+    return sample_draw(s, n, kept);
+}
+
+int sampler_top_candidates(const float *l, int n_vocab, int k, float *vals, int *ids) {
+    const int n = largest_ids(l, n_vocab, k < n_vocab ? k : n_vocab, ids);
+    for (int j = 0; j < n; j++) vals[j] = l[ids[j]];
+    return n;
 }
 
 float sampler_logprobs(const float *l, int V, int token, int n_top, int *top_ids, float *top_lp) {

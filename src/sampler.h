@@ -47,7 +47,8 @@ struct sampler {
     int *touched;             // ids with count or seen set, so a reset is O(touched)
     int n_touched;
     float *prob;              // [n_vocab] scratch
-    int *idx;                 // [n_vocab] scratch
+    int *idx;                 // [n_vocab] scratch: the candidates' ids
+    float *pc;                // [n_vocab] scratch: the candidates' unnormalised probabilities
     double *bsum;             // [n_vocab / 1024 + 1] scratch: the softmax's block sums
     struct sampler_bias *bias; // owned copy of p.bias
 };
@@ -62,6 +63,16 @@ void sampler_accept(struct sampler *s, int id);
 
 // Choose the next token from logits[0..n_vocab). The logits are modified (penalties, scaling).
 int sampler_sample(struct sampler *s, float *logits);
+
+// The same choice from the k largest logits alone (k = top_k, or fewer when the vocabulary has
+// fewer), as sampler_top_candidates or a backend's step_topk gives them: vals[0..n) descending, ties
+// by lower id, and their ids. For requests with 1 < top_k < n_vocab, no logit bias and no penalties,
+// where sampler_sample reads nothing else: it then returns the same token and draws the RNG alike.
+int sampler_sample_top(struct sampler *s, const float *vals, const int *ids, int n);
+
+// The k largest of logits[0..n_vocab) (k <= n_vocab), descending, ties by lower id: their values and
+// ids; returns how many (k). NaN never passes a full list's smallest.
+int sampler_top_candidates(const float *logits, int n_vocab, int k, float *vals, int *ids);
 
 // Log-probabilities of the model distribution (log_softmax of the unmodified logits): the chosen
 // token's, and the n_top most likely ids with theirs (in descending order). Call before

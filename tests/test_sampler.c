@@ -345,6 +345,60 @@ static void test_top_k_then_top_p(void **st) {
     assert_true(counts[1] > 0 && counts[3] > 0);
 }
 
+// The candidate path (a backend's step_topk, then sampler_sample_top) against sampler_sample on the
+// whole vocabulary: the same tokens, draw after draw, for top-k with temperature, top-p and min-p, on
+// logits with ties across the k-th place and -inf entries; the first draws also check the candidates
+// against a selection by repeated maximum.
+static void test_sample_top_matches(void **st) {
+    (void)st;
+    const int V = 5003;
+    float *l0 = malloc(sizeof(float) * V), *l = malloc(sizeof(float) * V), vals[64];
+    int ids[64];
+    uint64_t x = 12345;
+    for (int i = 0; i < V; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        l0[i] = (float)((x >> 40) % 4000) / 400.0f - 5.0f; // 4000 levels: many ties
+    }
+    for (int i = 0; i < V; i += 97) l0[i] = -INFINITY;
+    const struct { float t, top_p, min_p; int k; } cases[] = {
+        {0.6f, 0.95f, 0.0f, 20}, {1.0f, 1.0f, 0.0f, 2}, {0.3f, 0.5f, 0.05f, 64}, {1.5f, 0.9f, 0.2f, 40},
+        {0.7f, 1.0f, 0.0f, 1}, {0.0f, 1.0f, 0.0f, 8},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        struct sampler_params sp;
+        sampler_params_default(&sp);
+        sp.has_seed = 1, sp.seed = 77 + c, sp.temperature = cases[c].t, sp.top_p = cases[c].top_p;
+        sp.min_p = cases[c].min_p, sp.top_k = cases[c].k;
+        struct sampler a, b;
+        sampler_init(&a, &sp, V);
+        sampler_init(&b, &sp, V);
+        for (int d = 0; d < 300; d++) {
+            for (int i = 0; i < V; i++) l0[i] = l0[i] == -INFINITY ? l0[i] : l0[i] + (float)((d * 31 + i) % 7) * 1e-3f;
+            memcpy(l, l0, sizeof(float) * V);
+            const int n = sampler_top_candidates(l0, V, cases[c].k, vals, ids);
+            assert_int_equal(n, cases[c].k);
+            for (int j = 0; j < n && d < 20; j++) { // the j-th largest, ties by lower id, by repeated maximum
+                int best = -1;
+                for (int i = 0; i < V; i++) {
+                    int taken = 0;
+                    for (int q = 0; q < j; q++) taken |= ids[q] == i;
+                    if (!taken && (best < 0 || l0[i] > l0[best])) best = i;
+                }
+                assert_int_equal(ids[j], best);
+                assert_true(vals[j] == l0[best]);
+            }
+            const int ta = sampler_sample(&a, l), tb = sampler_sample_top(&b, vals, ids, n);
+            assert_int_equal(ta, tb);
+            sampler_accept(&a, ta), sampler_accept(&b, tb);
+        }
+        assert_true(sampler_uniform(&a) == sampler_uniform(&b)); // the RNG drawn alike
+        sampler_free(&a);
+        sampler_free(&b);
+    }
+    free(l0);
+    free(l);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy),          cmocka_unit_test(test_distribution),
@@ -352,7 +406,7 @@ int main(void) {
         cmocka_unit_test(test_min_p),           cmocka_unit_test(test_penalties),
         cmocka_unit_test(test_seed_determinism), cmocka_unit_test(test_logprobs),
         cmocka_unit_test(test_large_vocabulary), cmocka_unit_test(test_top_k_then_top_p),
-        cmocka_unit_test(test_exp),
+        cmocka_unit_test(test_exp),             cmocka_unit_test(test_sample_top_matches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

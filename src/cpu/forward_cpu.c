@@ -505,6 +505,19 @@ static int cpu_step_greedy(void *ctx, void *state, int token, int *next) {
     return rc;
 }
 
+// The engine's top-k step: the logits into a scratch row, then the sampler's own selection of them.
+static int cpu_step_topk(void *ctx, void *state, int token, int k, float *vals, int *ids, int *n) {
+    struct cpu_ctx *x = ctx;
+    const int V = x->m->cfg.vocab_size;
+    if (k < 1 || k > LILY_TOPK_MAX) return lily_err_set(LILY_EINVAL, "cpu backend: top-k step of %d", k);
+    float *l = malloc((size_t)V * sizeof(float));
+    if (!l) return lily_err_set(LILY_ENOMEM, "cpu backend: no memory for the logits");
+    int rc = cpu_forward(ctx, state, &token, 1, l, 0);
+    if (!rc) *n = sampler_top_candidates(l, V, k, vals, ids);
+    free(l);
+    return rc;
+}
+
 const struct lily_backend lily_backend_cpu = {
     .name = "cpu",
     .prefill_piece = 256, // ~1 s of the 35B model's prefill on a few cores
@@ -522,4 +535,5 @@ const struct lily_backend lily_backend_cpu = {
     .snap_load = cpu_snap_load,
     .snap_free = cpu_snap_free,
     .step_greedy = cpu_step_greedy,
+    .step_topk = cpu_step_topk,
 };

@@ -304,7 +304,8 @@ static int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_FA_WG] = env_int("LILY_CUDA_FA_WG", 2); // 0 off, 1 V transposed, 2 V MN-major
     cx->opt[LILY_CUDA_OPT_SNAP_DEV] = env_int("LILY_CUDA_SNAP_DEV", 1) != 0;
     cx->opt[LILY_CUDA_OPT_PF_SIDE] = env_int("LILY_CUDA_PF_SIDE", 1);
-    cx->opt[LILY_CUDA_OPT_QG_RASTER] = env_int("LILY_CUDA_QG_RASTER", 0);
+    // Rastered GEMM blocks: prefill 4K +1.3 %, 32K +3.4 % (the MoE's GEMMs; docs/PERF.md, eleventh session).
+    cx->opt[LILY_CUDA_OPT_QG_RASTER] = env_int("LILY_CUDA_QG_RASTER", 1);
     lily_cuda_moe_fused_tma = env_int("LILY_CUDA_MOE_FUSED_TMA", 1) != 0; // timing knob (bitwise the same)
     *out = cx;
 #define FAIL(x) do { rc = (x); if (rc) { free_ctx(cx); *out = NULL; return rc; } } while (0)
@@ -352,6 +353,7 @@ static void free_ctx(void *p) {
                      cx->qr, cx->rl, cx->sg, cx->su, cx->ss, cx->wts, cx->part, cx->h, cx->logits, cx->mf_part};
     for (float *b : bufs) cudaFree(b);
     cudaFree(cx->ids), cudaFree(cx->nan_flag), cudaFree(cx->amax), cudaFree(cx->arena), cudaFree(cx->mf_bar);
+    cudaFree(cx->tk_mem);
     cudaFree(cx->pf.mem);
     if (cx->host_route.pin) cudaFreeHost(cx->host_route.pin);
     qgemm_sep_free(&cx->sep);
@@ -706,6 +708,41 @@ static int step_greedy_cuda(void *ctx, void *p, int token, int *next) {
     return 0;
 }
 
+// The engine's top-k step (lily_backend.step_topk): one decode step whose logits stay on the device,
+// then the k largest of them (topk.cu); only those k values and ids come back.
+static int step_topk_cuda(void *ctx, void *p, int token, int k, float *vals, int *ids, int *n) {
+    cuda_ctx *cx = (cuda_ctx *)ctx;
+    cuda_state *s = (cuda_state *)p;
+    const int V = cx->c.vocab_size;
+    if (k < 1 || k > LILY_TOPK_MAX) return lily_err_set(LILY_EINVAL, "cuda backend: top-k step of %d", k);
+    int rc = apply_precision(cx, s);
+    if (rc) return rc;
+    if (s->pos + 1 > s->max_ctx)
+        return lily_err_set(LILY_ERANGE, "cuda backend: 1 token at position %d exceeds the context of %d", s->pos,
+                            s->max_ctx);
+    if (token < 0 || token >= V)
+        return lily_err_set(LILY_ERANGE, "cuda backend: token id %d out of range [0, %d)", token, V);
+    const size_t scratch = topk_scratch_bytes(V);
+    if (!cx->tk_mem && cudaMalloc(&cx->tk_mem, scratch + 8 * LILY_TOPK_MAX + 16) != cudaSuccess) {
+        cudaGetLastError();
+        return lily_err_set(LILY_ENOMEM, "cuda backend: out of GPU memory for the top-k step");
+    }
+    if (s->temp != 0.0f) s->temp = 0.0f, drop_graphs(s);
+    CU_TRY(cudaStreamSynchronize(cx->st)); // h_tok is reused
+    *s->h_tok = token;
+    CU_TRY(cudaMemcpyAsync(s->d_tok, s->h_tok, 4, cudaMemcpyHostToDevice, cx->st));
+    if ((rc = run_step(cx, s, 1, NULL, s->pos))) return rc;
+    s->pos++;
+    char *out = cx->tk_mem + scratch;
+    if ((rc = topk_launch(cx->logits, V, k, cx->tk_mem, out, cx->st))) return rc;
+    CU_TRY(cudaMemcpyAsync(s->h_log, out, 8 * (size_t)k + 4, cudaMemcpyDeviceToHost, cx->st));
+    CU_TRY(cudaStreamSynchronize(cx->st));
+    *n = ((const int *)s->h_log)[2 * k];
+    memcpy(vals, s->h_log, (size_t)*n * 4);
+    memcpy(ids, (const int *)s->h_log + k, (size_t)*n * 4);
+    return 0;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Snapshots: the position, then every layer's cache/state buffers, in layer order.
 static size_t save_size_cuda(void *ctx, void *p) {
@@ -902,7 +939,7 @@ extern "C" const struct lily_backend lily_backend_cuda = {
     16384, // prefill_piece: one chunk of the default size, ~0.5 s at the 35B model's prefill speed on an H200
     init_cuda, free_ctx, state_new_cuda, state_free_cuda, state_reset_cuda, state_pos_cuda,
     forward_cuda, save_size_cuda, save_cuda, load_cuda, lily_ceilings_cuda, peak_mem_cuda, set_flag_cuda,
-    snap_save_cuda, snap_load_cuda, snap_free_cuda, step_greedy_cuda,
+    snap_save_cuda, snap_load_cuda, snap_free_cuda, step_greedy_cuda, step_topk_cuda,
 };
 
 // ---------------------------------------------------------------------------------------------

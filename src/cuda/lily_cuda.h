@@ -123,7 +123,7 @@ enum lily_cuda_opt {
                                     // column tiles side by side, so that X is read from memory once
                                     // (qgemm_wg.cu), 0 = a column tile's row tiles, 2 = 1 for grouped
                                     // calls only, 3 = dense only (LILY_CUDA_QG_RASTER; flag qg_raster;
-                                    // same bits in every mode)
+                                    // default 1; same bits in every mode)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

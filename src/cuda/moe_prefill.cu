@@ -328,11 +328,14 @@ static int dense_gemm(const moe_pf_scratch *s, const qg_args &g, cudaStream_t st
 
 // A grouped expert GEMM (g over the whole groups): one launch, or with tails (the map's split made
 // by the routing) the 128-row tiles of each group's first rows, then its tail on a 64-row tile.
-static int grouped_gemm(qg_args g, const moe_pf_scratch *s, int tile_m, int max_tiles, cudaStream_t st) {
+// head: pfprof's row for the 128-row launch (the caller's row then times the tails).
+static int grouped_gemm(qg_args g, const moe_pf_scratch *s, int tile_m, int max_tiles, cudaStream_t st,
+                        const char *head) {
     if (!moe_pf_tails_on(lily_moe_tails, tile_m)) return qgemm_launch(g, tile_m, max_tiles, st);
     g.grp_end = s->grp_mid;
     int rc = qgemm_launch(g, 128, max_tiles, st);
     if (rc) return rc;
+    PF_MARK(head);
     g.grp_off = s->grp_mid, g.grp_end = s->grp_off + 1, g.tile_off = s->tile_off_b;
     return qgemm_launch(g, 64, g.n_groups, st);
 }
@@ -424,14 +427,15 @@ static int moe_pf_routed(const moe_pf_w &w, const uint16_t *xn, int T, const flo
         PF_MARK("moe rows gathered into expert order");
     }
     g.y = s->h, g.ldy = w.I;
-    if ((rc = grouped_gemm(g, s, tile_m, max_tiles, st))) return rc;
-    PF_MARK("moe experts gate|up grouped gemm");
+    if ((rc = grouped_gemm(g, s, tile_m, max_tiles, st, "moe experts gate|up grouped gemm, 128-row tiles"))) return rc;
+    const bool tails = moe_pf_tails_on(lily_moe_tails, tile_m);
+    PF_MARK(tails ? "moe experts gate|up grouped gemm, tails" : "moe experts gate|up grouped gemm");
     memset(&g, 0, sizeof g);
     g.x = s->h, g.ldx = w.I, g.w = w.down, g.M = R, g.N = w.H, g.K = w.I, g.grp_off = s->grp_off,
     g.tile_off = s->tile_off, g.n_groups = w.E, g.epi = QG_SCALE_BF16, g.y = s->yk, g.ldy = w.H;
     g.y_rows = s->sorted_pair, g.scale = s->wts;
-    if ((rc = grouped_gemm(g, s, tile_m, max_tiles, st))) return rc;
-    PF_MARK("moe experts down grouped gemm");
+    if ((rc = grouped_gemm(g, s, tile_m, max_tiles, st, "moe experts down grouped gemm, 128-row tiles"))) return rc;
+    PF_MARK(tails ? "moe experts down grouped gemm, tails" : "moe experts down grouped gemm");
     // 6. shared expert
     const bool shared = w.Is > 0 && w.sh_gate.rows > 0;
     if (shared_done) CU_TRY(cudaStreamWaitEvent(st, s->ev[1], 0));

@@ -118,7 +118,8 @@ extern int lily_qg_tma128;
 // (launched as (column tiles, row tiles): they run side by side and read their X tile from L2 once
 // it is there), 0 = a column tile's row tiles (the grid as (row tiles, column tiles)), 2 = rastered
 // for grouped calls only, 3 = dense only. Same tiles, same bits. LILY_CUDA_QG_RASTER, option
-// LILY_CUDA_OPT_QG_RASTER, flag qg_raster.
+// LILY_CUDA_OPT_QG_RASTER, flag qg_raster; engine default 1, this variable's own 0 is what kernel
+// tests start from.
 extern int lily_qg_raster;
 bool qgemm_wg_takes(const qg_args &a, int bm);
 void qgemm_wg_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st);

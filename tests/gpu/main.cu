@@ -27,6 +27,7 @@ extern int lily_qg_tile_force; // src/cuda/qgemm.cu
 
 extern "C" {
 #include "loader.h"
+#include "sampler.h"
 }
 
 extern "C" const struct lily_backend lily_backend_cuda;
@@ -465,6 +466,33 @@ static int run_e2e(uint64_t seed) {
         t = nx;
     }
     report(same && same_step, "e2e greedy step (step_greedy: the id only) == the on-GPU greedy loop, 30 steps");
+    // The engine's top-k step (lily_backend.step_topk) against forward's logits on the host and the
+    // sampler's selection of them: the same candidates bitwise, step after step, for k 20 and 64, and
+    // its errors leave the state where it was.
+    for (int k : {20, 64}) {
+        std::vector<float> cv(k), hv(k);
+        std::vector<int> ci(k), hi(k);
+        void *st_b;
+        if ((rc = be->state_new(ctx, 64, &st_b))) die("state_new", rc);
+        be->state_reset(ctx, st);
+        bool same_k = true;
+        int nk = -1, hn = -1, tk = toks[0];
+        for (int i = 0; i < 24 && same_k; i++) {
+            same_k = !be->step_topk(ctx, st, tk, k, cv.data(), ci.data(), &nk) &&
+                     !be->forward(ctx, st_b, &tk, 1, s1.data(), 0) && be->state_pos(ctx, st) == i + 1;
+            hn = sampler_top_candidates(s1.data(), V, k, hv.data(), hi.data());
+            same_k = same_k && nk == hn && !memcmp(cv.data(), hv.data(), 4 * (size_t)k) &&
+                     !memcmp(ci.data(), hi.data(), 4 * (size_t)k);
+            tk = ci[(i * 7) % k]; // not always the largest: the steps walk a sampled-like path
+        }
+        const int p0 = be->state_pos(ctx, st);
+        const bool errs = be->step_topk(ctx, st, V + 1, k, cv.data(), ci.data(), &nk) == LILY_ERANGE &&
+                          be->step_topk(ctx, st, 1, LILY_TOPK_MAX + 1, cv.data(), ci.data(), &nk) == LILY_EINVAL &&
+                          be->state_pos(ctx, st) == p0;
+        report(same_k && errs, "e2e top-k step (step_topk, k=%d) == forward's logits + the sampler's selection, 24 steps "
+               "(bitwise: values and ids); bad token / k rejected, state unchanged", k);
+        be->state_free(ctx, st_b);
+    }
     be->state_reset(ctx, st);
     rc = lily_cuda_generate(ctx, st, toks[0], 30, 0.8f, 7, gen.data(), &nan);
     int inrange = 1;

@@ -6,6 +6,9 @@
 
 #include "gpu_test.h"
 #include "../../src/cuda/cuda_common.cuh"
+extern "C" {
+#include "sampler.h"
+}
 
 int g_fail = 0, g_pass = 0;
 
@@ -707,13 +710,68 @@ static void test_qk(rng &r) {
     }
 }
 
-// LILY_GPU_KERNELS=family (gemv, moe, gdn, attn, qk): that family only (a sanitizer run of one).
+// ---------------------------------------------------------------------------------------------
+// The decode step's top-k (topk.cu) against a CPU selection: the k largest non-NaN logits, descending,
+// ties by lower id, compared bitwise (values and ids); where no logit is NaN, also against the
+// sampler's own selection (sampler_top_candidates), which the engine's exactness rests on. Logits
+// drawn from few levels (ties across slices and across the k-th place), with +-0, -inf and NaN.
+static void test_topk(rng &r) {
+    const struct { int V, k, levels; bool nan; } cases[] = {
+        {1, 1, 0, false},        {5, 3, 2, false},       {64, 64, 0, false},      {1000, 20, 7, true},
+        {4097, 64, 0, false},    {4097, 2, 3, false},    {12289, 40, 50, true},   {248320, 20, 0, false},
+        {248320, 64, 900, false}, {248320, 1, 2, true},  {250001, 33, 0, true},   {100, 64, 1, true},
+    };
+    for (auto &c : cases) {
+        std::vector<float> l(c.V);
+        for (int i = 0; i < c.V; i++) {
+            float v = c.levels ? (float)(r.next() % c.levels) * 0.25f - 3.0f : r.normal() * 3.0f;
+            const uint64_t u = r.next() % 1000;
+            if (u == 0) v = -INFINITY;
+            else if (u == 1) v = 0.0f;
+            else if (u == 2) v = -0.0f;
+            else if (u == 3 && c.nan) v = NAN;
+            l[i] = v;
+        }
+        if (c.nan && c.V == 100) // all NaN but 5: fewer candidates than k
+            for (int i = 0; i < c.V; i++) l[i] = i % 20 == 7 ? (float)i : NAN;
+        std::vector<int> ord;
+        for (int i = 0; i < c.V; i++)
+            if (l[i] == l[i]) ord.push_back(i);
+        std::stable_sort(ord.begin(), ord.end(), [&](int a, int b) { return l[a] > l[b]; });
+        const int m = std::min<int>(c.k, (int)ord.size());
+        float *dl = dup(l);
+        char *scratch = poisoned<char>(topk_scratch_bytes(c.V)), *out = poisoned<char>(8 * c.k + 4);
+        const int rc = topk_launch(dl, c.V, c.k, scratch, out, 0);
+        std::vector<char> h = back(out, 8 * c.k + 4);
+        const float *gv = (const float *)h.data();
+        const int *gi = (const int *)(gv + c.k), gn = gi[c.k];
+        bool ok = !rc && gn == m;
+        for (int j = 0; ok && j < m; j++) ok = gi[j] == ord[j] && !memcmp(&gv[j], &l[ord[j]], 4);
+        const char *vs = "-";
+        if (!c.nan) {
+            std::vector<float> sv(c.k);
+            std::vector<int> si(c.k);
+            const int sn = sampler_top_candidates(l.data(), c.V, c.k, sv.data(), si.data());
+            bool same = sn == gn;
+            for (int j = 0; same && j < sn; j++) same = si[j] == gi[j] && !memcmp(&sv[j], &gv[j], 4);
+            vs = same ? "equal" : "DIFFER";
+            ok = ok && same;
+        }
+        report(ok, "top-k V=%d k=%d (%s%s): %d candidates, ids and values %s the CPU selection; the sampler's: %s",
+               c.V, c.k, c.levels ? "few levels" : "normal", c.nan ? ", NaN" : "", gn, ok ? "equal to" : "NOT equal to", vs);
+        CK(cudaFree(dl));
+        CK(cudaFree(scratch));
+        CK(cudaFree(out));
+    }
+}
+
+// LILY_GPU_KERNELS=family (gemv, moe, gdn, attn, qk, topk): that family only (a sanitizer run of one).
 void run_kernel_tests(uint64_t seed) {
     rng r(seed);
     printf("kernel tests, seed %llu\n", (unsigned long long)seed);
     const char *only = getenv("LILY_GPU_KERNELS");
     const struct { const char *name; void (*fn)(rng &); } fam[] = {
-        {"gemv", test_bf16}, {"gemv", test_gemv}, {"moe", test_moe}, {"moe", test_moe_front}, {"gdn", test_gdn}, {"attn", test_attn}, {"qk", test_qk}};
+        {"gemv", test_bf16}, {"gemv", test_gemv}, {"moe", test_moe}, {"moe", test_moe_front}, {"gdn", test_gdn}, {"attn", test_attn}, {"qk", test_qk}, {"topk", test_topk}};
     for (auto &f : fam)
         if (!only || !strcmp(only, f.name)) f.fn(r);
 }

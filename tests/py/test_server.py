@@ -389,6 +389,24 @@ def test_greedy_step_matches_the_sampler(srv):
     assert outs[0] == outs[1] == outs[2]
 
 
+def test_topk_step_matches_the_sampler(srv):
+    """Sampled requests with a top_k of at most 64 (and no bias, penalties or logprobs) draw from
+    the backend's top-k step (the k largest logits without the rest); a zero logit bias changes no
+    logit but sends the request through the sampler on the full logits: the same tokens for the same
+    seed, for several settings."""
+    for i, kw in enumerate(({"temperature": 0.8, "top_k": 20}, {"temperature": 1.3, "top_k": 64, "top_p": 0.9},
+                            {"temperature": 0.6, "top_k": 5, "top_p": 0.95, "min_p": 0.05})):
+        outs = []
+        for bias in ({}, {"logit_bias": {"17": 0}}):
+            body = dict({"prompt": "Top-k step check %d %f" % (i, time.time()) if not outs else outs[0][0],
+                         "max_tokens": 24, "seed": 1234 + i}, **kw, **bias)
+            st, _, b = srv.post("/v1/completions", body)
+            assert st == 200, b
+            r = json.loads(b)
+            outs.append((body["prompt"], r["choices"][0]["text"], r["usage"]["completion_tokens"]))
+        assert outs[0] == outs[1], (kw, outs)
+
+
 def test_metrics_text(srv):
     m = srv.metrics()
     for k in ("lily_requests_total", "lily_prompt_tokens_total", "lily_generated_tokens_total",
