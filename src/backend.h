@@ -89,6 +89,12 @@ struct lily_backend {
     // bias, penalties or logprobs (sampler_sample_top then draws from them): on CUDA it saves
     // copying the 248,320 logits to the host every token. Same errors as forward().
     int (*step_topk)(void *ctx, void *state, int token, int k, float *vals, int *ids, int *n);
+    // One decode step of `token` (optional): the state advances by one and *next receives a draw from
+    // softmax(logits / temperature), temperature > 0, made where the logits are (on CUDA by Gumbel-max
+    // with noise hashed from seed, the position and the id): no logits to the host. The same seed
+    // gives the same draws; they are not the host sampler's. The engine uses it for requests sampled
+    // at a temperature with no other filter, bias, penalty or logprobs. Same errors as forward().
+    int (*step_sample)(void *ctx, void *state, int token, float temperature, unsigned seed, int *next);
 };
 
 // The most candidates step_topk gives.

@@ -502,6 +502,13 @@ static void run_task(struct engine *e, struct engine_task *t) {
     const int topk = !greedy && e->be->step_topk && !e->script && t->top_logprobs < 0 && sp->temperature > 0.0f &&
                      sp->top_k > 1 && sp->top_k <= LILY_TOPK_MAX && sp->top_k < e->n_vocab && sp->n_bias == 0 &&
                      sp->presence_penalty == 0.0f && sp->frequency_penalty == 0.0f && sp->repetition_penalty == 1.0f;
+    // Sampled at a temperature alone: the backend's sampling step draws where the logits are, with a
+    // seed taken from the sampler's (so a request's seed still decides the tokens).
+    const int gsample = !greedy && !topk && e->be->step_sample && !e->script && t->top_logprobs < 0 &&
+                        sp->temperature > 0.0f && sp->top_k <= 0 && sp->top_p >= 1.0f && sp->min_p <= 0.0f &&
+                        sp->n_bias == 0 && sp->presence_penalty == 0.0f && sp->frequency_penalty == 0.0f &&
+                        sp->repetition_penalty == 1.0f;
+    const unsigned gseed = (unsigned)(smp.rng[0] ^ smp.rng[0] >> 32);
     float cand_v[LILY_TOPK_MAX];
     int cand_i[LILY_TOPK_MAX], n_cand = -1; // -1: none yet (the prompt's logits are on the host)
     int next = -1;
@@ -560,9 +567,10 @@ static void run_task(struct engine *e, struct engine_task *t) {
             pos = n + i;
             goto decoded;
         }
-        rc = greedy ? e->be->step_greedy(e->ctx, e->state, tok, &next)
-             : topk ? e->be->step_topk(e->ctx, e->state, tok, sp->top_k, cand_v, cand_i, &n_cand)
-                    : e->be->forward(e->ctx, e->state, &tok, 1, e->logits, 0);
+        rc = greedy    ? e->be->step_greedy(e->ctx, e->state, tok, &next)
+             : gsample ? e->be->step_sample(e->ctx, e->state, tok, sp->temperature, gseed, &next)
+             : topk    ? e->be->step_topk(e->ctx, e->state, tok, sp->top_k, cand_v, cand_i, &n_cand)
+                       : e->be->forward(e->ctx, e->state, &tok, 1, e->logits, 0);
         if (rc) goto fail;
         pos = n + i + 1;
     }

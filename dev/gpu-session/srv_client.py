@@ -31,7 +31,7 @@ if os.environ.get("SRV_DECODE"):
     # "greedy, no bias": the engine's greedy step (logit_bias takes the host sampler); the random
     # checkpoint's greedy continuation of this prompt is not expected to hit an end token (checked).
     for name, kw in (("greedy", {"temperature": 0}), ("greedy, no bias", {"temperature": 0, "nobias": 1}),
-                     ("temperature 1", {"temperature": 1.0}),
+                     ("temperature 1", {"temperature": 1.0}), ("temperature 1, no bias", {"temperature": 1.0, "nobias": 1}),
                      ("T 0.6, top_p .95, top_k 20", {"temperature": 0.6, "top_p": 0.95, "top_k": 20}),
                      ("T 0.6, top_p .95, top_k 20, no bias", {"temperature": 0.6, "top_p": 0.95, "top_k": 20, "nobias": 1})):
         ts, ns = [], []

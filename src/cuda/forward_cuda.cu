@@ -296,7 +296,7 @@ static int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_QG_WIDE] = env_int("LILY_CUDA_QG_WIDE", 1);
     cx->opt[LILY_CUDA_OPT_QG_TMA] = env_int("LILY_CUDA_QG_TMA", 1) != 0;
     cx->opt[LILY_CUDA_OPT_MOE_GATHER] = env_int("LILY_CUDA_MOE_GATHER", 1) != 0;
-    cx->opt[LILY_CUDA_OPT_QG_TMA128] = env_int("LILY_CUDA_QG_TMA128", 1) != 0;
+    cx->opt[LILY_CUDA_OPT_QG_TMA128] = env_int("LILY_CUDA_QG_TMA128", 1); // 2: 128-row tiles only
     cx->opt[LILY_CUDA_OPT_MOE_FUSED] = env_int("LILY_CUDA_MOE_FUSED", 1) != 0;
     cx->opt[LILY_CUDA_OPT_MOE_FRONT] = env_int("LILY_CUDA_MOE_FRONT", 0); // 1 = both phases, 2 = the router only
     cx->opt[LILY_CUDA_OPT_MOE_TAILS] = env_int("LILY_CUDA_MOE_TAILS", 1) != 0;
@@ -694,18 +694,43 @@ static int forward_cuda(void *ctx, void *p, const int *tokens, int n, float *log
     return 0;
 }
 
-// The engine's greedy step (lily_backend.step_greedy): one decode step without the logits; the step's
-// last kernel (sample_finish, greedy at temperature 0: the lowest id of the largest logit) left the
-// next token in d_tok, and only its 4 bytes come back.
-static int step_greedy_cuda(void *ctx, void *p, int token, int *next) {
-    cuda_ctx *cx = (cuda_ctx *)ctx;
-    cuda_state *s = (cuda_state *)p;
-    int rc = forward_cuda(ctx, p, &token, 1, NULL, 0);
+// One decode step whose last kernel (sample_finish) leaves the next token in d_tok: the largest
+// logit at temperature 0 (lowest id among equals), else a draw by Gumbel-max, the lm_head's epilogue
+// adding noise of (seed, position, id) to logits / temperature as in lily_cuda_generate. Only its 4
+// bytes come back, with one synchronisation. The graphs hold the temperature and seed (a sampled
+// request captures its own once).
+static int step_token(cuda_ctx *cx, cuda_state *s, int token, float temperature, unsigned seed, int *next) {
+    const int V = cx->c.vocab_size;
+    int rc = apply_precision(cx, s);
     if (rc) return rc;
+    if (s->pos + 1 > s->max_ctx)
+        return lily_err_set(LILY_ERANGE, "cuda backend: 1 token at position %d exceeds the context of %d", s->pos,
+                            s->max_ctx);
+    if (token < 0 || token >= V)
+        return lily_err_set(LILY_ERANGE, "cuda backend: token id %d out of range [0, %d)", token, V);
+    if (s->temp != temperature || (temperature > 0.0f && s->seed != seed))
+        s->temp = temperature, s->seed = seed, drop_graphs(s);
+    CU_TRY(cudaStreamSynchronize(cx->st)); // h_tok is reused
+    *s->h_tok = token;
+    CU_TRY(cudaMemcpyAsync(s->d_tok, s->h_tok, 4, cudaMemcpyHostToDevice, cx->st));
+    if ((rc = run_step(cx, s, 0, NULL, s->pos))) return rc;
+    s->pos++;
     CU_TRY(cudaMemcpyAsync(s->h_tok, s->d_tok, 4, cudaMemcpyDeviceToHost, cx->st));
     CU_TRY(cudaStreamSynchronize(cx->st));
     *next = *s->h_tok;
     return 0;
+}
+
+// The engine's greedy step (lily_backend.step_greedy): the next token without the logits.
+static int step_greedy_cuda(void *ctx, void *p, int token, int *next) {
+    return step_token((cuda_ctx *)ctx, (cuda_state *)p, token, 0.0f, 0, next);
+}
+
+// The engine's sampling step (lily_backend.step_sample): a draw from softmax(logits / temperature).
+static int step_sample_cuda(void *ctx, void *p, int token, float temperature, unsigned seed, int *next) {
+    if (!(temperature > 0.0f) || !isfinite(temperature))
+        return lily_err_set(LILY_EINVAL, "cuda backend: sampling step at temperature %g", temperature);
+    return step_token((cuda_ctx *)ctx, (cuda_state *)p, token, temperature, seed, next);
 }
 
 // The engine's top-k step (lily_backend.step_topk): one decode step whose logits stay on the device,
@@ -939,7 +964,7 @@ extern "C" const struct lily_backend lily_backend_cuda = {
     16384, // prefill_piece: one chunk of the default size, ~0.5 s at the 35B model's prefill speed on an H200
     init_cuda, free_ctx, state_new_cuda, state_free_cuda, state_reset_cuda, state_pos_cuda,
     forward_cuda, save_size_cuda, save_cuda, load_cuda, lily_ceilings_cuda, peak_mem_cuda, set_flag_cuda,
-    snap_save_cuda, snap_load_cuda, snap_free_cuda, step_greedy_cuda, step_topk_cuda,
+    snap_save_cuda, snap_load_cuda, snap_free_cuda, step_greedy_cuda, step_topk_cuda, step_sample_cuda,
 };
 
 // ---------------------------------------------------------------------------------------------

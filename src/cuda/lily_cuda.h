@@ -90,9 +90,9 @@ enum lily_cuda_opt {
     LILY_CUDA_OPT_MOE_GATHER = 28,  // prefill: 1 = the MoE gate|up rows copied into expert order so that
                                     // GEMM takes tensor-map loads (default; LILY_CUDA_MOE_GATHER; flag
                                     // moe_gather)
-    LILY_CUDA_OPT_QG_TMA128 = 29,   // prefill: 1 = the 128-column bf16-weight tile loads by tensor-map
-                                    // copies too, where the call fits the maps (default;
-                                    // LILY_CUDA_QG_TMA128; flag qg_tma128)
+    LILY_CUDA_OPT_QG_TMA128 = 29,   // prefill: 1 = the 128-column bf16-weight tiles (128 and 64 rows) load
+                                    // by tensor-map copies too, where the call fits the maps (default;
+                                    // LILY_CUDA_QG_TMA128; flag qg_tma128), 2 = the 128-row ones only
     LILY_CUDA_OPT_MOE_FUSED = 30,   // decode: 1 = the routed experts and the shared expert's down
                                     // projection in one launch (moe_fused.cu; LILY_CUDA_MOE_FUSED;
                                     // flag moe_fused; default 1)

@@ -382,10 +382,9 @@ int moe_pf_forward(const moe_pf_w &w, const uint16_t *xn, int T, const float *re
     // router (64 blocks at 4K), the routing and the gather leave idle (docs/PERF.md, tenth session).
     const bool side = s->side && s->side != st && !s->sep && w.Is > 0 && w.sh_gate.rows > 0;
     if (side) {
-        CU_TRY(cudaEventRecord(s->ev[0], st));
-        CU_TRY(cudaStreamWaitEvent(s->side, s->ev[0], 0));
-        if ((rc = moe_pf_shared(w, xn, T, s, s->side))) return rc;
-        CU_TRY(cudaEventRecord(s->ev[1], s->side));
+        if ((rc = pf_wait(s->side, st, s->ev[0])) || (rc = moe_pf_shared(w, xn, T, s, s->side)) ||
+            (rc = pf_record(s->ev[1], s->side)))
+            return rc;
     }
     qg_args g;
     memset(&g, 0, sizeof g);
@@ -438,8 +437,11 @@ static int moe_pf_routed(const moe_pf_w &w, const uint16_t *xn, int T, const flo
     PF_MARK(tails ? "moe experts down grouped gemm, tails" : "moe experts down grouped gemm");
     // 6. shared expert
     const bool shared = w.Is > 0 && w.sh_gate.rows > 0;
-    if (shared_done) CU_TRY(cudaStreamWaitEvent(st, s->ev[1], 0));
-    else if (shared && (rc = moe_pf_shared(w, xn, T, s, st))) return rc;
+    if (shared_done) {
+        if ((rc = pf_await(st, s->ev[1]))) return rc;
+    } else if (shared && (rc = moe_pf_shared(w, xn, T, s, st))) {
+        return rc;
+    }
     // 7. combine
     const bool pairs = !(w.H & 1) && w.topk <= CB_MAXK; // combine_kernel's pair path: half the threads
     dim3 grid(((pairs ? w.H / 2 : w.H) + 255) / 256, T);

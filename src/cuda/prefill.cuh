@@ -12,6 +12,21 @@
 extern void (*lily_pf_prof_hook)(const char *name);
 #define PF_MARK(name) do { if (lily_pf_prof_hook) lily_pf_prof_hook(name); } while (0)
 
+// ---- side streams (prefill_cuda.cu, moe_prefill.cu): stream `to` waits for the work enqueued on
+// `from` so far through event e (reusable once waited on): pf_record on from, then pf_await on to.
+static inline int pf_record(cudaEvent_t e, cudaStream_t from) {
+    CU_TRY(cudaEventRecord(e, from));
+    return 0;
+}
+static inline int pf_await(cudaStream_t to, cudaEvent_t e) {
+    CU_TRY(cudaStreamWaitEvent(to, e, 0));
+    return 0;
+}
+static inline int pf_wait(cudaStream_t to, cudaStream_t from, cudaEvent_t e) {
+    int rc = pf_record(e, from);
+    return rc ? rc : pf_await(to, e);
+}
+
 // ---- qgemm.cu: Y[M,N] = X[M,K] . W[N,K]^T, W quantised (4 or 8 bits, group 32/64/128) ----------
 // Epilogues (what is written for output element (row, col) with fp32 accumulator acc):
 enum {
@@ -110,9 +125,10 @@ extern int lily_moe_gather;
 // 1 = the wide tile loads X and the codes of dense calls by tensor-map copies (TMA); 0 = cp.async
 // (LILY_CUDA_QG_TMA; option LILY_CUDA_OPT_QG_TMA; flag qg_tma; default 1).
 extern int lily_qg_tma;
-// 1 = the 128-column bf16-weight tile loads by tensor map as well, where the call fits the maps
-// (LILY_CUDA_QG_TMA128; option LILY_CUDA_OPT_QG_TMA128; flag qg_tma128; engine default 1; this
-// variable's own 0 is what kernel tests start from). Prefill 4K +3.4 %, 512 +11 % (docs/PERF.md).
+// 1 = the 128-column bf16-weight tiles (128 and 64 rows) load by tensor map as well, where the call
+// fits the maps; 2 = the 128-row tiles only (LILY_CUDA_QG_TMA128; option LILY_CUDA_OPT_QG_TMA128; flag
+// qg_tma128; engine default 1; this variable's own 0 is what kernel tests start from). The 128-row
+// tiles: prefill 4K +3.4 %, 512 +11 % (docs/PERF.md).
 extern int lily_qg_tma128;
 // The order of the wgmma GEMM's blocks (qgemm_wg.cu): 1 = a row tile's column tiles one after another
 // (launched as (column tiles, row tiles): they run side by side and read their X tile from L2 once

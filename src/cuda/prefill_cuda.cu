@@ -141,19 +141,6 @@ static cudaStream_t pf_side(cuda_ctx *cx) {
     return cx->side[m == 2 ? 1 : 0];
 }
 
-// Stream `to` waits for the work enqueued on `from` so far (event e, reusable once waited on).
-static int pf_record(cudaEvent_t e, cudaStream_t from) {
-    CU_TRY(cudaEventRecord(e, from));
-    return 0;
-}
-static int pf_await(cudaStream_t to, cudaEvent_t e) {
-    CU_TRY(cudaStreamWaitEvent(to, e, 0));
-    return 0;
-}
-static int pf_wait(cudaStream_t to, cudaStream_t from, cudaEvent_t e) {
-    int rc = pf_record(e, from);
-    return rc ? rc : pf_await(to, e);
-}
 
 // One chunk of T tokens (already in pf.toks) at position s->pos: every layer, leaving the final
 // residual stream in pf.x. Enqueued on cx->st, no host synchronisation. With a side stream, the

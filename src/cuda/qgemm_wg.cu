@@ -327,12 +327,12 @@ static PFN_cuTensorMapEncodeTiled_v12000 wg_encoder(void) {
 // its group belong to the next group and are computed and dropped, past M they are zeros); the code
 // map spans every group's rows. False when the call does not fit them (gathered rows, unaligned X, or no encoder): it then
 // takes the cp.async path.
-static bool wg_make_tmaps(const qg_args &a, wg_tmaps *tm, int bn) {
+static bool wg_make_tmaps(const qg_args &a, wg_tmaps *tm, int bn, int bm = 128) {
     PFN_cuTensorMapEncodeTiled_v12000 enc = lily_qg_tma ? wg_encoder() : NULL;
     if (!enc || a.x_rows || ((uintptr_t)a.x & 15) || (a.ldx % 8) || a.ldx < a.K) return false;
     const cuuint32_t es[2] = {1, 1};
     const cuuint64_t xd[2] = {(cuuint64_t)a.K, (cuuint64_t)a.M}, xs[1] = {(cuuint64_t)a.ldx * 2};
-    const cuuint32_t xb[2] = {WG_BK, 128};
+    const cuuint32_t xb[2] = {WG_BK, (cuuint32_t)bm}; // a box of the tile's rows
     if (enc(&tm->x, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)a.x, xd, xs, xb, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
         return false;
@@ -388,6 +388,11 @@ void qgemm_wg_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st) {
             // down projection (rows in order) and the launches too small for the wide tile.
             if (lily_qg_tma128 && wg_make_tmaps(a, &tm, 128)) wg_launch_t<2, 2, true, WG_BN, 3, true>(a, grid_x, st, &tm);
             else wg_launch_t<2, 2, true>(a, grid_x, st);
+        } else if (lily_qg_tma128 == 1 && !a.tile_off && wg_make_tmaps(a, &tm, 128, 64)) {
+            // Dense 64-row tiles by tensor-map loads as well (short prompts, the narrow calls: prefill
+            // 256-512 +1-2 %, GDN b and a 2.00 -> 1.78 ms at 4K); not the MoE's tails (down 3.09 -> 3.74
+            // ms), docs/PERF.md, eleventh session.
+            wg_launch_t<1, 3, true, WG_BN, 3, true>(a, grid_x, st, &tm);
         } else {
             wg_launch_t<1, 3, true>(a, grid_x, st);
         }

@@ -51,6 +51,7 @@ __device__ int tk_block_select(const uint32_t *key, const int *id, int n, int k,
             // Lane l holds bins 255-8l .. 248-8l (the top bins first); the bin where the count from
             // the top reaches `need` is the k-th key's byte.
             const int need = s_need;
+            __syncwarp(); // every lane has read s_need before one lane rewrites it below
             int s = 0;
             for (int j = 0; j < 8; j++) s += hist[255 - 8 * lane - j];
             int incl = s;

@@ -493,6 +493,48 @@ static int run_e2e(uint64_t seed) {
                "(bitwise: values and ids); bad token / k rejected, state unchanged", k);
         be->state_free(ctx, st_b);
     }
+    // The engine's sampling step (lily_backend.step_sample: Gumbel-max on the device) draws from
+    // softmax(logits / T): 3,000 draws at one position (the state restored from a snapshot, a seed per
+    // draw, plain launches) against forward's logits there, every token within 5 sigma (+ 2e-3) of its
+    // probability, for T 0.5 and 1.3; a seed gives the same draw twice; a temperature of 0 is refused.
+    {
+        const int graph0 = lily_cuda_get_opt(ctx, LILY_CUDA_OPT_GRAPH);
+        lily_cuda_set_opt(ctx, LILY_CUDA_OPT_GRAPH, 0);
+        be->state_reset(ctx, st);
+        be->forward(ctx, st, toks.data(), 10, NULL, 0);
+        size_t sb = 0;
+        void *h = be->snap_save(ctx, st, &sb);
+        const int tin = toks[10], N = 3000;
+        be->forward(ctx, st, &tin, 1, s1.data(), 0);
+        for (float T : {0.5f, 1.3f}) {
+            std::vector<int> cnt(V, 0);
+            bool ok = h != NULL, det = true;
+            for (int i = 0; i < N && ok; i++) {
+                int nx = -1, nx2 = -1;
+                ok = !be->snap_load(ctx, st, h) && !be->step_sample(ctx, st, tin, T, 1000u + i, &nx) && nx >= 0 && nx < V &&
+                     be->state_pos(ctx, st) == 11;
+                if (ok) cnt[nx]++;
+                if (ok && i < 20) det = det && !be->snap_load(ctx, st, h) && !be->step_sample(ctx, st, tin, T, 1000u + i, &nx2) && nx2 == nx;
+            }
+            double mx = -1e30, z = 0, worst = 0;
+            for (int j = 0; j < V; j++) mx = std::max(mx, (double)s1[j]);
+            for (int j = 0; j < V; j++) z += exp((s1[j] - mx) / T);
+            for (int j = 0; j < V && ok; j++) {
+                const double q = exp((s1[j] - mx) / T) / z, f = (double)cnt[j] / N;
+                const double dev = fabs(f - q) / (5 * sqrt(q * (1 - q) / N) + 2e-3);
+                worst = std::max(worst, dev);
+            }
+            int nx = -1;
+            const int p0 = be->state_pos(ctx, st);
+            const bool refused = be->step_sample(ctx, st, tin, 0.0f, 1, &nx) == LILY_EINVAL && be->state_pos(ctx, st) == p0;
+            report(ok && det && refused && worst <= 1.0,
+                   "e2e sampling step (step_sample, Gumbel-max on the device) T=%.1f: %d draws vs softmax(logits/T), worst "
+                   "token at %.2f of its bound (5 sigma + 2e-3); a seed's draw repeats: %s; T=0 refused", T, N, worst,
+                   det ? "yes" : "NO");
+        }
+        if (h) be->snap_free(ctx, h);
+        lily_cuda_set_opt(ctx, LILY_CUDA_OPT_GRAPH, graph0);
+    }
     be->state_reset(ctx, st);
     rc = lily_cuda_generate(ctx, st, toks[0], 30, 0.8f, 7, gen.data(), &nan);
     int inrange = 1;

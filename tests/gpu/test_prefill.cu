@@ -140,8 +140,10 @@ static void test_qgemm(rng &r) {
                                       // tile (256 columns; 128-row tiles only) with tensor-map loads (5)
                                       // and with cp.async (6)
         if (g_small && idx++ >= 16) break;
-        if (wg >= 5 && (k.tile ? k.tile : qgemm_pick_tile(k.M)) != 128) continue;
-        lily_qg_tma128 = wg == 7; // 7: the 128-column bf16-weight tile with tensor-map loads
+        const int tile_k = k.tile ? k.tile : qgemm_pick_tile(k.M);
+        if ((wg == 5 || wg == 6) && tile_k != 128) continue; // the wide tile: 128 rows only
+        if (wg == 7 && tile_k != 128 && tile_k != 64) continue;
+        lily_qg_tma128 = wg == 7; // 7: the 128-column bf16-weight tile with tensor-map loads (128 and 64 rows)
         lily_qg_wgmma = wg > 0;
         lily_qg_ws = wg == 2;
         lily_qg_bf16w = wg >= 3;
