@@ -694,12 +694,9 @@ static int forward_cuda(void *ctx, void *p, const int *tokens, int n, float *log
     return 0;
 }
 
-// One decode step whose last kernel (sample_finish) leaves the next token in d_tok: the largest
-// logit at temperature 0 (lowest id among equals), else a draw by Gumbel-max, the lm_head's epilogue
-// adding noise of (seed, position, id) to logits / temperature as in lily_cuda_generate. Only its 4
-// bytes come back, with one synchronisation. The graphs hold the temperature and seed (a sampled
-// request captures its own once).
-static int step_token(cuda_ctx *cx, cuda_state *s, int token, float temperature, unsigned seed, int *next) {
+// The engine's single steps (step_greedy / step_sample / step_topk) begin alike: the checks forward()
+// makes for one token, the graphs' temperature and seed, and the token's upload into d_tok.
+static int step_begin(cuda_ctx *cx, cuda_state *s, int token, float temperature, unsigned seed) {
     const int V = cx->c.vocab_size;
     int rc = apply_precision(cx, s);
     if (rc) return rc;
@@ -713,7 +710,17 @@ static int step_token(cuda_ctx *cx, cuda_state *s, int token, float temperature,
     CU_TRY(cudaStreamSynchronize(cx->st)); // h_tok is reused
     *s->h_tok = token;
     CU_TRY(cudaMemcpyAsync(s->d_tok, s->h_tok, 4, cudaMemcpyHostToDevice, cx->st));
-    if ((rc = run_step(cx, s, 0, NULL, s->pos))) return rc;
+    return 0;
+}
+
+// One decode step whose last kernel (sample_finish) leaves the next token in d_tok: the largest
+// logit at temperature 0 (lowest id among equals), else a draw by Gumbel-max, the lm_head's epilogue
+// adding noise of (seed, position, id) to logits / temperature as in lily_cuda_generate. Only its 4
+// bytes come back, with one synchronisation. The graphs hold the temperature and seed (a sampled
+// request captures its own once).
+static int step_token(cuda_ctx *cx, cuda_state *s, int token, float temperature, unsigned seed, int *next) {
+    int rc = step_begin(cx, s, token, temperature, seed);
+    if (rc || (rc = run_step(cx, s, 0, NULL, s->pos))) return rc;
     s->pos++;
     CU_TRY(cudaMemcpyAsync(s->h_tok, s->d_tok, 4, cudaMemcpyDeviceToHost, cx->st));
     CU_TRY(cudaStreamSynchronize(cx->st));
@@ -740,31 +747,22 @@ static int step_topk_cuda(void *ctx, void *p, int token, int k, float *vals, int
     cuda_state *s = (cuda_state *)p;
     const int V = cx->c.vocab_size;
     if (k < 1 || k > LILY_TOPK_MAX) return lily_err_set(LILY_EINVAL, "cuda backend: top-k step of %d", k);
-    int rc = apply_precision(cx, s);
-    if (rc) return rc;
-    if (s->pos + 1 > s->max_ctx)
-        return lily_err_set(LILY_ERANGE, "cuda backend: 1 token at position %d exceeds the context of %d", s->pos,
-                            s->max_ctx);
-    if (token < 0 || token >= V)
-        return lily_err_set(LILY_ERANGE, "cuda backend: token id %d out of range [0, %d)", token, V);
     const size_t scratch = topk_scratch_bytes(V);
     if (!cx->tk_mem && cudaMalloc(&cx->tk_mem, scratch + 8 * LILY_TOPK_MAX + 16) != cudaSuccess) {
         cudaGetLastError();
         return lily_err_set(LILY_ENOMEM, "cuda backend: out of GPU memory for the top-k step");
     }
-    if (s->temp != 0.0f) s->temp = 0.0f, drop_graphs(s);
-    CU_TRY(cudaStreamSynchronize(cx->st)); // h_tok is reused
-    *s->h_tok = token;
-    CU_TRY(cudaMemcpyAsync(s->d_tok, s->h_tok, 4, cudaMemcpyHostToDevice, cx->st));
-    if ((rc = run_step(cx, s, 1, NULL, s->pos))) return rc;
+    int rc = step_begin(cx, s, token, 0.0f, 0);
+    if (rc || (rc = run_step(cx, s, 1, NULL, s->pos))) return rc;
     s->pos++;
     char *out = cx->tk_mem + scratch;
     if ((rc = topk_launch(cx->logits, V, k, cx->tk_mem, out, cx->st))) return rc;
-    CU_TRY(cudaMemcpyAsync(s->h_log, out, 8 * (size_t)k + 4, cudaMemcpyDeviceToHost, cx->st));
+    uint32_t got[2 * LILY_TOPK_MAX + 1]; // k values, k ids, the count (h_log may hold fewer than 2k + 1)
+    CU_TRY(cudaMemcpyAsync(got, out, 8 * (size_t)k + 4, cudaMemcpyDeviceToHost, cx->st));
     CU_TRY(cudaStreamSynchronize(cx->st));
-    *n = ((const int *)s->h_log)[2 * k];
-    memcpy(vals, s->h_log, (size_t)*n * 4);
-    memcpy(ids, (const int *)s->h_log + k, (size_t)*n * 4);
+    *n = (int)got[2 * k];
+    memcpy(vals, got, (size_t)*n * 4);
+    memcpy(ids, got + k, (size_t)*n * 4);
     return 0;
 }
 

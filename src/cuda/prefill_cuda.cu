@@ -141,7 +141,6 @@ static cudaStream_t pf_side(cuda_ctx *cx) {
     return cx->side[m == 2 ? 1 : 0];
 }
 
-
 // One chunk of T tokens (already in pf.toks) at position s->pos: every layer, leaving the final
 // residual stream in pf.x. Enqueued on cx->st, no host synchronisation. With a side stream, the
 // GEMMs off the layer's critical chain run on it (the GDN's z, b and a beside qkv and the chunked
