@@ -348,7 +348,9 @@ int moe_pf_tile(const moe_pf_w &w, int T) {
 
 // The shared expert of T tokens of xn: sh_y (raw fp32 output) and sh_s (its gate logit), for the
 // combine. Nothing else reads or writes these buffers, so it may run on a side stream.
+unsigned long lily_moe_pf_shared_runs = 0;
 static int moe_pf_shared(const moe_pf_w &w, const uint16_t *xn, int T, moe_pf_scratch *s, cudaStream_t st) {
+    lily_moe_pf_shared_runs++;
     qg_args g;
     memset(&g, 0, sizeof g);
     g.x = xn, g.ldx = w.H, g.w = w.sh_gate, g.w2 = w.sh_up, g.M = T, g.N = w.Is, g.K = w.H;

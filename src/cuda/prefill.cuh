@@ -87,6 +87,9 @@ int qgemm_pick_tile(int rows_per_group);
 // (LILY_CUDA_MOE_TAILS, option LILY_CUDA_OPT_MOE_TAILS, flag moe_tails; engine default 1; this
 // variable's own 0 is what kernel tests start from).
 extern int lily_moe_tails;
+// How many times the MoE block's shared expert was enqueued (tests: once per block, whichever stream;
+// a join that fell through to the in-line branch once ran it twice, docs/PERF.md eleventh session).
+extern unsigned long lily_moe_pf_shared_runs;
 LILY_HD bool moe_pf_tails_on(int tails, int tile_m) { return tails && tile_m == 128; }
 // Rows of a group of c rows that go to the 64-row tail tile (0: none; the 128-row tiles take the rest).
 LILY_HD int moe_pf_tail_rows(int c) {

@@ -404,6 +404,7 @@ static void test_moe_pf(rng &r) {
             CK(cudaDeviceSynchronize());
             s.side = ss, s.ev[0] = ev[0], s.ev[1] = ev[1];
             lily_qg_raster = 1; // and the wgmma GEMMs' blocks in rastered order: also the same bits
+            const unsigned long runs0 = lily_moe_pf_shared_runs;
             int rc2;
             if (k.skew) { // the logits given above are still in s.logits; the shared expert in line
                 moe_pf_route(w, T, tile, &s, ms);
@@ -415,8 +416,9 @@ static void test_moe_pf(rng &r) {
             s.side = NULL;
             lily_qg_raster = 0;
             std::vector<float> o2 = back(out2, (size_t)T * k.H);
-            side_ok = !rc2 && !memcmp(o2.data(), gout.data(), o2.size() * 4);
-            side_res = side_ok ? "equal" : "DIFFER";
+            const unsigned long runs = lily_moe_pf_shared_runs - runs0; // once, on the side stream
+            side_ok = !rc2 && !memcmp(o2.data(), gout.data(), o2.size() * 4) && runs == 1;
+            side_res = runs != 1 ? "the shared expert ran more than once" : side_ok ? "equal" : "DIFFER";
             for (cudaEvent_t e : ev) CK(cudaEventDestroy(e));
             CK(cudaStreamDestroy(ms));
             CK(cudaStreamDestroy(ss));
