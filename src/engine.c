@@ -489,25 +489,21 @@ static void run_task(struct engine *e, struct engine_task *t) {
     for (int k = 0; k < t->n_stop; k++)
         if (strlen(t->stop[k]) > max_stop) max_stop = strlen(t->stop[k]);
     int eos_hit = -1;
-    // Plain greedy requests take the backend's greedy step: the next token comes back without the
-    // logits (sampler_sample would take the same argmax of them). -1: none pending.
+    // Requests whose token depends on nothing but the step's logits (no bias, penalties, logprobs or
+    // script) can take one of the backend's steps that leave the logits where they are (-1 below:
+    // no token pending):
+    // - greedy: the next token comes back alone (sampler_sample would take the same argmax);
+    // - a top_k the top-k step covers: the sampler draws from its candidates (sampler_sample_top: the
+    //   same tokens as on the full logits);
+    // - a temperature alone: the sampling step draws where the logits are, seeded from the sampler
+    //   (so a request's seed still decides the tokens).
     const struct sampler_params *sp = &t->sp;
-    const int greedy = e->be->step_greedy && !e->script && t->top_logprobs < 0 &&
-                       (sp->temperature <= 0.0f || sp->top_k == 1) && sp->n_bias == 0 &&
-                       sp->presence_penalty == 0.0f && sp->frequency_penalty == 0.0f &&
-                       sp->repetition_penalty == 1.0f;
-    // Sampled requests whose top-k the backend's top-k step covers (and nothing else that reads the
-    // whole vocabulary: bias, penalties, logprobs) draw from its candidates: the same tokens as the
-    // sampler on the full logits (sampler_sample_top), without the logits on the host.
-    const int topk = !greedy && e->be->step_topk && !e->script && t->top_logprobs < 0 && sp->temperature > 0.0f &&
-                     sp->top_k > 1 && sp->top_k <= LILY_TOPK_MAX && sp->top_k < e->n_vocab && sp->n_bias == 0 &&
-                     sp->presence_penalty == 0.0f && sp->frequency_penalty == 0.0f && sp->repetition_penalty == 1.0f;
-    // Sampled at a temperature alone: the backend's sampling step draws where the logits are, with a
-    // seed taken from the sampler's (so a request's seed still decides the tokens).
-    const int gsample = !greedy && !topk && e->be->step_sample && !e->script && t->top_logprobs < 0 &&
-                        sp->temperature > 0.0f && sp->top_k <= 0 && sp->top_p >= 1.0f && sp->min_p <= 0.0f &&
-                        sp->n_bias == 0 && sp->presence_penalty == 0.0f && sp->frequency_penalty == 0.0f &&
-                        sp->repetition_penalty == 1.0f;
+    const int plain = !e->script && t->top_logprobs < 0 && sp->n_bias == 0 && sp->presence_penalty == 0.0f &&
+                      sp->frequency_penalty == 0.0f && sp->repetition_penalty == 1.0f;
+    const int greedy = plain && e->be->step_greedy && (sp->temperature <= 0.0f || sp->top_k == 1);
+    const int sampled = plain && !greedy && sp->temperature > 0.0f;
+    const int topk = sampled && e->be->step_topk && sp->top_k > 1 && sp->top_k <= LILY_TOPK_MAX && sp->top_k < e->n_vocab;
+    const int gsample = sampled && e->be->step_sample && sp->top_k <= 0 && sp->top_p >= 1.0f && sp->min_p <= 0.0f;
     const unsigned gseed = (unsigned)(smp.rng[0] ^ smp.rng[0] >> 32);
     float cand_v[LILY_TOPK_MAX];
     int cand_i[LILY_TOPK_MAX], n_cand = -1; // -1: none yet (the prompt's logits are on the host)

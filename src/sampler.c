@@ -229,6 +229,16 @@ static int sample_draw(struct sampler *s, int n, double kept) {
     return idx[n - 1];
 }
 
+// The draw from the k largest logits (temperature > 0): candidate k is token s->idx[k] with logit
+// s->pc[k], descending (ties by id); pc becomes their unnormalised probabilities, in place. Both
+// sampler_sample's top-k path and sampler_sample_top come here: the same arithmetic, the same token.
+static int sample_top_k(struct sampler *s, int n) {
+    const float inv_t = 1.0f / s->p.temperature, mx = s->pc[0];
+    double kept = 0;
+    for (int k = 0; k < n; k++) kept += s->pc[k] = exp_neg((s->pc[k] - mx) * inv_t);
+    return sample_draw(s, n, kept);
+}
+
 // Sampling at temperature T. The filters apply in the order HF transformers and vLLM apply them:
 // top-k, then top-p over the top-k distribution renormalised, then min-p (relative to the most likely
 // token, so normalisation does not matter); then a draw from what is left, renormalised.
@@ -252,9 +262,8 @@ int sampler_sample(struct sampler *s, float *l) {
     if (p->top_k > 0 && p->top_k <= TOPK_LIST && p->top_k < V) {
         // Top-k first: only k exponentials.
         n = largest_ids(l, V, p->top_k, idx);
-        const float mx = l[idx[0]];
-        kept = 0;
-        for (int k = 0; k < n; k++) kept += s->pc[k] = exp_neg((l[idx[k]] - mx) * inv_t);
+        for (int k = 0; k < n; k++) s->pc[k] = l[idx[k]];
+        return sample_top_k(s, n);
     } else {
         const float mx = max_of(l, V);
         if (!(mx > -INFINITY)) return sampler_argmax(l, V); // every logit -inf or NaN
@@ -298,13 +307,9 @@ int sampler_sample_top(struct sampler *s, const float *vals, const int *ids, int
     if (n <= 0) return 0; // no candidate (every logit NaN): sampler_argmax's answer
     if (p->temperature <= 0.0f || p->top_k == 1) return ids[0];
     if (p->top_k > 0 && n > p->top_k) n = p->top_k;
-    const float inv_t = 1.0f / p->temperature, mx = vals[0];
-    double kept = 0;
-    for (int k = 0; k < n; k++) {
-        s->idx[k] = ids[k];
-        kept += s->pc[k] = exp_neg((vals[k] - mx) * inv_t);
-    }
-    return sample_draw(s, n, kept);
+    memcpy(s->idx, ids, (size_t)n * sizeof *ids);
+    memcpy(s->pc, vals, (size_t)n * sizeof *vals);
+    return sample_top_k(s, n);
 }
 
 int sampler_top_candidates(const float *l, int n_vocab, int k, float *vals, int *ids) {

@@ -54,3 +54,21 @@ env_ab() {
 }
 # pf_prof [N]: `lily-gpu-test pfprof /tmp/big 4K`, its first N table rows.
 pf_prof() { timeout 120 $B/lily-gpu-test pfprof /tmp/big 4K > $L/pfprof.txt 2>&1; el "pfprof rc=$?"; grep -E "\|" $L/pfprof.txt | head -${1:-30}; }
+# The closing calls' shared checks: demo fidelity on CUDA (demo_fid); memcheck of the small prefill
+# tests and racecheck of the MoE kernels (san_checks); the full-size prefill logits of a 300-token
+# prompt from /tmp/lily_old and $B, compared bitwise (cmp_old_logits; after synth and ab_old); the
+# tokenizer files beside /tmp/big for `lily serve` (srv_tok).
+demo_fid() {
+    LILY_BIN=$B/lily LILY_TEST_BACKEND=cuda timeout 120 python3 -m pytest -q tests/py/test_demo_fidelity.py > $L/demo.txt 2>&1; el "demo fidelity (cuda) rc=$?"; tail -1 $L/demo.txt
+}
+san_checks() {
+    timeout 100 compute-sanitizer --tool memcheck --error-exitcode 9 $B/lily-gpu-test prefill 7 small > $L/memcheck.txt 2>&1; el "memcheck rc=$?"; tail -1 $L/memcheck.txt
+    LILY_GPU_KERNELS=moe timeout 100 compute-sanitizer --tool racecheck --error-exitcode 9 $B/lily-gpu-test kernels 31 > $L/racecheck.txt 2>&1; el "racecheck moe rc=$?"; grep -E "FAIL|passed|SUMMARY" $L/racecheck.txt | head -3
+}
+cmp_old_logits() {
+    local ids; ids=$(python3 -c "print(','.join(str((i*7919)%240000+5) for i in range(300)))")
+    timeout 60 /tmp/lily_old logits --model /tmp/big --backend cuda --ids $ids --out /tmp/lg_old.f32 > $L/lgo.txt 2>&1; el "old logits rc=$?"
+    timeout 60 $B/lily logits --model /tmp/big --backend cuda --ids $ids --out /tmp/lg_new.f32 > $L/lgn.txt 2>&1; el "new logits rc=$?"
+    cmp /tmp/lg_old.f32 /tmp/lg_new.f32 && echo "full-size prefill logits (300 tokens): bitwise equal to the session's base"
+}
+srv_tok() { xz -dc $C/tok/tokenizer.json.xz > /tmp/big/tokenizer.json && cp $C/tok/tokenizer_config.json /tmp/big/; }

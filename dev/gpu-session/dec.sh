@@ -4,7 +4,7 @@
 # (.carry/lily_old.xz: the host sampler before its vectorisation) and this one, alternating; then
 # lily bench's decode at 4K; e2e and the CPU-side sampler's tests are not needed here.
 . .carry/common.sh; synth_bg; safe_start 400; ab_old; wait $SP
-xz -dc $C/tok/tokenizer.json.xz > /tmp/big/tokenizer.json && cp $C/tok/tokenizer_config.json /tmp/big/
+srv_tok
 for bin in /tmp/lily_old $B/lily /tmp/lily_old $B/lily; do
   lb=$([ $bin = /tmp/lily_old ] && echo old || echo new)
   $bin serve --model /tmp/big --backend cuda --port 8099 --ctx 8192 > $L/serve_$lb.txt 2>&1 & SV=$!

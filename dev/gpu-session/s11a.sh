@@ -26,7 +26,7 @@ print('gsplit vs main full-size logits: rel_l2 %.2e, max abs %.2e' % (np.linalg.
 for v in 0 1 0 1; do LILY_CUDA_QG_RASTER=$v timeout 100 $B/lily bench --model /tmp/big --backend cuda --no-plot --reps 1 --warmup 1 --prefill 512,4K,32K --decode none --out $L/r$v 2>&1 | grep -E "^prefill " | sed "s/^/raster=$v /"; done; el "raster A/B"
 for v in 0 1; do LILY_CUDA_QG_RASTER=$v timeout 60 $B/lily-gpu-test pfprof /tmp/big 4K > $L/pfprof$v.txt 2>&1; echo "== pfprof raster $v"; grep -E "\|" $L/pfprof$v.txt | head -16; done; el pfprof
 for b in $B/lily /tmp/g/lily $B/lily /tmp/g/lily; do timeout 100 $b bench --model /tmp/big --backend cuda --no-plot --reps 1 --warmup 1 --prefill 4K,32K --decode none --out $L/gb 2>&1 | grep -E "^prefill " | sed "s|^|$b |"; done; el "gsplit A/B"
-xz -dc $C/tok/tokenizer.json.xz > /tmp/big/tokenizer.json && cp $C/tok/tokenizer_config.json /tmp/big/
+srv_tok
 for bin in $B/lily /tmp/p/lily $B/lily /tmp/p/lily; do
   lb=$([ $bin = $B/lily ] && echo main || echo pipe)
   $bin serve --model /tmp/big --backend cuda --port 8099 --ctx 8192 > $L/serve_$lb.txt 2>&1 & SV=$!

@@ -13,7 +13,7 @@ timeout 90 $B/lily-gpu-test e2e $(date +%s) > $L/e2e.txt 2>&1; el "e2e rc=$?"; g
 wait $SP; el synth
 for v in 1 2; do LILY_CUDA_QG_WIDE=$v timeout 60 $B/lily-gpu-test pfprof /tmp/big 4K > $L/pfprof$v.txt 2>&1; echo "== pfprof QG_WIDE=$v"; grep -E "\|" $L/pfprof$v.txt | head -8; grep -E "total|plain" $L/pfprof$v.txt | head -3; done; el pfprof
 timeout 100 $B/lily bench --model /tmp/big --backend cuda --no-plot --reps 3 --warmup 1 --decode 4K --prefill 4K --out $L/b 2>&1 | grep -E "^(decode|prefill) "; el bench
-xz -dc $C/tok/tokenizer.json.xz > /tmp/big/tokenizer.json && cp $C/tok/tokenizer_config.json /tmp/big/
+srv_tok
 for bin in /tmp/p/lily $B/lily /tmp/p/lily $B/lily; do
   lb=$([ $bin = $B/lily ] && echo topk || echo pipe)
   $bin serve --model /tmp/big --backend cuda --port 8099 --ctx 8192 > $L/serve_$lb.txt 2>&1 & SV=$!

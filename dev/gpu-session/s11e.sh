@@ -9,18 +9,14 @@ timeout 90 $B/lily-gpu-test kernels $(date +%s) > $L/kernels.txt 2>&1; el "kerne
 pf_checks
 grep -E "sampling step|top-k step" $L/e2e.txt | cut -c1-200
 pf_cli
-LILY_BIN=$B/lily LILY_TEST_BACKEND=cuda timeout 120 python3 -m pytest -q tests/py/test_demo_fidelity.py > $L/demo.txt 2>&1; el "demo fidelity (cuda) rc=$?"; tail -1 $L/demo.txt
-timeout 100 compute-sanitizer --tool memcheck --error-exitcode 9 $B/lily-gpu-test prefill 7 small > $L/memcheck.txt 2>&1; el "memcheck rc=$?"; tail -1 $L/memcheck.txt
+demo_fid
+san_checks
 LILY_GPU_KERNELS=topk timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 $B/lily-gpu-test kernels 5 > $L/memcheck_topk.txt 2>&1; el "memcheck topk rc=$?"; tail -1 $L/memcheck_topk.txt
 LILY_GPU_KERNELS=topk timeout 60 compute-sanitizer --tool racecheck --error-exitcode 9 $B/lily-gpu-test kernels 5 > $L/racecheck_topk.txt 2>&1; el "racecheck topk rc=$?"; grep -E "FAIL|passed|SUMMARY" $L/racecheck_topk.txt | head -3
-LILY_GPU_KERNELS=moe timeout 100 compute-sanitizer --tool racecheck --error-exitcode 9 $B/lily-gpu-test kernels 31 > $L/racecheck.txt 2>&1; el "racecheck moe rc=$?"; grep -E "FAIL|passed|SUMMARY" $L/racecheck.txt | head -3
 wait $SP; el synth
-ids=$(python3 -c "print(','.join(str((i*7919)%240000+5) for i in range(300)))")
-timeout 60 /tmp/lily_old logits --model /tmp/big --backend cuda --ids $ids --out /tmp/lg_old.f32 > $L/lgo.txt 2>&1; el "old logits rc=$?"
-timeout 60 $B/lily logits --model /tmp/big --backend cuda --ids $ids --out /tmp/lg_new.f32 > $L/lgn.txt 2>&1; el "new logits rc=$?"
-cmp /tmp/lg_old.f32 /tmp/lg_new.f32 && echo "full-size prefill logits (300 tokens): bitwise equal to the session's base"
+cmp_old_logits
 ab_bench 100 --model /tmp/big --backend cuda --no-plot --reps 1 --warmup 1 --prefill 512,4K,32K --decode 4K
-xz -dc $C/tok/tokenizer.json.xz > /tmp/big/tokenizer.json && cp $C/tok/tokenizer_config.json /tmp/big/
+srv_tok
 for bin in /tmp/lily_old $B/lily /tmp/lily_old $B/lily; do
   lb=$([ $bin = $B/lily ] && echo new || echo old)
   $bin serve --model /tmp/big --backend cuda --port 8099 --ctx 8192 > $L/serve_$lb.txt 2>&1 & SV=$!

@@ -9,10 +9,7 @@ timeout 150 $B/lily-gpu-test prefill $(date +%s) > $L/prefill.txt 2>&1; el "pref
 timeout 60 $B/lily-gpu-test e2e $(date +%s) > $L/e2e.txt 2>&1; el "e2e rc=$?"; grep -E "FAIL|passed" $L/e2e.txt | cut -c1-260
 LILY_GPU_KERNELS=topk timeout 60 compute-sanitizer --tool racecheck --error-exitcode 9 $B/lily-gpu-test kernels 5 > $L/racecheck_topk.txt 2>&1; el "racecheck topk rc=$?"; grep -E "FAIL|passed|SUMMARY" $L/racecheck_topk.txt | head -3
 wait $SP; el synth
-ids=$(python3 -c "print(','.join(str((i*7919)%240000+5) for i in range(300)))")
-timeout 60 /tmp/lily_old logits --model /tmp/big --backend cuda --ids $ids --out /tmp/lg_old.f32 > $L/lgo.txt 2>&1
-timeout 60 $B/lily logits --model /tmp/big --backend cuda --ids $ids --out /tmp/lg_new.f32 > $L/lgn.txt 2>&1
-cmp /tmp/lg_old.f32 /tmp/lg_new.f32 && echo "full-size prefill logits (300 tokens): bitwise equal to the session's base"
+cmp_old_logits
 ab_bench 100 --model /tmp/big --backend cuda --no-plot --reps 1 --warmup 1 --prefill 256,512,4K,32K --decode 4K
 timeout 60 $B/lily-gpu-test pfprof /tmp/big 4K > $L/pfprof.txt 2>&1; el "pfprof"; grep -E "plain" $L/pfprof.txt
 timeout 150 $B/lily bench --model /tmp/big --backend cuda --no-plot --prefill 256,512,1K,2K,4K,8K,16K,32K,64K,128K --decode none --reps 1 --warmup 1 --out $L/sweep 2>&1 | grep -E "^prefill |^#|tok/s" | head -14; el sweep

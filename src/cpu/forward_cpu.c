@@ -493,29 +493,27 @@ static void cpu_snap_free(void *ctx, void *snap) {
     free(snap);
 }
 
-// The engine's greedy step: the logits into a scratch row, then the sampler's greedy choice of them.
-static int cpu_step_greedy(void *ctx, void *state, int token, int *next) {
+// The engine's single steps on the CPU: one token's logits into a scratch row, then the sampler's
+// own choice of them (k = 0: the greedy id into ids[0]; else the k largest, *n of them).
+static int cpu_step_choose(void *ctx, void *state, int token, int k, float *vals, int *ids, int *n) {
     struct cpu_ctx *x = ctx;
     const int V = x->m->cfg.vocab_size;
     float *l = malloc((size_t)V * sizeof(float));
     if (!l) return lily_err_set(LILY_ENOMEM, "cpu backend: no memory for the logits");
     int rc = cpu_forward(ctx, state, &token, 1, l, 0);
-    if (!rc) *next = sampler_argmax(l, V);
+    if (!rc && k == 0) ids[0] = sampler_argmax(l, V);
+    if (!rc && k > 0) *n = sampler_top_candidates(l, V, k, vals, ids);
     free(l);
     return rc;
 }
 
-// The engine's top-k step: the logits into a scratch row, then the sampler's own selection of them.
+static int cpu_step_greedy(void *ctx, void *state, int token, int *next) {
+    return cpu_step_choose(ctx, state, token, 0, NULL, next, NULL);
+}
+
 static int cpu_step_topk(void *ctx, void *state, int token, int k, float *vals, int *ids, int *n) {
-    struct cpu_ctx *x = ctx;
-    const int V = x->m->cfg.vocab_size;
     if (k < 1 || k > LILY_TOPK_MAX) return lily_err_set(LILY_EINVAL, "cpu backend: top-k step of %d", k);
-    float *l = malloc((size_t)V * sizeof(float));
-    if (!l) return lily_err_set(LILY_ENOMEM, "cpu backend: no memory for the logits");
-    int rc = cpu_forward(ctx, state, &token, 1, l, 0);
-    if (!rc) *n = sampler_top_candidates(l, V, k, vals, ids);
-    free(l);
-    return rc;
+    return cpu_step_choose(ctx, state, token, k, vals, ids, n);
 }
 
 const struct lily_backend lily_backend_cpu = {
