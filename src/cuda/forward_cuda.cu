@@ -299,7 +299,7 @@ static int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_QG_TMA128] = env_int("LILY_CUDA_QG_TMA128", 1); // 2: 128-row tiles only
     cx->opt[LILY_CUDA_OPT_MOE_FUSED] = env_int("LILY_CUDA_MOE_FUSED", 1) != 0;
     cx->opt[LILY_CUDA_OPT_MOE_FRONT] = env_int("LILY_CUDA_MOE_FRONT", 0); // 1 = both phases, 2 = the router only
-    cx->opt[LILY_CUDA_OPT_MOE_TAILS] = env_int("LILY_CUDA_MOE_TAILS", 1) != 0;
+    cx->opt[LILY_CUDA_OPT_MOE_TAILS] = env_int("LILY_CUDA_MOE_TAILS", 2); // 0..3, moe_prefill.cu
     cx->opt[LILY_CUDA_OPT_QG_FILL] = env_int("LILY_CUDA_QG_FILL", 1) != 0;
     cx->opt[LILY_CUDA_OPT_FA_WG] = env_int("LILY_CUDA_FA_WG", 2); // 0 off, 1 V transposed, 2 V MN-major
     cx->opt[LILY_CUDA_OPT_SNAP_DEV] = env_int("LILY_CUDA_SNAP_DEV", 1) != 0;
@@ -933,7 +933,7 @@ static const struct {
     {"qg_rs", LILY_CUDA_OPT_QG_RS, 0, 1},         {"qg_wide", LILY_CUDA_OPT_QG_WIDE, 0, 1},
     {"qg_tma", LILY_CUDA_OPT_QG_TMA, 0, 1},       {"moe_gather", LILY_CUDA_OPT_MOE_GATHER, 0, 1},
     {"qg_tma128", LILY_CUDA_OPT_QG_TMA128, 0, 1}, {"moe_fused", LILY_CUDA_OPT_MOE_FUSED, 0, 1},
-    {"moe_front", LILY_CUDA_OPT_MOE_FRONT, 0, 1}, {"moe_tails", LILY_CUDA_OPT_MOE_TAILS, 0, 1},
+    {"moe_front", LILY_CUDA_OPT_MOE_FRONT, 0, 1}, {"moe_tails", LILY_CUDA_OPT_MOE_TAILS, 0, 2},
     {"qg_fill", LILY_CUDA_OPT_QG_FILL, 0, 1},     {"fa_wg", LILY_CUDA_OPT_FA_WG, 0, 2},
     {"snap_dev", LILY_CUDA_OPT_SNAP_DEV, 0, 1},
     {"pf_side", LILY_CUDA_OPT_PF_SIDE, 0, 1},     {"qg_raster", LILY_CUDA_OPT_QG_RASTER, 0, 1},

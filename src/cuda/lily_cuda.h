@@ -101,8 +101,10 @@ enum lily_cuda_opt {
                                     // grid barrier; 2 = the router only (LILY_CUDA_MOE_FRONT; flag
                                     // moe_front; same bits; default 0: measured slower, docs/PERF.md)
     LILY_CUDA_OPT_MOE_TAILS = 32,   // prefill: 1 = each MoE expert group's tail of 1..64 rows on a 64-row
-                                    // tile of its own launch instead of a 128-row tile (moe_prefill.cu;
-                                    // LILY_CUDA_MOE_TAILS; flag moe_tails; default 1)
+                                    // tile of its own launch instead of a 128-row tile; 2 = the gate|up
+                                    // GEMM's tails merged into 192-row tiles, 3 = both GEMMs' (moe_prefill.cu,
+                                    // lily_moe_tails; LILY_CUDA_MOE_TAILS; flag moe_tails: 0 / 2;
+                                    // default 2, measured in docs/PERF.md, twelfth session)
     LILY_CUDA_OPT_QG_FILL = 33,     // prefill: 1 = dense GEMMs on 64-row tiles where 128-row ones fill
                                     // under half the SMs (qgemm_fill_tile; LILY_CUDA_QG_FILL; flag
                                     // qg_fill; default 1)

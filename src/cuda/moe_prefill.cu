@@ -36,31 +36,35 @@ __global__ void route_kernel(const float *logits, int T, int E, int K, int norm,
 
 // One block of >= E threads (E <= 1024): row offsets and tile offsets of each expert group; with
 // tails (moe_pf_tails_on), the 128-row tiles over each group's first c - tail rows, where its tail
-// starts (grp_mid) and the tail launch's tile offsets.
+// starts (grp_mid) and the tail launch's tile offsets; and the merged map's tile offsets
+// (moe_pf_merged_tiles, lily_moe_tails 2 and 3).
 __global__ void scan_kernel(const int *counts, int E, int tile_m, int tails, int *grp_off, int *tile_off,
-                            int *cursor, int *grp_mid, int *tile_off_b) {
-    __shared__ int sr[1024], st[1024], sb[1024];
+                            int *cursor, int *grp_mid, int *tile_off_b, int *tile_off_m) {
+    __shared__ int sr[1024], st[1024], sb[1024], sm[1024];
     const int e = threadIdx.x;
     const bool split = moe_pf_tails_on(tails, tile_m);
     const int c = e < E ? counts[e] : 0, tail = split ? moe_pf_tail_rows(c) : 0;
     sr[e] = c;
     st[e] = (c - tail + tile_m - 1) / tile_m;
     sb[e] = tail > 0;
+    sm[e] = moe_pf_merged_tiles(c);
     __syncthreads();
     for (int o = 1; o < blockDim.x; o <<= 1) { // Hillis-Steele inclusive scan
         int a = e >= o ? sr[e - o] : 0, b = e >= o ? st[e - o] : 0, d = e >= o ? sb[e - o] : 0;
+        int f = e >= o ? sm[e - o] : 0;
         __syncthreads();
-        sr[e] += a, st[e] += b, sb[e] += d;
+        sr[e] += a, st[e] += b, sb[e] += d, sm[e] += f;
         __syncthreads();
     }
     if (e < E) {
         grp_off[e + 1] = sr[e];
         tile_off[e + 1] = st[e];
         tile_off_b[e + 1] = sb[e];
+        tile_off_m[e + 1] = sm[e];
         grp_mid[e] = sr[e] - tail;
         cursor[e] = 0;
     }
-    if (e == 0) grp_off[0] = 0, tile_off[0] = 0, tile_off_b[0] = 0;
+    if (e == 0) grp_off[0] = 0, tile_off[0] = 0, tile_off_b[0] = 0, tile_off_m[0] = 0;
 }
 
 __global__ void scatter_kernel(const int *ids, int n_pairs, int K, const int *grp_off, int *cursor,
@@ -197,7 +201,7 @@ static size_t al(size_t n) { return (n + 255) & ~(size_t)255; }
 
 size_t moe_pf_scratch_bytes(const moe_pf_w &w, int t_max) {
     size_t T = (size_t)t_max, R = T * w.topk;
-    return al(T * w.E * 4) + al(R * 4) + al(R * 4) + 6 * al((size_t)(w.E + 1) * 4) + 2 * al(R * 4) +
+    return al(T * w.E * 4) + al(R * 4) + al(R * 4) + 7 * al((size_t)(w.E + 1) * 4) + 2 * al(R * 4) +
            al(R * w.I * 2) + al(R * w.H * 2) + al(T * (w.Is ? w.Is : 1) * 2) + al(T * w.H * 4) + al(T * 4);
 }
 
@@ -214,6 +218,7 @@ void moe_pf_scratch_init(moe_pf_scratch *s, void *base, const moe_pf_w &w, int t
     s->tile_off = (int *)take((size_t)(w.E + 1) * 4);
     s->grp_mid = (int *)take((size_t)(w.E + 1) * 4); // between ids and sorted_pair: the host route mirrors them
     s->tile_off_b = (int *)take((size_t)(w.E + 1) * 4);
+    s->tile_off_m = (int *)take((size_t)(w.E + 1) * 4);
     s->sorted_tok = (int *)take(R * 4);
     s->sorted_pair = (int *)take(R * 4);
     s->h = (uint16_t *)take(R * w.I * 2);
@@ -231,7 +236,7 @@ void moe_pf_route(const moe_pf_w &w, int T, int tile_m, moe_pf_scratch *s, cudaS
     int threads = 32;
     while (threads < w.E) threads *= 2;
     scan_kernel<<<1, threads, 0, st>>>(s->counts, w.E, tile_m, lily_moe_tails, s->grp_off, s->tile_off, s->cursor,
-                                       s->grp_mid, s->tile_off_b);
+                                       s->grp_mid, s->tile_off_b, s->tile_off_m);
     int n = T * w.topk;
     scatter_kernel<<<(n + 255) / 256, 256, 0, st>>>(s->ids, n, w.topk, s->grp_off, s->cursor, s->sorted_tok,
                                                     s->sorted_pair);
@@ -262,7 +267,7 @@ int moe_pf_route_host(const moe_pf_w &w, int T, int tile_m, moe_pf_scratch *s, c
     auto at = [&](void *dev) { return b0 + ((char *)dev - d0); };
     int *ids = (int *)at(s->ids), *counts = (int *)at(s->counts), *cursor = (int *)at(s->cursor);
     int *grp_off = (int *)at(s->grp_off), *tile_off = (int *)at(s->tile_off);
-    int *grp_mid = (int *)at(s->grp_mid), *tile_off_b = (int *)at(s->tile_off_b);
+    int *grp_mid = (int *)at(s->grp_mid), *tile_off_b = (int *)at(s->tile_off_b), *tile_off_m = (int *)at(s->tile_off_m);
     int *sorted_tok = (int *)at(s->sorted_tok), *sorted_pair = (int *)at(s->sorted_pair);
     float *wts = (float *)at(s->wts), *lg_all = (float *)(b0 + mirror);
     CU_TRY(cudaMemcpyAsync(lg_all, s->logits, (size_t)T * E * 4, cudaMemcpyDeviceToHost, st));
@@ -302,13 +307,14 @@ int moe_pf_route_host(const moe_pf_w &w, int T, int tile_m, moe_pf_scratch *s, c
             counts[ik[t]]++;
         }
     }
-    grp_off[0] = 0, tile_off[0] = 0, tile_off_b[0] = 0;
+    grp_off[0] = 0, tile_off[0] = 0, tile_off_b[0] = 0, tile_off_m[0] = 0;
     const bool split = moe_pf_tails_on(lily_moe_tails, tile_m);
     for (int e = 0; e < E; e++) {
         const int tail = split ? moe_pf_tail_rows(counts[e]) : 0;
         grp_off[e + 1] = grp_off[e] + counts[e];
         tile_off[e + 1] = tile_off[e] + (counts[e] - tail + tile_m - 1) / tile_m;
         tile_off_b[e + 1] = tile_off_b[e] + (tail > 0);
+        tile_off_m[e + 1] = tile_off_m[e] + moe_pf_merged_tiles(counts[e]);
         grp_mid[e] = grp_off[e + 1] - tail;
         cursor[e] = 0;
     }
@@ -326,19 +332,43 @@ static int dense_gemm(const moe_pf_scratch *s, const qg_args &g, cudaStream_t st
     return s->sep ? qgemm_sep(s->sep, g, st) : qgemm_launch(g, 0, 0, st);
 }
 
-// A grouped expert GEMM (g over the whole groups): one launch, or with tails (the map's split made
-// by the routing) the 128-row tiles of each group's first rows, then its tail on a 64-row tile.
-// head: pfprof's row for the 128-row launch (the caller's row then times the tails).
-static int grouped_gemm(qg_args g, const moe_pf_scratch *s, int tile_m, int max_tiles, cudaStream_t st,
-                        const char *head) {
-    if (!moe_pf_tails_on(lily_moe_tails, tile_m)) return qgemm_launch(g, tile_m, max_tiles, st);
-    g.grp_end = s->grp_mid;
-    int rc = qgemm_launch(g, 128, max_tiles, st);
-    if (rc) return rc;
-    PF_MARK(head);
-    g.grp_off = s->grp_mid, g.grp_end = s->grp_off + 1, g.tile_off = s->tile_off_b;
-    return qgemm_launch(g, 64, g.n_groups, st);
+// Whether a grouped GEMM of the block takes the merged map (lily_moe_tails 2: gate|up, 3: both) on the
+// wgmma kernel's 192-row tiles (bf16 weights; not the ablations' other kernels).
+static bool moe_pf_merged(const qg_args &g, int tile_m, bool down) {
+    return tile_m == 128 && lily_moe_tails >= (down ? 3 : 2) && lily_qg_wgmma && lily_qg_bf16w && !qgemm_rs_on() &&
+           !qgemm_ws_on() && qgemm_wg_takes(g, 192);
 }
+
+// A grouped expert GEMM (g over the whole groups): one launch; or with tails (the map's split made
+// by the routing) the 128-row tiles of each group's first rows, then its tail on a 64-row tile; or
+// merged, one launch of the merged map. names: pfprof's rows for {one launch, the 128-row launch,
+// the tails, the merged launch}.
+static int grouped_gemm(qg_args g, const moe_pf_scratch *s, int tile_m, int max_tiles, cudaStream_t st,
+                        const char *const names[4]) {
+    int rc;
+    if (moe_pf_merged(g, tile_m, g.epi != QG_GLU)) {
+        g.tile_off = s->tile_off_m;
+        rc = qgemm_launch(g, 192, max_tiles, st);
+        PF_MARK(names[3]);
+        return rc;
+    }
+    if (!moe_pf_tails_on(lily_moe_tails, tile_m)) {
+        rc = qgemm_launch(g, tile_m, max_tiles, st);
+        PF_MARK(names[0]);
+        return rc;
+    }
+    g.grp_end = s->grp_mid;
+    if ((rc = qgemm_launch(g, 128, max_tiles, st))) return rc;
+    PF_MARK(names[1]);
+    g.grp_off = s->grp_mid, g.grp_end = s->grp_off + 1, g.tile_off = s->tile_off_b;
+    rc = qgemm_launch(g, 64, g.n_groups, st);
+    PF_MARK(names[2]);
+    return rc;
+}
+static const char *const gu_names[4] = {"moe experts gate|up grouped gemm", "moe experts gate|up grouped gemm, 128-row tiles",
+                                        "moe experts gate|up grouped gemm, tails", "moe experts gate|up grouped gemm, tails merged"};
+static const char *const dn_names[4] = {"moe experts down grouped gemm", "moe experts down grouped gemm, 128-row tiles",
+                                        "moe experts down grouped gemm, tails", "moe experts down grouped gemm, tails merged"};
 
 int lily_moe_tails = 0;
 
@@ -428,15 +458,12 @@ static int moe_pf_routed(const moe_pf_w &w, const uint16_t *xn, int T, const flo
         PF_MARK("moe rows gathered into expert order");
     }
     g.y = s->h, g.ldy = w.I;
-    if ((rc = grouped_gemm(g, s, tile_m, max_tiles, st, "moe experts gate|up grouped gemm, 128-row tiles"))) return rc;
-    const bool tails = moe_pf_tails_on(lily_moe_tails, tile_m);
-    PF_MARK(tails ? "moe experts gate|up grouped gemm, tails" : "moe experts gate|up grouped gemm");
+    if ((rc = grouped_gemm(g, s, tile_m, max_tiles, st, gu_names))) return rc;
     memset(&g, 0, sizeof g);
     g.x = s->h, g.ldx = w.I, g.w = w.down, g.M = R, g.N = w.H, g.K = w.I, g.grp_off = s->grp_off,
     g.tile_off = s->tile_off, g.n_groups = w.E, g.epi = QG_SCALE_BF16, g.y = s->yk, g.ldy = w.H;
     g.y_rows = s->sorted_pair, g.scale = s->wts;
-    if ((rc = grouped_gemm(g, s, tile_m, max_tiles, st, "moe experts down grouped gemm, 128-row tiles"))) return rc;
-    PF_MARK(tails ? "moe experts down grouped gemm, tails" : "moe experts down grouped gemm");
+    if ((rc = grouped_gemm(g, s, tile_m, max_tiles, st, dn_names))) return rc;
     // 6. shared expert
     const bool shared = w.Is > 0 && w.sh_gate.rows > 0;
     if (shared_done) {

@@ -57,6 +57,9 @@ struct qg_args {
     int raster;         // wgmma kernels: 1 = launched as (column tiles, row tiles), so that the blocks of one
                         // row tile run side by side and its X rows come from L2 (set by the launcher,
                         // lily_qg_raster; qgemm_wg.cu)
+    int tile_rest;      // grouped mode, tile_m 192 (the wgmma kernel of 3 warpgroups): a group's tiles start
+                        // every 128 rows and its last tile takes every row left, up to 192 (the MoE's
+                        // merged tails, moe_pf_merged_tiles); set by qgemm_launch
 };
 // QG_GLU's element: rb(silu(rb(gate))) * rb(up), before the output's bf16 rounding (every qgemm path).
 __device__ __forceinline__ float qg_glu(float gate, float up) { return rb(silu_f(rb(gate))) * rb(up); }
@@ -84,9 +87,18 @@ int qgemm_pick_tile(int rows_per_group);
 // The MoE's grouped GEMMs on 128-row tiles, with each expert group's tail of 1..64 rows past its last
 // whole 128 rows on a 64-row tile, in a second launch (moe_prefill.cu): at 4K tokens a group holds
 // ~128 +- 11 rows, so every other one ended in a 128-row tile of a few rows. lily_moe_tails: 1 = on
-// (LILY_CUDA_MOE_TAILS, option LILY_CUDA_OPT_MOE_TAILS, flag moe_tails; engine default 1; this
-// variable's own 0 is what kernel tests start from).
+// (LILY_CUDA_MOE_TAILS, option LILY_CUDA_OPT_MOE_TAILS, flag moe_tails; this variable's own 0 is
+// what kernel tests start from); 2 (the engine's default) = the gate|up GEMM's tails merged into the
+// group's last 128-row tile (one launch of 192-row tiles of 3 warpgroups: a tail's weights are
+// dequantised once with the rows before it, not again by a tile of its own), the down GEMM's on their
+// own launch; 3 = both merged (the down GEMM's 192-row tiles, one block an SM, measured slower).
 extern int lily_moe_tails;
+// Tiles of a group of c rows in the merged map (lily_moe_tails 2, 3): 128-row tiles, the last one
+// taking the tail of 1..64 rows as well (65..192 rows), or one tile for a group of 1..64.
+LILY_HD int moe_pf_merged_tiles(int c) {
+    const int r = c & 127, tail = r >= 1 && r <= 64 ? r : 0;
+    return c <= 0 ? 0 : c - tail <= 0 ? 1 : (c - tail + 127) / 128;
+}
 // How many times the MoE block's shared expert was enqueued (tests: once per block, whichever stream;
 // a join that fell through to the in-line branch once ran it twice, docs/PERF.md eleventh session).
 extern unsigned long lily_moe_pf_shared_runs;
@@ -193,6 +205,7 @@ struct moe_pf_scratch {
                         // moe_pf_tails: over each group's first grp_mid[e] - grp_off[e] rows)
     int *grp_mid;       // (E) moe_pf_tails: where each group's tail of 1..64 rows starts (else its end)
     int *tile_off_b;    // (E + 1) moe_pf_tails: tile offsets of the tails' 64-row launch (0 or 1 a group)
+    int *tile_off_m;    // (E + 1) tile offsets of the merged map (moe_pf_merged_tiles a group)
     int *sorted_tok;    // (t_max*topk) token of each sorted row
     int *sorted_pair;   // (t_max*topk) token*topk + slot of each sorted row
     uint16_t *h;        // (t_max*topk, I) bf16 expert hidden rows, sorted order

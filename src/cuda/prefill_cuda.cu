@@ -266,7 +266,7 @@ int forward_chunks(cuda_ctx *cx, cuda_state *s, const int *tokens, int n, float 
     lily_qg_tma = cx->opt[LILY_CUDA_OPT_QG_TMA];          // and how the wide tile loads
     lily_qg_tma128 = cx->opt[LILY_CUDA_OPT_QG_TMA128];    // and the 128-column tile too
     lily_moe_gather = cx->opt[LILY_CUDA_OPT_MOE_GATHER];  // and whether MoE rows are gathered for it
-    lily_moe_tails = cx->opt[LILY_CUDA_OPT_MOE_TAILS];    // and whether group tails get 64-row tiles
+    lily_moe_tails = cx->opt[LILY_CUDA_OPT_MOE_TAILS];    // and where group tails go (moe_prefill.cu)
     lily_qg_fill = cx->opt[LILY_CUDA_OPT_QG_FILL];        // and whether narrow dense GEMMs do
     lily_qg_raster = cx->opt[LILY_CUDA_OPT_QG_RASTER];    // and in which order their blocks run
     lily_fa_wg = cx->opt[LILY_CUDA_OPT_FA_WG];            // and which flash attention kernel

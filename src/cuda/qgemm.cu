@@ -378,8 +378,16 @@ __global__ void qgemm_generic_kernel(qg_args a) {
 }
 
 int qgemm_launch(const qg_args &a, int tile_m, int max_tiles, cudaStream_t st) {
-    if (a.tile_off && tile_m != 16 && tile_m != 32 && tile_m != 64 && tile_m != 128)
+    if (a.tile_off && tile_m != 16 && tile_m != 32 && tile_m != 64 && tile_m != 128 && tile_m != 192)
         return lily_err_set(LILY_EINVAL, "qgemm: grouped mode needs the tile height of its map");
+    if (tile_m == 192) { // the merged map (qg_args.tile_rest): only the wgmma kernel's 3 warpgroups take it
+        if (!a.tile_off || !qgemm_wg_takes(a, 192))
+            return lily_err_set(LILY_EINVAL, "qgemm: 192-row tiles need a grouped map and the wgmma kernel");
+        qg_args m = a;
+        m.tile_rest = 1;
+        if (max_tiles > 0 && a.N > 0) qgemm_wg_launch(m, 192, max_tiles, st);
+        return 0;
+    }
     if (a.w.cols != a.K || (a.epi == QG_GLU && (a.w2.cols != a.K || a.w2.fmt != a.w.fmt)))
         return lily_err_set(LILY_EINVAL, "qgemm: unsupported shape N=%d K=%d cols=%d", a.N, a.K, a.w.cols);
     // LILY_CUDA_QG_GENERIC (debug bitmask): 1 = dense 4-bit, 2 = 8-bit, 4 = grouped products take the

@@ -65,7 +65,10 @@ struct wg_cfg {
     static constexpr int BQ_BYTES = 4 * BQ_STEP;
     static constexpr int NR = BN == WG_BN ? 68 : BN / 2; // accumulator registers a thread
     // + TMA: one mbarrier a stage, and slack to align the stages to 1024 bytes (the swizzle atom)
-    static constexpr int SMEM = NST * STAGE + 2 * BQ_BYTES + BM * 4 + 2 * BN * 8 + (TMA ? NST * 8 + 1024 : 0);
+    static constexpr int PIPE = NST * STAGE + 2 * BQ_BYTES + BM * 4 + 2 * BN * 8 + (TMA ? NST * 8 + 1024 : 0);
+    // The epilogue's fp32 tile overlays the pipeline; 3 warpgroups' wide tile needs more than it.
+    static constexpr int TILE = BM * (BN + 8) * 4 + (TMA ? 1024 : 0);
+    static constexpr int SMEM = PIPE > TILE ? PIPE : TILE;
 };
 
 // The tensor maps of a TMA launch (kernel parameters, __grid_constant__): X (bf16, box 64 k x 128
@@ -80,6 +83,10 @@ struct wg_tmaps {
 // buffer (one more bf16x2 FMA per pair, a single rounding of the exact value), and the MMAs of all
 // stages accumulate into one accumulator. No fold, so nothing waits for a stage's MMA except the
 // refill of the B buffer it read, one stage later.
+// WGS 3 (192 rows, the MoE's merged map, qg_args.tile_rest): a warpgroup whose 64 rows are all past
+// the tile's rows issues no MMA, and with TMA only the live warpgroups' 64-row boxes of X are loaded;
+// so a group's tile of 1..64 rows costs a 64-row tile's MMAs, and a 128-row tile with its tail 1.5x,
+// not a second tile that dequantises the expert's weights again.
 // TMA (wide tile, X rows in order: no x_rows gather): thread 0 requests each stage's X tile and code rows
 // with tensor-map copies completing on the stage's mbarrier, instead of 7 cp.async per thread a
 // stage; ncu showed the wide tile's warps waiting a quarter of the time for the load/store unit to
@@ -89,6 +96,7 @@ __global__ void __launch_bounds__(wg_cfg<WGS, BN, NST, TMA>::THREADS, MINB)
     qgemm_wg_kernel(qg_args a, int flags, const __grid_constant__ wg_tmaps tm) {
     static_assert(BN == WG_BN || (BN == 256 && BW), "the wide tile has no ones columns: bf16 weights only");
     static_assert(!TMA || BW, "tensor-map loads: bf16 weights only");
+    static_assert(WGS <= 2 || BW, "3 warpgroups: bf16 weights only");
     using C = wg_cfg<WGS, BN, NST, TMA>;
     constexpr int BM = C::BM, WG_STAGES = NST;
     static_assert(BM * (BN + 8) * 4 <= C::SMEM, "the epilogue's fp32 tile overlays the pipeline");
@@ -121,7 +129,8 @@ __global__ void __launch_bounds__(wg_cfg<WGS, BN, NST, TMA>::THREADS, MINB)
     // A: chunks i = tid + it*THREADS (it < AIT); eight consecutive threads fill one core matrix
     // (128 contiguous bytes: no bank conflict). Codes: two 16-byte halves of columns (i >> 1).
     // Scales: one word of column tid (tid < 128).
-    constexpr int AIT = BM * 8 / C::THREADS, CIT = BN * 2 / C::THREADS;
+    constexpr int AIT = BM * 8 / C::THREADS, CIT = (BN * 2 + C::THREADS - 1) / C::THREADS; // CIT: i < BN * 2
+    static_assert(AIT * C::THREADS == BM * 8, "X chunks split evenly over the threads");
     const uint16_t *a_src[AIT];
     uint32_t a_ok = 0;
 #pragma unroll
@@ -138,8 +147,9 @@ __global__ void __launch_bounds__(wg_cfg<WGS, BN, NST, TMA>::THREADS, MINB)
         const int i = tid + it * C::THREADS, j = i >> 1, c = i & 1;
         const dq_mat &m = (glu && j >= BN / 2) ? a.w2 : a.w;
         const int n = n0 + (glu ? (j & (BN / 2 - 1)) : j);
-        c_src[it] = (const char *)m.codes + (n < a.N ? (wrow0 + n) * row_bytes + c * 16 : 0);
-        c_ok |= (n < a.N) << it;
+        const bool ok = i < BN * 2 && n < a.N;
+        c_src[it] = (const char *)m.codes + (ok ? (wrow0 + n) * row_bytes + c * 16 : 0);
+        c_ok |= ok << it;
     }
     const uint32_t *s_src = NULL;
     bool s_ok = false;
@@ -150,12 +160,24 @@ __global__ void __launch_bounds__(wg_cfg<WGS, BN, NST, TMA>::THREADS, MINB)
         s_src = m.sb + (s_ok ? (wrow0 + n) * ng : 0);
     }
     const int gshift = 31 - __clz(a.w.group); // group is a power of two (64, 128, ...)
+    // WGS 3: warpgroups with rows of the tile (the others skip their MMAs). Both sides of the test go
+    // through a lane-0 shuffle, so ptxas sees a warp-uniform branch: a plain `wg < live` made it
+    // serialise every wgmma of the kernel (C7518, "WG.DP in divergent path"; prefill -9 %). Even the
+    // uniform branch cost the 2-warpgroup kernels ~1.3 % of a prefill, so they take none (their tiles
+    // hold 65..128 rows but for a dense call's last one; docs/PERF.md, twelfth session).
+    const int live = __shfl_sync(0xffffffffu, (rows + 63) / 64, 0);
+    const bool mma_on = WGS <= 2 || __shfl_sync(0xffffffffu, wg, 0) < live;
 
     auto load_stage = [&](int st, int kt) {
         char *As = smem + st * C::STAGE, *Cs = As + C::A_BYTES;
         uint32_t *Ss = (uint32_t *)(Cs + C::C_BYTES);
         if constexpr (TMA) {
-            if (tid == 0) {
+            if (tid == 0 && WGS == 3) { // the live warpgroups' 64-row boxes
+                mb_expect_tx(&full[st], live * 8192 + C::C_BYTES);
+                for (int i = 0; i < live; i++) tma_g2s_2d(As + i * 8192, &tm.x, kt * WG_BK, m0 + 64 * i, &full[st]);
+                tma_g2s_2d(Cs, &tm.w, kt * 32, (int)(wrow0 + n0), &full[st]);
+                if (glu) tma_g2s_2d(Cs + (BN / 2) * 32, &tm.w2, kt * 32, (int)(wrow0 + n0), &full[st]);
+            } else if (tid == 0) {
                 mb_expect_tx(&full[st], C::A_BYTES + C::C_BYTES);
                 tma_g2s_2d(As, &tm.x, kt * WG_BK, m0, &full[st]);
                 tma_g2s_2d(Cs, &tm.w, kt * 32, (int)(wrow0 + n0), &full[st]);
@@ -167,7 +189,8 @@ __global__ void __launch_bounds__(wg_cfg<WGS, BN, NST, TMA>::THREADS, MINB)
                 wg_cp16(As + a_dst + it * (C::THREADS / 64) * 1024, a_src[it] + kt * WG_BK, (a_ok >> it) & 1);
 #pragma unroll
             for (int it = 0; it < CIT; it++)
-                wg_cp16(Cs + (tid + it * C::THREADS) * 16, c_src[it] + kt * 32, (c_ok >> it) & 1);
+                if (CIT * C::THREADS == BN * 2 || tid + it * C::THREADS < BN * 2)
+                    wg_cp16(Cs + (tid + it * C::THREADS) * 16, c_src[it] + kt * 32, (c_ok >> it) & 1);
         }
         if (tid < BN) wg_cp4(Ss + tid, s_src + ((kt * WG_BK) >> gshift), s_ok);
     };
@@ -182,6 +205,7 @@ __global__ void __launch_bounds__(wg_cfg<WGS, BN, NST, TMA>::THREADS, MINB)
 #pragma unroll
         for (int it = 0; it < CIT; it++) {
             const int i = tid + it * C::THREADS, j = i & (BN - 1), half = i >> (BN == 256 ? 8 : 7);
+            if (CIT * C::THREADS != BN * 2 && i >= BN * 2) break;
             const uint4 w = *(const uint4 *)(Cs + j * 32 + half * 16);
             const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
             uint32_t s2 = 0, b2 = 0; // BW: (scale, scale) and (bias, bias) as bf16 pairs
@@ -228,18 +252,20 @@ __global__ void __launch_bounds__(wg_cfg<WGS, BN, NST, TMA>::THREADS, MINB)
     if constexpr (BW) { // part accumulates all of K (its last 4 columns: the activation sums, unused)
         for (int kt = 0; kt < KT; kt++) {
             const int st = kt % WG_STAGES, b = kt & 1;
-            wgx_fence<NR>(part);
+            if (mma_on) { // warp-uniform: the whole warpgroup takes the same branch
+                wgx_fence<NR>(part);
 #pragma unroll
-            for (int s = 0; s < 4; s++) {
-                const uint64_t da = da0 + ((st * C::STAGE + s * (TMA ? 32 : 256)) >> 4);
-                const uint64_t db = db0 + ((b * C::BQ_BYTES + s * C::BQ_STEP) >> 4);
-                if constexpr (BN == WG_BN) wg_mma(part, da, db, kt > 0 || s > 0);
-                else wg_mma256(part, da, db, kt > 0 || s > 0);
+                for (int s = 0; s < 4; s++) {
+                    const uint64_t da = da0 + ((st * C::STAGE + s * (TMA ? 32 : 256)) >> 4);
+                    const uint64_t db = db0 + ((b * C::BQ_BYTES + s * C::BQ_STEP) >> 4);
+                    if constexpr (BN == WG_BN) wg_mma(part, da, db, kt > 0 || s > 0);
+                    else wg_mma256(part, da, db, kt > 0 || s > 0);
+                }
+                wgx_commit<NR>(part);
+                // Stage kt-1's MMA, the last reader of its A slot and of B buffer b^1, is complete in
+                // every warpgroup: then the slot is refilled and the buffer rewritten.
+                wgx_wait<NR, 1>(part);
             }
-            wgx_commit<NR>(part);
-            // Stage kt-1's MMA, the last reader of its A slot and of B buffer b^1, is complete in
-            // every warpgroup: then the slot is refilled and the buffer rewritten.
-            wgx_wait<NR, 1>(part);
             __syncthreads();
             if (kt + WG_STAGES - 1 < KT) load_stage((kt + WG_STAGES - 1) % WG_STAGES, kt + WG_STAGES - 1);
             wg_commit();
@@ -252,8 +278,12 @@ __global__ void __launch_bounds__(wg_cfg<WGS, BN, NST, TMA>::THREADS, MINB)
                 __syncthreads();
             }
         }
-        wgx_wait<NR, 0>(part);
+        wgx_wait<NR, 0>(part); // (nothing in flight where mma_on is false)
         wg_cpwait<0>();
+        // Where the fp32 tile reaches the mbarriers (3 warpgroups), they are retired first (the
+        // epilogue's first barrier orders this before the tile's stores).
+        if (TMA && C::TILE > C::PIPE - NST * 8 - 1024 && tid == 0)
+            for (int s = 0; s < NST; s++) asm volatile("mbarrier.inval.shared::cta.b64 [%0];\n" ::"r"(wg_smem(&full[s])) : "memory");
         if (flags & WG_EPI_REGS) wg_epilogue<BN / 8>(a, part, 16 * warp + g, t, m0, rows, n0);
         else wg_epilogue_smem<BN / 8, C::THREADS>(a, part, (float *)smem, 16 * warp + g, t, m0, rows, n0, BM);
     } else {
@@ -368,7 +398,7 @@ bool qgemm_wide_takes(const qg_args &a, int grid_x) {
 }
 
 bool qgemm_wg_takes(const qg_args &a, int bm) {
-    return lily_qg_wgmma && (bm == 64 || bm == 128) && a.w.fmt != DQ_DENSE && a.w.bits == 4 && a.w.group % WG_BK == 0 && !(a.w.group & (a.w.group - 1)) &&
+    return lily_qg_wgmma && (bm == 64 || bm == 128 || (bm == 192 && lily_qg_bf16w)) && a.w.fmt != DQ_DENSE && a.w.bits == 4 && a.w.group % WG_BK == 0 && !(a.w.group & (a.w.group - 1)) &&
            a.K % WG_BK == 0 && a.N % 2 == 0 &&
            (a.epi != QG_GLU || (a.w2.bits == 4 && a.w2.group == a.w.group && a.w2.fmt == a.w.fmt));
 }
@@ -378,7 +408,16 @@ void qgemm_wg_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st) {
     // LILY_CUDA_WG_MINB of 2026-11-29: 158 vs 148 TFLOP/s at 4096 x 8192 x 2048, docs/PERF.md).
     // 128-row tiles with bf16 weights: two blocks an SM (128 registers; the shared-memory epilogue
     // would take 144 and one block). The wide tile: one block an SM (4 stages measured no faster).
-    if (lily_qg_bf16w) {
+    if (bm == 192) { // the merged map (qg_args.tile_rest): 3 warpgroups, bf16 weights only (qgemm_wg_takes)
+        wg_tmaps tm;
+        if (qgemm_wide_takes(a, grid_x)) {
+            if (wg_make_tmaps(a, &tm, 256, 64)) wg_launch_t<3, 1, true, 256, 3, true>(a, grid_x, st, &tm);
+            else wg_launch_t<3, 1, true, 256>(a, grid_x, st);
+        } else {
+            if (lily_qg_tma128 && wg_make_tmaps(a, &tm, 128, 64)) wg_launch_t<3, 1, true, WG_BN, 3, true>(a, grid_x, st, &tm);
+            else wg_launch_t<3, 1, true>(a, grid_x, st);
+        }
+    } else if (lily_qg_bf16w) {
         wg_tmaps tm;
         if (bm == 128 && qgemm_wide_takes(a, grid_x)) {
             if (wg_make_tmaps(a, &tm, 256)) wg_launch_t<2, 1, true, 256, 3, true>(a, grid_x, st, &tm);

@@ -239,8 +239,14 @@ __device__ __forceinline__ bool wg_block_rows(const qg_args &a, int BM, int *m0,
             }
         }
         *grp = lo;
-        *m0 = __ldg(a.grp_off + lo) + (tile - __ldg(a.tile_off + lo)) * BM;
-        *rows = min(BM, __ldg(a.grp_end ? a.grp_end + lo : a.grp_off + lo + 1) - *m0);
+        const int end = __ldg(a.grp_end ? a.grp_end + lo : a.grp_off + lo + 1);
+        if (a.tile_rest) { // tiles every 128 rows, the group's last one to its end (<= BM by the map)
+            *m0 = __ldg(a.grp_off + lo) + (tile - __ldg(a.tile_off + lo)) * 128;
+            *rows = tile + 1 == __ldg(a.tile_off + lo + 1) ? min(BM, end - *m0) : 128;
+        } else {
+            *m0 = __ldg(a.grp_off + lo) + (tile - __ldg(a.tile_off + lo)) * BM;
+            *rows = min(BM, end - *m0);
+        }
     } else {
         *m0 = wg_tile_ix(a) * BM;
         *rows = min(BM, a.M - *m0);

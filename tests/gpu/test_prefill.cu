@@ -315,6 +315,7 @@ static void test_moe_pf(rng &r) {
         std::vector<float> lg = back(s.logits, (size_t)T * k.E), gw = back(s.wts, (size_t)T * k.K);
         std::vector<int> gid = back(s.ids, (size_t)T * k.K), go = back(s.grp_off, k.E + 1),
                          gt = back(s.tile_off, k.E + 1), gtb = back(s.tile_off_b, k.E + 1),
+                         gtm = back(s.tile_off_m, k.E + 1),
                          gmid = back(s.grp_mid, k.E), stok = back(s.sorted_tok, (size_t)T * k.K),
                          spair = back(s.sorted_pair, (size_t)T * k.K);
         // Router logits (full path only) vs CPU.
@@ -347,12 +348,15 @@ static void test_moe_pf(rng &r) {
         // The block map: with tails, each group's 128-row tiles stop where its tail of 1..64 rows
         // starts (grp_mid), and the tail has one tile in the second launch's map.
         const bool split = moe_pf_tails_on(lily_moe_tails, tile);
-        bool map_ok = go[0] == 0 && gt[0] == 0 && (!split || gtb[0] == 0);
+        bool map_ok = go[0] == 0 && gt[0] == 0 && (!split || gtb[0] == 0) && gtm[0] == 0;
         int empty = 0, biggest = 0;
         for (int e = 0; e < k.E; e++) {
             const int tail = split ? moe_pf_tail_rows(cnt[e]) : 0; // the rule; the outputs check the math
             map_ok = map_ok && go[e + 1] - go[e] == cnt[e] && gt[e + 1] - gt[e] == (cnt[e] - tail + tile - 1) / tile;
             if (split) map_ok = map_ok && gtb[e + 1] - gtb[e] == (tail > 0) && gmid[e] == go[e + 1] - tail;
+            // The merged map: 128-row tiles, the last one 1..192 rows (65..192 after a 128-row one).
+            const int nm = gtm[e + 1] - gtm[e], last = cnt[e] - 128 * (nm - 1);
+            map_ok = map_ok && (cnt[e] == 0 ? nm == 0 : nm >= 1 && last >= (nm > 1 ? 65 : 1) && last <= 192);
             empty += cnt[e] == 0, biggest = std::max(biggest, cnt[e]);
             for (int p = go[e]; p < go[e + 1] && map_ok; p++)
                 map_ok = spair[p] >= 0 && spair[p] < T * k.K && gid[spair[p]] == e && stok[p] == spair[p] / k.K;
@@ -909,12 +913,27 @@ void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
     const char *gat = getenv("LILY_CUDA_MOE_GATHER");
     lily_moe_gather = gat ? atoi(gat) != 0 : 1;
     const char *tl = getenv("LILY_CUDA_MOE_TAILS");
-    lily_moe_tails = tl ? atoi(tl) != 0 : 1; // as the engine, for every pass below
-    test_moe_pf(r); // default kernels: wgmma for tiles of 64/128 rows
-    lily_moe_tails = !lily_moe_tails;
-    printf("(the same MoE cases with the groups' tails %s)\n", lily_moe_tails ? "on 64-row tiles" : "on the 128-row tiles");
+    lily_moe_tails = tl ? atoi(tl) : 2; // as the engine, for every pass below
+    test_moe_pf(r); // default kernels: wgmma for tiles of 64/128 (gate|up: 192) rows
+    const int tails_env = lily_moe_tails;
+    lily_moe_tails = lily_moe_tails == 0 ? 2 : 0;
+    printf("(the same MoE cases with the groups' tails %s)\n", lily_moe_tails ? "merged (192-row gate|up tiles)" : "on the 128-row tiles");
     test_moe_pf(r);
-    lily_moe_tails = !lily_moe_tails;
+    lily_moe_tails = tails_env;
+    // The tails on 64-row tiles of their own launch (1), merged (2: gate|up, 3: both GEMMs on 192-row
+    // tiles of 3 warpgroups), on the 128-column tile, the wide one with tensor-map loads, and the wide
+    // one by cp.async (rows gathered by the GEMM).
+    const int tails_saved = lily_moe_tails, wide_was = lily_qg_wide, gather_was = lily_moe_gather;
+    for (int mt = 1; mt <= 3; mt++) {
+        for (int v = 0; v < 3; v++) {
+            lily_moe_tails = mt, lily_qg_wide = v ? 2 : wide_was, lily_moe_gather = v == 2 ? 0 : gather_was;
+            printf("(the same MoE cases with the tails %s; %s)\n",
+                   mt == 1 ? "on 64-row tiles" : mt == 2 ? "merged into 192-row tiles: gate|up" : "merged into 192-row tiles: gate|up and down",
+                   v == 0 ? "the engine's tiles" : v == 1 ? "wide tile everywhere" : "wide tile, rows gathered by the GEMM");
+            test_moe_pf(r);
+        }
+    }
+    lily_moe_tails = tails_saved, lily_qg_wide = wide_was, lily_moe_gather = gather_was;
     lily_qg_wgmma = 0;
     printf("(the same MoE cases on the mma.sync kernel)\n");
     test_moe_pf(r);
