@@ -87,8 +87,16 @@ struct lily_backend {
     // sampler_top_candidates gives them): vals[0..*n), ids[0..*n), *n = k (fewer only when fewer
     // logits are not NaN). The engine uses it for sampled requests with a top_k it covers and no
     // bias, penalties or logprobs (sampler_sample_top then draws from them): on CUDA it saves
-    // copying the 248,320 logits to the host every token. Same errors as forward().
-    int (*step_topk)(void *ctx, void *state, int token, int k, float *vals, int *ids, int *n);
+    // copying the 248,320 logits to the host every token. With mass (else NULL), *mass receives the
+    // softmax's mass at temperature (> 0) relative to the largest logit, sum over the vocabulary of
+    // exp((l - max) / temperature), for top-p and min-p requests (sampler_sample_mass). Same errors as
+    // forward().
+    int (*step_topk)(void *ctx, void *state, int token, int k, float temperature, float *vals, int *ids, int *n,
+                     double *mass);
+    // The logits of the step step_topk just took, all vocab_size of them, into logits (optional; the
+    // engine's way back to the full distribution when the candidates do not decide a top-p / min-p
+    // draw).
+    int (*logits_last)(void *ctx, void *state, float *logits);
     // One decode step of `token` (optional): the state advances by one and *next receives a draw from
     // softmax(logits / temperature), temperature > 0, made where the logits are (on CUDA by Gumbel-max
     // with noise hashed from seed, the position and the id): no logits to the host. The same seed

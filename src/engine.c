@@ -496,7 +496,11 @@ static void run_task(struct engine *e, struct engine_task *t) {
     // - a top_k the top-k step covers: the sampler draws from its candidates (sampler_sample_top: the
     //   same tokens as on the full logits);
     // - a temperature alone: the sampling step draws where the logits are, seeded from the sampler
-    //   (so a request's seed still decides the tokens).
+    //   (so a request's seed still decides the tokens);
+    // - top-p and/or min-p without a top-k: the top-k step's 64 largest with the softmax's mass
+    //   (sampler_sample_mass), which decide the draw whenever top-p's prefix or the min-p set ends
+    //   among them (a peaked distribution); otherwise the step's logits come over (logits_last) and
+    //   the sampler takes them whole.
     const struct sampler_params *sp = &t->sp;
     const int plain = !e->script && t->top_logprobs < 0 && sp->n_bias == 0 && sp->presence_penalty == 0.0f &&
                       sp->frequency_penalty == 0.0f && sp->repetition_penalty == 1.0f;
@@ -504,6 +508,9 @@ static void run_task(struct engine *e, struct engine_task *t) {
     const int sampled = plain && !greedy && sp->temperature > 0.0f;
     const int topk = sampled && e->be->step_topk && sp->top_k > 1 && sp->top_k <= LILY_TOPK_MAX && sp->top_k < e->n_vocab;
     const int gsample = sampled && e->be->step_sample && sp->top_k <= 0 && sp->top_p >= 1.0f && sp->min_p <= 0.0f;
+    const int topp = sampled && !topk && e->be->step_topk && e->be->logits_last &&
+                     (sp->top_k <= 0 || sp->top_k >= e->n_vocab) && (sp->top_p < 1.0f || sp->min_p > 0.0f);
+    double mass = 0;
     const unsigned gseed = (unsigned)(smp.rng[0] ^ smp.rng[0] >> 32);
     float cand_v[LILY_TOPK_MAX];
     int cand_i[LILY_TOPK_MAX], n_cand = -1; // -1: none yet (the prompt's logits are on the host)
@@ -521,7 +528,11 @@ static void run_task(struct engine *e, struct engine_task *t) {
             // this or after the end token's forward.)
             float *l = e->logits;
             if (t->top_logprobs >= 0) l = memcpy(e->work, e->logits, (size_t)e->n_vocab * sizeof(float));
-            tok = n_cand >= 0 ? sampler_sample_top(&smp, cand_v, cand_i, n_cand) : sampler_sample(&smp, l);
+            if (n_cand >= 0 && topp && (tok = sampler_sample_mass(&smp, cand_v, cand_i, n_cand, mass)) < 0) {
+                if ((rc = e->be->logits_last(e->ctx, e->state, e->logits))) goto fail;
+                n_cand = -1; // undecided: the whole distribution
+            }
+            if (tok < 0) tok = n_cand >= 0 ? sampler_sample_top(&smp, cand_v, cand_i, n_cand) : sampler_sample(&smp, l);
         }
         if (e->script) tok = i < e->n_script ? e->script[i] : (e->n_eos ? e->eos[0] : tok);
         done.n_gen++;
@@ -565,7 +576,9 @@ static void run_task(struct engine *e, struct engine_task *t) {
         }
         rc = greedy    ? e->be->step_greedy(e->ctx, e->state, tok, &next)
              : gsample ? e->be->step_sample(e->ctx, e->state, tok, sp->temperature, gseed, &next)
-             : topk    ? e->be->step_topk(e->ctx, e->state, tok, sp->top_k, cand_v, cand_i, &n_cand)
+             : topk    ? e->be->step_topk(e->ctx, e->state, tok, sp->top_k, 0.0f, cand_v, cand_i, &n_cand, NULL)
+             : topp    ? e->be->step_topk(e->ctx, e->state, tok, LILY_TOPK_MAX, sp->temperature, cand_v, cand_i,
+                                          &n_cand, &mass)
                        : e->be->forward(e->ctx, e->state, &tok, 1, e->logits, 0);
         if (rc) goto fail;
         pos = n + i + 1;

@@ -239,6 +239,68 @@ static int sample_top_k(struct sampler *s, int n) {
     return sample_draw(s, n, kept);
 }
 
+static int mass_draw(struct sampler *s, int n, double total);
+
+// Top-p (then min-p) over the whole vocabulary when the nucleus reaches past the SAMPLER_MASS_K largest
+// (a flat distribution: at 248K ids it can hold most of them, and sorting it took ~40 ms a token). The
+// probabilities s->prob (of sampler_sample) go into buckets by their float bits (monotone in the
+// logit), each bucket's mass summed; the bucket where the mass from the top reaches top_p of the
+// total is sorted as the full sort would (logit descending, ties by id) and summed on to the goal.
+// The nucleus is every id above that point; min-p then keeps those at least min_p times the largest;
+// the draw runs over them in id order (the same distribution as in sorted order).
+#define WIDE_BUCKETS 1024 // float bits >> 20 of a probability in (0, 1]: 1.0 is bucket 1016
+static int sample_wide(struct sampler *s, const float *l, double total) {
+    const struct sampler_params *p = &s->p;
+    const float *pr = s->prob;
+    const int V = s->n_vocab;
+    int *idx = s->idx;
+    double bm[WIDE_BUCKETS] = {0};
+    for (int i = 0; i < V; i++) {
+        uint32_t u;
+        memcpy(&u, &pr[i], 4);
+        bm[u >> 20] += pr[i];
+    }
+    // The threshold: bucket tb, and in it the members sorted down to (tl, ti) inclusive; with no
+    // top-p (or a goal rounding never reaches) every id with a probability is in.
+    int tb = 0;
+    float tl = -INFINITY;
+    int ti = V;
+    if (p->top_p < 1.0f) {
+        const double goal = p->top_p * total;
+        double acc = 0;
+        int b = WIDE_BUCKETS - 1;
+        while (b > 0 && acc + bm[b] < goal) acc += bm[b--];
+        if (b > 0) {
+            int m = 0;
+            for (int i = 0; i < V; i++) {
+                uint32_t u;
+                memcpy(&u, &pr[i], 4);
+                if ((int)(u >> 20) == b) idx[m++] = i;
+            }
+            qsort_r(idx, (size_t)m, sizeof *idx, cmp_desc, (void *)l);
+            int j = 0;
+            while (j < m && (acc += pr[idx[j]]) < goal) j++;
+            if (j == m) j = m - 1; // rounding: the whole bucket
+            tb = b, tl = l[idx[j]], ti = idx[j];
+        }
+    }
+    const float floor = p->min_p > 0.0f ? p->min_p : 0.0f; // times the largest probability, 1
+    double tot = 0;
+    int n = 0;
+    for (int i = 0; i < V; i++) {
+        uint32_t u;
+        memcpy(&u, &pr[i], 4);
+        const int b = (int)(u >> 20);
+        const int in = pr[i] > 0 && pr[i] >= floor && (b > tb || (b == tb && (l[i] > tl || (l[i] == tl && i <= ti))));
+        if (in) tot += pr[i], idx[n++] = i;
+    }
+    if (n == 0) return sampler_argmax(l, V);
+    double r = sampler_uniform(s) * tot, acc = 0;
+    for (int k = 0; k < n; k++)
+        if (r < (acc += pr[idx[k]])) return idx[k];
+    return idx[n - 1];
+}
+
 // Sampling at temperature T. The filters apply in the order HF transformers and vLLM apply them:
 // top-k, then top-p over the top-k distribution renormalised, then min-p (relative to the most likely
 // token, so normalisation does not matter); then a draw from what is left, renormalised.
@@ -283,19 +345,22 @@ int sampler_sample(struct sampler *s, float *l) {
                 if (pr[i] > 0) return i;
             return sampler_argmax(l, V);
         }
-        // Candidates. Without top-k, a cutoff that cannot remove anything top-p or min-p would keep
-        // shrinks the set before sorting: with V candidates and top_p, any token below
-        // total (1-p)/(V-1) can be dropped without changing the result (the kept set's mass is reached
-        // before it); min-p keeps nothing below min_p times the largest (1 before normalisation).
-        float cut = 0.0f;
-        if (p->top_k <= 0 && p->top_p < 1.0f) cut = (float)(total * (1.0f - p->top_p) / (V > 1 ? V - 1 : 1));
-        if (p->min_p > cut) cut = p->min_p;
+        if (p->top_k <= 0 || p->top_k >= V) {
+            // Top-p and/or min-p alone. The SAMPLER_MASS_K largest decide whenever top-p's prefix or
+            // the min-p set ends among them (sampler_sample_mass's arithmetic: a backend's candidates
+            // give the same token); otherwise the nucleus reaches past them.
+            n = largest_ids(l, V, SAMPLER_MASS_K < V ? SAMPLER_MASS_K : V, idx);
+            for (int k = 0; k < n; k++) s->pc[k] = pr[idx[k]];
+            const int t = n > 0 ? mass_draw(s, n, total) : sampler_argmax(l, V);
+            return t >= 0 ? t : sample_wide(s, l, total);
+        }
+        // A top-k past TOPK_LIST: min-p's cut first, then a sort of what is left.
         n = 0;
         for (int i = 0; i < V; i++)
-            if (pr[i] >= cut && pr[i] > 0) idx[n++] = i;
+            if (pr[i] >= p->min_p && pr[i] > 0) idx[n++] = i;
         if (n == 0) return sampler_argmax(l, V);
-        if (p->top_k > 0 || p->top_p < 1.0f) qsort_r(idx, (size_t)n, sizeof *idx, cmp_desc, l);
-        if (p->top_k > 0 && n > p->top_k) n = p->top_k;
+        qsort_r(idx, (size_t)n, sizeof *idx, cmp_desc, l);
+        if (n > p->top_k) n = p->top_k;
         kept = 0;
         for (int k = 0; k < n; k++) kept += s->pc[k] = pr[idx[k]];
     }
@@ -310,6 +375,52 @@ int sampler_sample_top(struct sampler *s, const float *vals, const int *ids, int
     memcpy(s->idx, ids, (size_t)n * sizeof *ids);
     memcpy(s->pc, vals, (size_t)n * sizeof *vals);
     return sample_top_k(s, n);
+}
+
+int sampler_sample_mass(struct sampler *s, const float *vals, const int *ids, int n, double total) {
+    const struct sampler_params *p = &s->p;
+    if (n <= 0) return 0; // no candidate (every logit NaN): sampler_argmax's answer
+    if (p->temperature <= 0.0f || p->top_k == 1) return ids[0];
+    memcpy(s->idx, ids, (size_t)n * sizeof *ids);
+    const float inv_t = 1.0f / p->temperature, mx = vals[0];
+    for (int k = 0; k < n; k++) s->pc[k] = exp_neg((vals[k] - mx) * inv_t); // sampler_sample's values
+    return mass_draw(s, n, total);
+}
+
+// sampler_sample_mass's draw once s->idx / s->pc hold the n largest (descending, ties by id) and
+// their unnormalised probabilities: -1 when they cannot decide.
+static int mass_draw(struct sampler *s, int n, double total) {
+    const struct sampler_params *p = &s->p;
+    float *pc = s->pc;
+    // Decided when every id is a candidate, when top-p's prefix ends among the candidates (the sum in
+    // sample_draw's order), or when the last candidate is below min-p (everything past it is too).
+    int decided = n >= s->n_vocab;
+    if (!decided && p->top_p < 1.0f) {
+        double mass = 0, goal = p->top_p * total;
+        for (int k = 0; k < n && !decided; k++) decided = (mass += pc[k]) >= goal;
+    }
+    if (!decided && p->min_p > 0.0f && pc[n - 1] < p->min_p) decided = 1;
+    if (!decided) return -1;
+    if (p->top_p >= 1.0f) // min-p alone: sampler_sample keeps its candidates in id order (no sort)
+        for (int k = 1; k < n; k++) {
+            const int id = s->idx[k];
+            const float v = pc[k];
+            int j = k;
+            for (; j > 0 && s->idx[j - 1] > id; j--) s->idx[j] = s->idx[j - 1], pc[j] = pc[j - 1];
+            s->idx[j] = id, pc[j] = v;
+        }
+    return sample_draw(s, n, total);
+}
+
+double sampler_softmax_total(const float *l, int n, float temperature) {
+    const float mx = max_of(l, n);
+    if (!(mx > -INFINITY) || !(temperature > 0.0f)) return 0;
+    float *pr = malloc((size_t)n * sizeof *pr);
+    double *bsum = malloc((size_t)((n + SM_BLOCK - 1) / SM_BLOCK) * sizeof *bsum);
+    double total = pr && bsum ? softmax_blocks(l, n, mx, 1.0f / temperature, pr, bsum) : -1;
+    free(pr);
+    free(bsum);
+    return total;
 }
 
 int sampler_top_candidates(const float *l, int n_vocab, int k, float *vals, int *ids) {

@@ -70,6 +70,22 @@ int sampler_sample(struct sampler *s, float *logits);
 // where sampler_sample reads nothing else: it then returns the same token and draws the RNG alike.
 int sampler_sample_top(struct sampler *s, const float *vals, const int *ids, int n);
 
+// The same choice for a request filtered by top_p and/or min_p without a top-k (top_k <= 0 or >=
+// n_vocab; no bias or penalties), from the n largest logits (as sampler_sample_top) and total, the
+// softmax's mass at the request's temperature relative to the largest logit (sum over the vocabulary
+// of exp((l - max) / T); sampler_softmax_total, or a backend's step_topk). Returns the token, drawing
+// the RNG as sampler_sample would; or -1, drawing nothing, when the candidates cannot decide (top-p's
+// prefix and the min-p set may reach past them): the caller then samples the full logits. With the
+// same total as sampler_sample's, the same token.
+int sampler_sample_mass(struct sampler *s, const float *vals, const int *ids, int n, double total);
+// The candidates sampler_sample itself takes for top-p / min-p before the whole vocabulary: a backend's
+// candidates for sampler_sample_mass must be at most these.
+#define SAMPLER_MASS_K 64
+
+// sum over logits[0..n) of exp((l - max) / temperature), summed as sampler_sample sums it (0 when every
+// logit is -inf or NaN; -1 when out of memory).
+double sampler_softmax_total(const float *logits, int n, float temperature);
+
 // The k largest of logits[0..n_vocab) (k <= n_vocab), descending, ties by lower id: their values and
 // ids; returns how many (k). NaN never passes a full list's smallest.
 int sampler_top_candidates(const float *logits, int n_vocab, int k, float *vals, int *ids);

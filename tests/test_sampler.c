@@ -399,6 +399,153 @@ static void test_sample_top_matches(void **st) {
     free(l);
 }
 
+// The top-p / min-p candidate path (the 64 largest and the softmax's mass from a backend's step_topk,
+// then sampler_sample_mass; the full logits when it cannot decide) against sampler_sample on the whole
+// vocabulary: the same tokens and RNG draws, draw after draw, on peaked logits (scaled up: the candidates
+// decide) and flat ones (they cannot), with ties and -inf. Both outcomes must occur, and undecided
+// calls must not draw the RNG.
+static void test_sample_mass_matches(void **st) {
+    (void)st;
+    const int V = 5003;
+    float *l0 = malloc(sizeof(float) * V), *l = malloc(sizeof(float) * V), vals[64];
+    int ids[64];
+    uint64_t x = 987;
+    for (int i = 0; i < V; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        l0[i] = (float)((x >> 40) % 3000) / 300.0f - 5.0f; // 3000 levels: ties
+    }
+    for (int i = 0; i < V; i += 101) l0[i] = -INFINITY;
+    const struct { float t, top_p, min_p, scale, spike; } cases[] = {
+        {0.6f, 0.95f, 0.0f, 1.0f, 12.0f}, {1.0f, 0.9f, 0.0f, 0.3f, 0.0f}, {0.8f, 1.0f, 0.05f, 1.0f, 9.0f},
+        {1.2f, 1.0f, 0.3f, 0.5f, 0.0f},   {0.7f, 0.8f, 0.1f, 1.0f, 6.0f}, {1.0f, 0.5f, 0.0f, 1.5f, 4.0f},
+        {1.0f, 1.0f, 0.02f, 0.3f, 6.0f}, // min-p alone, several kept: drawn in id order, as the full path
+    };
+    int decided = 0, undecided = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        struct sampler_params sp;
+        sampler_params_default(&sp);
+        sp.has_seed = 1, sp.seed = 5 + c, sp.temperature = cases[c].t, sp.top_p = cases[c].top_p;
+        sp.min_p = cases[c].min_p;
+        struct sampler a, b;
+        sampler_init(&a, &sp, V);
+        sampler_init(&b, &sp, V);
+        for (int d = 0; d < 200; d++) {
+            // Each draw's logits: the base scaled, a few ids raised by spike (peaked) or none (flat),
+            // shifted a little per draw.
+            const float sc = cases[c].scale * (1.0f + 0.5f * (float)(d % 5));
+            for (int i = 0; i < V; i++)
+                l[i] = l0[i] * sc + (i % 499 == 7 ? cases[c].spike : 0.0f) + (float)((d * 13 + i) % 5) * 1e-3f;
+            const int n = sampler_top_candidates(l, V, 64, vals, ids);
+            const double total = sampler_softmax_total(l, V, sp.temperature);
+            int tb = sampler_sample_mass(&b, vals, ids, n, total);
+            if (tb < 0) {
+                undecided++;
+                float *lb = malloc(sizeof(float) * V);
+                memcpy(lb, l, sizeof(float) * V);
+                tb = sampler_sample(&b, lb);
+                free(lb);
+            } else {
+                decided++;
+            }
+            const int ta = sampler_sample(&a, l);
+            assert_int_equal(ta, tb);
+            sampler_accept(&a, ta), sampler_accept(&b, tb);
+        }
+        assert_true(sampler_uniform(&a) == sampler_uniform(&b)); // the RNG drawn alike
+        sampler_free(&a);
+        sampler_free(&b);
+    }
+    assert_true(decided > 100 && undecided > 100);
+    // Known masses: three candidates of 0.5, 0.3, 0.15 of the whole (total 2 relative to the largest).
+    // top_p .75 keeps two, .85 three, .97 reaches past them (undecided, no draw); min_p (relative to
+    // the largest: the last candidate is at .3) decides only above .3: .2 cannot, .4 keeps two.
+    {
+        const float v[3] = {0.0f, logf(0.6f), logf(0.3f)};
+        const int id[3] = {40, 7, 93};
+        const struct { float top_p, min_p; int want; } k[] = {
+            {0.75f, 0.0f, 2}, {0.85f, 0.0f, 3}, {0.97f, 0.0f, -1}, {1.0f, 0.2f, -1}, {1.0f, 0.4f, 2}};
+        for (size_t c = 0; c < sizeof k / sizeof k[0]; c++) {
+            struct sampler_params sp;
+            sampler_params_default(&sp);
+            sp.has_seed = 1, sp.temperature = 1.0f, sp.top_p = k[c].top_p, sp.min_p = k[c].min_p;
+            struct sampler s;
+            sampler_init(&s, &sp, 100);
+            int seen[3] = {0, 0, 0}, und = 0;
+            for (int d = 0; d < 2000; d++) {
+                const int t = sampler_sample_mass(&s, v, id, 3, 2.0);
+                if (t < 0) und++;
+                for (int j = 0; j < 3; j++) seen[j] += t == id[j];
+            }
+            if (k[c].want < 0) {
+                assert_int_equal(und, 2000);
+            } else {
+                assert_int_equal(und, 0);
+                assert_true(seen[0] > 0 && seen[1] > 0);
+                assert_true(k[c].want == 3 ? seen[2] > 0 : seen[2] == 0);
+            }
+            sampler_free(&s);
+        }
+    }
+    // Every id a candidate: always decided.
+    struct sampler_params sp;
+    sampler_params_default(&sp);
+    sp.temperature = 1.0f, sp.top_p = 0.5f;
+    struct sampler s;
+    sampler_init(&s, &sp, 3);
+    const float v3[3] = {1.0f, 0.5f, 0.25f};
+    const int i3[3] = {2, 0, 1};
+    assert_true(sampler_sample_mass(&s, v3, i3, 3, sampler_softmax_total((float[]){0.5f, 0.25f, 1.0f}, 3, 1.0f)) >= 0);
+    sampler_free(&s);
+    free(l0);
+    free(l);
+}
+
+// Top-p over a flat distribution, where the nucleus holds far more than the SAMPLER_MASS_K largest (the
+// bucketed nucleus of sample_wide): 3,000 ids on 1,000 levels (three ids a level: ties at the edge), p
+// .6. Every draw lies in the nucleus by a sort in double (to its last rank + 2: the float
+// probabilities may move the edge by a tie), the draws split between its halves as their masses do,
+// and with min_p .5 nothing below half the largest probability is drawn.
+static int cmp_rank(const void *a, const void *b, void *arg) {
+    const float *l = arg;
+    const int i = *(const int *)a, j = *(const int *)b;
+    return l[i] != l[j] ? (l[i] < l[j] ? 1 : -1) : i - j;
+}
+static void test_wide_nucleus(void **st) {
+    (void)st;
+    const int V = 3000, draws = 20000;
+    float *l = malloc(sizeof(float) * V), *w = malloc(sizeof(float) * V);
+    int *ord = malloc(sizeof(int) * V), *rank = malloc(sizeof(int) * V);
+    for (int i = 0; i < V; i++) l[i] = -(float)(i % 1000) * 0.004f, ord[i] = i;
+    qsort_r(ord, V, sizeof *ord, cmp_rank, l);
+    double total = 0, acc = 0;
+    for (int i = 0; i < V; i++) total += exp(l[i]), rank[ord[i]] = i;
+    int edge = 0;
+    while ((acc += exp(l[ord[edge]])) < 0.6 * total) edge++;
+    double half = 0;
+    for (int k = 0; k <= edge / 2; k++) half += exp(l[ord[k]]);
+    const double q = half / acc; // the first half's share of the nucleus
+    for (int mp = 0; mp < 2; mp++) {
+        struct sampler_params sp;
+        sampler_params_default(&sp);
+        sp.has_seed = 1, sp.temperature = 1.0f, sp.top_p = 0.6f, sp.min_p = mp ? 0.5f : 0.0f;
+        struct sampler s;
+        sampler_init(&s, &sp, V);
+        int first = 0, worst = 0;
+        for (int d = 0; d < draws; d++) {
+            memcpy(w, l, sizeof(float) * V);
+            const int t = sampler_sample(&s, w);
+            assert_true(t >= 0 && t < V);
+            if (rank[t] > worst) worst = rank[t];
+            first += rank[t] <= edge / 2;
+            if (mp) assert_true(l[t] >= logf(0.5f) - 1e-6f);
+        }
+        assert_true(worst <= edge + 2 && worst > SAMPLER_MASS_K);
+        if (!mp) assert_true(fabs((double)first / draws - q) < 5 * sqrt(q * (1 - q) / draws));
+        sampler_free(&s);
+    }
+    free(l), free(w), free(ord), free(rank);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy),          cmocka_unit_test(test_distribution),
@@ -407,6 +554,7 @@ int main(void) {
         cmocka_unit_test(test_seed_determinism), cmocka_unit_test(test_logprobs),
         cmocka_unit_test(test_large_vocabulary), cmocka_unit_test(test_top_k_then_top_p),
         cmocka_unit_test(test_exp),             cmocka_unit_test(test_sample_top_matches),
+        cmocka_unit_test(test_sample_mass_matches), cmocka_unit_test(test_wide_nucleus),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -30,10 +30,18 @@ if os.environ.get("SRV_DECODE"):
     complete(ids, "decode prompt")
     # "greedy, no bias": the engine's greedy step (logit_bias takes the host sampler); the random
     # checkpoint's greedy continuation of this prompt is not expected to hit an end token (checked).
-    for name, kw in (("greedy", {"temperature": 0}), ("greedy, no bias", {"temperature": 0, "nobias": 1}),
-                     ("temperature 1", {"temperature": 1.0}), ("temperature 1, no bias", {"temperature": 1.0, "nobias": 1}),
-                     ("T 0.6, top_p .95, top_k 20", {"temperature": 0.6, "top_p": 0.95, "top_k": 20}),
-                     ("T 0.6, top_p .95, top_k 20, no bias", {"temperature": 0.6, "top_p": 0.95, "top_k": 20, "nobias": 1})):
+    sets = (("greedy", {"temperature": 0}), ("greedy, no bias", {"temperature": 0, "nobias": 1}),
+            ("temperature 1", {"temperature": 1.0}), ("temperature 1, no bias", {"temperature": 1.0, "nobias": 1}),
+            ("T 0.6, top_p .95, top_k 20", {"temperature": 0.6, "top_p": 0.95, "top_k": 20}),
+            ("T 0.6, top_p .95, top_k 20, no bias", {"temperature": 0.6, "top_p": 0.95, "top_k": 20, "nobias": 1}))
+    if os.environ.get("SRV_SET") == "topp":  # top-p / min-p without top-k (the top-k step with the mass)
+        sets = (("greedy, no bias", {"temperature": 0, "nobias": 1}),
+                ("T 1, top_p .95", {"temperature": 1.0, "top_p": 0.95}),
+                ("T 1, top_p .95, no bias", {"temperature": 1.0, "top_p": 0.95, "nobias": 1}),
+                ("T 0.05, top_p .9", {"temperature": 0.05, "top_p": 0.9}),
+                ("T 0.05, top_p .9, no bias", {"temperature": 0.05, "top_p": 0.9, "nobias": 1}),
+                ("T 0.05, min_p .1, no bias", {"temperature": 0.05, "min_p": 0.1, "nobias": 1}))
+    for name, kw in sets:
         ts, ns = [], []
         for n in (1, 257):
             kw2 = dict(kw); nb = kw2.pop("nobias", 0)

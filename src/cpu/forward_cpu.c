@@ -31,6 +31,7 @@ struct cpu_ctx {
     int slot[LILY_MAX_LAYERS]; // index of layer i among the layers of its kind
     float *inv_freq;           // (rope_dim/2) RoPE inverse frequencies
     int chunk;                 // tokens per internal chunk
+    float *last;               // (vocab_size) the logits of the last single step (made at first use)
 };
 
 // One sequence. KV cache fp32 [n_full][2 (K, V)][max_ctx][Hkv*D]; conv state [n_gdn][K-1][C]
@@ -98,6 +99,7 @@ static void cpu_free(void *ctx) {
     struct cpu_ctx *x = ctx;
     if (!x) return;
     free(x->inv_freq);
+    free(x->last);
     free(x);
 }
 
@@ -493,27 +495,42 @@ static void cpu_snap_free(void *ctx, void *snap) {
     free(snap);
 }
 
-// The engine's single steps on the CPU: one token's logits into a scratch row, then the sampler's
-// own choice of them (k = 0: the greedy id into ids[0]; else the k largest, *n of them).
-static int cpu_step_choose(void *ctx, void *state, int token, int k, float *vals, int *ids, int *n) {
+// The engine's single steps on the CPU: one token's logits into the context's row (logits_last),
+// then the sampler's own choice of them (k = 0: the greedy id into ids[0]; else the k largest, *n of
+// them, and with mass the softmax's mass at temperature as sampler_sample sums it).
+static int cpu_step_choose(void *ctx, void *state, int token, int k, float temperature, float *vals, int *ids,
+                           int *n, double *mass) {
     struct cpu_ctx *x = ctx;
     const int V = x->m->cfg.vocab_size;
-    float *l = malloc((size_t)V * sizeof(float));
-    if (!l) return lily_err_set(LILY_ENOMEM, "cpu backend: no memory for the logits");
+    if (!x->last && !(x->last = malloc((size_t)V * sizeof(float))))
+        return lily_err_set(LILY_ENOMEM, "cpu backend: no memory for the logits");
+    float *l = x->last;
     int rc = cpu_forward(ctx, state, &token, 1, l, 0);
     if (!rc && k == 0) ids[0] = sampler_argmax(l, V);
     if (!rc && k > 0) *n = sampler_top_candidates(l, V, k, vals, ids);
-    free(l);
+    if (!rc && mass && (*mass = sampler_softmax_total(l, V, temperature)) < 0)
+        rc = lily_err_set(LILY_ENOMEM, "cpu backend: no memory for the softmax");
     return rc;
 }
 
 static int cpu_step_greedy(void *ctx, void *state, int token, int *next) {
-    return cpu_step_choose(ctx, state, token, 0, NULL, next, NULL);
+    return cpu_step_choose(ctx, state, token, 0, 0.0f, NULL, next, NULL, NULL);
 }
 
-static int cpu_step_topk(void *ctx, void *state, int token, int k, float *vals, int *ids, int *n) {
+static int cpu_step_topk(void *ctx, void *state, int token, int k, float temperature, float *vals, int *ids, int *n,
+                         double *mass) {
     if (k < 1 || k > LILY_TOPK_MAX) return lily_err_set(LILY_EINVAL, "cpu backend: top-k step of %d", k);
-    return cpu_step_choose(ctx, state, token, k, vals, ids, n);
+    if (mass && !(temperature > 0.0f))
+        return lily_err_set(LILY_EINVAL, "cpu backend: top-k step's mass at temperature %g", temperature);
+    return cpu_step_choose(ctx, state, token, k, temperature, vals, ids, n, mass);
+}
+
+static int cpu_logits_last(void *ctx, void *state, float *logits) {
+    (void)state;
+    struct cpu_ctx *x = ctx;
+    if (!x->last) return lily_err_set(LILY_EINVAL, "cpu backend: no step's logits yet");
+    memcpy(logits, x->last, (size_t)x->m->cfg.vocab_size * sizeof(float));
+    return 0;
 }
 
 const struct lily_backend lily_backend_cpu = {
@@ -534,4 +551,5 @@ const struct lily_backend lily_backend_cpu = {
     .snap_free = cpu_snap_free,
     .step_greedy = cpu_step_greedy,
     .step_topk = cpu_step_topk,
+    .logits_last = cpu_logits_last,
 };

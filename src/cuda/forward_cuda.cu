@@ -741,12 +741,15 @@ static int step_sample_cuda(void *ctx, void *p, int token, float temperature, un
 }
 
 // The engine's top-k step (lily_backend.step_topk): one decode step whose logits stay on the device,
-// then the k largest of them (topk.cu); only those k values and ids come back.
-static int step_topk_cuda(void *ctx, void *p, int token, int k, float *vals, int *ids, int *n) {
+// then the k largest of them (topk.cu), with the softmax's mass when asked; only those come back.
+static int step_topk_cuda(void *ctx, void *p, int token, int k, float temperature, float *vals, int *ids, int *n,
+                          double *mass) {
     cuda_ctx *cx = (cuda_ctx *)ctx;
     cuda_state *s = (cuda_state *)p;
     const int V = cx->c.vocab_size;
     if (k < 1 || k > LILY_TOPK_MAX) return lily_err_set(LILY_EINVAL, "cuda backend: top-k step of %d", k);
+    if (mass && (!(temperature > 0.0f) || !isfinite(temperature)))
+        return lily_err_set(LILY_EINVAL, "cuda backend: top-k step's mass at temperature %g", temperature);
     const size_t scratch = topk_scratch_bytes(V);
     if (!cx->tk_mem && cudaMalloc(&cx->tk_mem, scratch + 8 * LILY_TOPK_MAX + 16) != cudaSuccess) {
         cudaGetLastError();
@@ -756,13 +759,26 @@ static int step_topk_cuda(void *ctx, void *p, int token, int k, float *vals, int
     if (rc || (rc = run_step(cx, s, 1, NULL, s->pos))) return rc;
     s->pos++;
     char *out = cx->tk_mem + scratch;
-    if ((rc = topk_launch(cx->logits, V, k, cx->tk_mem, out, cx->st))) return rc;
-    uint32_t got[2 * LILY_TOPK_MAX + 1]; // k values, k ids, the count (h_log may hold fewer than 2k + 1)
-    CU_TRY(cudaMemcpyAsync(got, out, 8 * (size_t)k + 4, cudaMemcpyDeviceToHost, cx->st));
+    if ((rc = topk_launch(cx->logits, V, k, cx->tk_mem, out, cx->st, mass ? temperature : 0.0f))) return rc;
+    // k values, k ids, the count, a pad word, the mass (h_log may hold fewer than 2k + 4 words)
+    uint32_t got[2 * LILY_TOPK_MAX + 4];
+    CU_TRY(cudaMemcpyAsync(got, out, 8 * (size_t)k + (mass ? 16 : 4), cudaMemcpyDeviceToHost, cx->st));
     CU_TRY(cudaStreamSynchronize(cx->st));
     *n = (int)got[2 * k];
     memcpy(vals, got, (size_t)*n * 4);
     memcpy(ids, got + k, (size_t)*n * 4);
+    if (mass) memcpy(mass, got + 2 * k + 2, 8);
+    return 0;
+}
+
+// The logits of the step step_topk just took (lily_backend.logits_last): still in cx->logits.
+static int logits_last_cuda(void *ctx, void *p, float *logits) {
+    cuda_ctx *cx = (cuda_ctx *)ctx;
+    cuda_state *s = (cuda_state *)p;
+    const size_t bytes = (size_t)cx->c.vocab_size * 4;
+    CU_TRY(cudaMemcpyAsync(s->h_log, cx->logits, bytes, cudaMemcpyDeviceToHost, cx->st));
+    CU_TRY(cudaStreamSynchronize(cx->st));
+    memcpy(logits, s->h_log, bytes);
     return 0;
 }
 
@@ -962,7 +978,8 @@ extern "C" const struct lily_backend lily_backend_cuda = {
     16384, // prefill_piece: one chunk of the default size, ~0.5 s at the 35B model's prefill speed on an H200
     init_cuda, free_ctx, state_new_cuda, state_free_cuda, state_reset_cuda, state_pos_cuda,
     forward_cuda, save_size_cuda, save_cuda, load_cuda, lily_ceilings_cuda, peak_mem_cuda, set_flag_cuda,
-    snap_save_cuda, snap_load_cuda, snap_free_cuda, step_greedy_cuda, step_topk_cuda, step_sample_cuda,
+    snap_save_cuda, snap_load_cuda, snap_free_cuda, step_greedy_cuda, step_topk_cuda, logits_last_cuda,
+    step_sample_cuda,
 };
 
 // ---------------------------------------------------------------------------------------------

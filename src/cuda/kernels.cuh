@@ -144,9 +144,10 @@ void sample_finish(const float2 *amax, int nblocks, int *tok, int *ids_out, int 
 // ---- topk.cu --------------------------------------------------------------------------------
 // The k largest logits (k <= LILY_TOPK_MAX), descending, ties by lower id (lily_backend.step_topk):
 // into out (device: k floats, k ints, then their count: fewer than k only for NaN logits), through
-// scratch of topk_scratch_bytes(V) device bytes. Two launches on st; no host synchronisation.
+// scratch of topk_scratch_bytes(V) device bytes. Two launches on st; no host synchronisation. With
+// temperature > 0 also the softmax's mass relative to the largest logit (a double at out + 8 k + 8).
 size_t topk_scratch_bytes(int V);
-int topk_launch(const float *logits, int V, int k, void *scratch, void *out, cudaStream_t st);
+int topk_launch(const float *logits, int V, int k, void *scratch, void *out, cudaStream_t st, float temperature = 0.0f);
 
 // ---- mode setters (cuda_common.cuh, LILY_CUDA_MODE_SETTER), one per file of the decode step ------
 void gemv_set_modes(int f32act, int pdl_early);

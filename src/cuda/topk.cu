@@ -12,6 +12,12 @@
 // slice, and the candidates of the second launch are in slice order, each slice's sorted by id
 // among equal keys). A rank sort orders the k winners.
 //
+// With a temperature (inv_t > 0) the same pass also gives the softmax's mass relative to the largest
+// logit, sum of exp((l - max) / T) over the vocabulary (top-p and min-p requests,
+// sampler_sample_mass): each slice block its own max and its sum relative to it (fp32), the final
+// block merges them in double (sum_b e^((max_b - max) / T)) in slice order, so the result is
+// deterministic. NaN and -inf count 0, as in the sampler's softmax.
+//
 // Keys: a float's bits mapped so that unsigned order is float order (-0 as +0: they compare equal
 // on the host, and the id breaks the tie); NaN maps to 0, below every number, and a winner of key 0
 // is dropped (the host's selection never lets NaN pass a full list).
@@ -117,12 +123,41 @@ __device__ int tk_block_select(const uint32_t *key, const int *id, int n, int k,
 // First launch: block b's slice [b*S, min(V, (b+1)*S)) -> its k largest at cand[b*k ..], padded with
 // key 0 (below every winner of another slice that has one).
 __global__ void __launch_bounds__(TK_THREADS) tk_slices_kernel(const float *logits, int V, int S, int k, uint32_t *ckey,
-                                                               int *cid) {
+                                                               int *cid, float inv_t, float2 *mass) {
     __shared__ uint32_t key[TK_SLICE];
     __shared__ int id[TK_SLICE];
+    __shared__ float red[TK_THREADS / 32];
     const int b = blockIdx.x, lo = b * S, n = max(0, min(V, lo + S) - lo);
-    for (int i = threadIdx.x; i < n; i += TK_THREADS) key[i] = tk_key(logits[lo + i]), id[i] = lo + i;
+    float mx = -INFINITY;
+    for (int i = threadIdx.x; i < n; i += TK_THREADS) {
+        const float l = logits[lo + i];
+        key[i] = tk_key(l), id[i] = lo + i;
+        mx = l > mx ? l : mx; // NaN never passes
+    }
     __syncthreads();
+    if (inv_t > 0.0f) { // the slice's max, then its sum relative to it
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+        for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        if (lane == 0) red[warp] = mx;
+        __syncthreads();
+        mx = red[0];
+        for (int w = 1; w < TK_THREADS / 32; w++) mx = fmaxf(mx, red[w]);
+        __syncthreads(); // every thread has read red
+        float sum = 0.0f;
+        if (mx > -INFINITY)
+            for (int i = threadIdx.x; i < n; i += TK_THREADS) {
+                const float e = (logits[lo + i] - mx) * inv_t;
+                sum += e > -87.0f ? expf(e) : 0.0f; // NaN and -inf: 0
+            }
+        for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        if (lane == 0) red[warp] = sum;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            float t = 0.0f;
+            for (int w = 0; w < TK_THREADS / 32; w++) t += red[w];
+            mass[b] = make_float2(mx, t);
+        }
+    }
     uint32_t *ok = ckey + (long)b * k;
     int *oi = cid + (long)b * k;
     tk_block_select(key, id, n, k, ok, oi);
@@ -132,7 +167,8 @@ __global__ void __launch_bounds__(TK_THREADS) tk_slices_kernel(const float *logi
 // Second launch: the k largest of the nb * k candidates -> vals / ids (the logits' own values), and
 // how many are numbers in *n_out.
 __global__ void __launch_bounds__(TK_THREADS) tk_final_kernel(const float *logits, const uint32_t *ckey, const int *cid,
-                                                              int nc, int k, float *vals, int *ids, int *n_out) {
+                                                              int nc, int k, float *vals, int *ids, int *n_out,
+                                                              float inv_t, const float2 *mass, int nb, double *total) {
     extern __shared__ uint32_t tk_smem[];
     uint32_t *key = tk_smem;
     int *id = (int *)(tk_smem + nc);
@@ -144,20 +180,32 @@ __global__ void __launch_bounds__(TK_THREADS) tk_final_kernel(const float *logit
     __syncthreads();
     if (threadIdx.x < m) vals[threadIdx.x] = logits[oid[threadIdx.x]], ids[threadIdx.x] = oid[threadIdx.x];
     if (threadIdx.x == 0) *n_out = m;
+    if (inv_t > 0.0f && threadIdx.x == 0) { // the slices' sums merged at the largest max
+        float mx = -INFINITY;
+        for (int b = 0; b < nb; b++) mx = fmaxf(mx, mass[b].x);
+        double t = 0;
+        if (mx > -INFINITY)
+            for (int b = 0; b < nb; b++)
+                if (mass[b].x > -INFINITY) t += (double)mass[b].y * exp(((double)mass[b].x - mx) * inv_t);
+        *total = t;
+    }
 }
 
 size_t topk_scratch_bytes(int V) {
     const int nb = (V + TK_SLICE - 1) / TK_SLICE;
-    return (size_t)nb * LILY_TOPK_MAX * 8;
+    return (size_t)nb * (LILY_TOPK_MAX * 8 + 8);
 }
 
 // The k largest of logits[0..V) into out (k floats, then k ints, then the count), all in device memory
-// (scratch: topk_scratch_bytes(V) bytes, out: 8 k + 4 bytes). k in [1, LILY_TOPK_MAX].
-int topk_launch(const float *logits, int V, int k, void *scratch, void *out, cudaStream_t st) {
+// (scratch: topk_scratch_bytes(V) bytes, out: 8 k + 16 bytes). k in [1, LILY_TOPK_MAX]. With
+// temperature > 0, the softmax's mass (a double) at out + 8 k + 8.
+int topk_launch(const float *logits, int V, int k, void *scratch, void *out, cudaStream_t st, float temperature) {
     if (k < 1 || k > LILY_TOPK_MAX || V < 1) return lily_err_set(LILY_EINVAL, "cuda top-k: k %d of %d", k, V);
     const int nb = (V + TK_SLICE - 1) / TK_SLICE, S = (V + nb - 1) / nb, nc = nb * k;
     uint32_t *ckey = (uint32_t *)scratch;
     int *cid = (int *)(ckey + (size_t)nb * LILY_TOPK_MAX);
+    float2 *mass = (float2 *)(cid + (size_t)nb * LILY_TOPK_MAX);
+    const float inv_t = temperature > 0.0f ? 1.0f / temperature : 0.0f;
     const size_t smem = (size_t)nc * 8;
     static size_t attr = 0;
     if (smem > 48 * 1024 && smem > attr) {
@@ -166,8 +214,9 @@ int topk_launch(const float *logits, int V, int k, void *scratch, void *out, cud
     }
     float *vals = (float *)out;
     int *ids = (int *)(vals + k), *n_out = ids + k;
-    tk_slices_kernel<<<nb, TK_THREADS, 0, st>>>(logits, V, S, k, ckey, cid);
-    tk_final_kernel<<<1, TK_THREADS, smem, st>>>(logits, ckey, cid, nc, k, vals, ids, n_out);
+    tk_slices_kernel<<<nb, TK_THREADS, 0, st>>>(logits, V, S, k, ckey, cid, inv_t, mass);
+    tk_final_kernel<<<1, TK_THREADS, smem, st>>>(logits, ckey, cid, nc, k, vals, ids, n_out, inv_t, mass, nb,
+                                                 (double *)((char *)out + 8 * (size_t)k + 8));
     CU_TRY(cudaGetLastError());
     return 0;
 }

@@ -467,8 +467,9 @@ static int run_e2e(uint64_t seed) {
     }
     report(same && same_step, "e2e greedy step (step_greedy: the id only) == the on-GPU greedy loop, 30 steps");
     // The engine's top-k step (lily_backend.step_topk) against forward's logits on the host and the
-    // sampler's selection of them: the same candidates bitwise, step after step, for k 20 and 64, and
-    // its errors leave the state where it was.
+    // sampler's selection of them: the same candidates bitwise, step after step, for k 20 and 64 (64:
+    // with the softmax's mass at T 0.8, against the sampler's sum to 1e-5), and its errors leave the
+    // state where it was.
     for (int k : {20, 64}) {
         std::vector<float> cv(k), hv(k);
         std::vector<int> ci(k), hi(k);
@@ -477,20 +478,30 @@ static int run_e2e(uint64_t seed) {
         be->state_reset(ctx, st);
         bool same_k = true;
         int nk = -1, hn = -1, tk = toks[0];
+        double mass = 0, worst = 0;
+        std::vector<float> last(V);
         for (int i = 0; i < 24 && same_k; i++) {
-            same_k = !be->step_topk(ctx, st, tk, k, cv.data(), ci.data(), &nk) &&
+            same_k = !be->step_topk(ctx, st, tk, k, 0.8f, cv.data(), ci.data(), &nk, k == 64 ? &mass : NULL) &&
                      !be->forward(ctx, st_b, &tk, 1, s1.data(), 0) && be->state_pos(ctx, st) == i + 1;
             hn = sampler_top_candidates(s1.data(), V, k, hv.data(), hi.data());
             same_k = same_k && nk == hn && !memcmp(cv.data(), hv.data(), 4 * (size_t)k) &&
                      !memcmp(ci.data(), hi.data(), 4 * (size_t)k);
+            if (k == 64) { // the mass, and the step's logits as logits_last gives them (bitwise)
+                const double sm = sampler_softmax_total(s1.data(), V, 0.8f);
+                worst = fmax(worst, fabs(mass - sm) / sm);
+                same_k = same_k && worst < 1e-5 && !be->logits_last(ctx, st, last.data()) &&
+                         !memcmp(last.data(), s1.data(), 4 * (size_t)V);
+            }
             tk = ci[(i * 7) % k]; // not always the largest: the steps walk a sampled-like path
         }
         const int p0 = be->state_pos(ctx, st);
-        const bool errs = be->step_topk(ctx, st, V + 1, k, cv.data(), ci.data(), &nk) == LILY_ERANGE &&
-                          be->step_topk(ctx, st, 1, LILY_TOPK_MAX + 1, cv.data(), ci.data(), &nk) == LILY_EINVAL &&
+        const bool errs = be->step_topk(ctx, st, V + 1, k, 0.0f, cv.data(), ci.data(), &nk, NULL) == LILY_ERANGE &&
+                          be->step_topk(ctx, st, 1, LILY_TOPK_MAX + 1, 0.0f, cv.data(), ci.data(), &nk, NULL) == LILY_EINVAL &&
+                          be->step_topk(ctx, st, 1, k, 0.0f, cv.data(), ci.data(), &nk, &mass) == LILY_EINVAL &&
                           be->state_pos(ctx, st) == p0;
         report(same_k && errs, "e2e top-k step (step_topk, k=%d) == forward's logits + the sampler's selection, 24 steps "
-               "(bitwise: values and ids); bad token / k rejected, state unchanged", k);
+               "(bitwise: values and ids)%s; bad token / k / temperature rejected, state unchanged", k,
+               k == 64 ? ", its mass at T 0.8 within 1e-5 of the sampler's and logits_last bitwise forward's" : "");
         be->state_free(ctx, st_b);
     }
     // The engine's sampling step (lily_backend.step_sample: Gumbel-max on the device) draws from

@@ -714,7 +714,9 @@ static void test_qk(rng &r) {
 // The decode step's top-k (topk.cu) against a CPU selection: the k largest non-NaN logits, descending,
 // ties by lower id, compared bitwise (values and ids); where no logit is NaN, also against the
 // sampler's own selection (sampler_top_candidates), which the engine's exactness rests on. Logits
-// drawn from few levels (ties across slices and across the k-th place), with +-0, -inf and NaN.
+// drawn from few levels (ties across slices and across the k-th place), with +-0, -inf and NaN. Every
+// other case also asks for the softmax's mass at a temperature: the same candidates bitwise, and the
+// mass against a double sum on the CPU and the sampler's own (sampler_softmax_total), to 1e-5.
 static void test_topk(rng &r) {
     const struct { int V, k, levels; bool nan; } cases[] = {
         {1, 1, 0, false},        {5, 3, 2, false},       {64, 64, 0, false},      {1000, 20, 7, true},
@@ -739,13 +741,27 @@ static void test_topk(rng &r) {
             if (l[i] == l[i]) ord.push_back(i);
         std::stable_sort(ord.begin(), ord.end(), [&](int a, int b) { return l[a] > l[b]; });
         const int m = std::min<int>(c.k, (int)ord.size());
+        const size_t ci = &c - cases;
+        const float temp = ci % 2 ? (ci % 4 == 1 ? 0.7f : 1.3f) : 0.0f; // 0: no mass
         float *dl = dup(l);
-        char *scratch = poisoned<char>(topk_scratch_bytes(c.V)), *out = poisoned<char>(8 * c.k + 4);
-        const int rc = topk_launch(dl, c.V, c.k, scratch, out, 0);
-        std::vector<char> h = back(out, 8 * c.k + 4);
+        char *scratch = poisoned<char>(topk_scratch_bytes(c.V)), *out = poisoned<char>(8 * c.k + 16);
+        const int rc = topk_launch(dl, c.V, c.k, scratch, out, 0, temp);
+        std::vector<char> h = back(out, 8 * c.k + 16);
         const float *gv = (const float *)h.data();
         const int *gi = (const int *)(gv + c.k), gn = gi[c.k];
         bool ok = !rc && gn == m;
+        char ms[96] = "";
+        if (temp > 0.0f) {
+            double gm, cm = 0;
+            memcpy(&gm, h.data() + 8 * c.k + 8, 8);
+            const float mx = ord.empty() ? -INFINITY : l[ord[0]];
+            for (int i = 0; i < c.V; i++)
+                if (l[i] == l[i] && l[i] > -INFINITY) cm += exp(((double)l[i] - mx) / temp);
+            const double sm = sampler_softmax_total(l.data(), c.V, temp);
+            const double e1 = fabs(gm - cm) / fmax(cm, 1e-300), e2 = fabs(gm - sm) / fmax(sm, 1e-300);
+            ok = ok && e1 < 1e-5 && e2 < 1e-5;
+            snprintf(ms, sizeof ms, "; mass at T %.1f %.6g (rel. %.1e CPU, %.1e sampler)", temp, gm, e1, e2);
+        }
         for (int j = 0; ok && j < m; j++) ok = gi[j] == ord[j] && !memcmp(&gv[j], &l[ord[j]], 4);
         const char *vs = "-";
         if (!c.nan) {
@@ -757,8 +773,8 @@ static void test_topk(rng &r) {
             vs = same ? "equal" : "DIFFER";
             ok = ok && same;
         }
-        report(ok, "top-k V=%d k=%d (%s%s): %d candidates, ids and values %s the CPU selection; the sampler's: %s",
-               c.V, c.k, c.levels ? "few levels" : "normal", c.nan ? ", NaN" : "", gn, ok ? "equal to" : "NOT equal to", vs);
+        report(ok, "top-k V=%d k=%d (%s%s): %d candidates, ids and values %s the CPU selection; the sampler's: %s%s",
+               c.V, c.k, c.levels ? "few levels" : "normal", c.nan ? ", NaN" : "", gn, ok ? "equal to" : "NOT equal to", vs, ms);
         CK(cudaFree(dl));
         CK(cudaFree(scratch));
         CK(cudaFree(out));

@@ -407,6 +407,25 @@ def test_topk_step_matches_the_sampler(srv):
         assert outs[0] == outs[1], (kw, outs)
 
 
+def test_topp_step_matches_the_sampler(srv):
+    """Sampled requests with top_p and/or min_p and no top_k draw from the backend's top-k step with
+    the softmax's mass when the 64 largest logits decide the draw (a low temperature: a peaked
+    distribution), else from the step's whole logits; a zero logit bias sends them through the sampler
+    on the full logits: the same tokens for the same seed, in both cases."""
+    for i, kw in enumerate(({"temperature": 0.15, "top_p": 0.9}, {"temperature": 0.2, "min_p": 0.1},
+                            {"temperature": 0.25, "top_p": 0.8, "min_p": 0.05}, {"temperature": 1.0, "top_p": 0.95},
+                            {"temperature": 0.9, "min_p": 0.02})):
+        outs = []
+        for bias in ({}, {"logit_bias": {"17": 0}}):
+            body = dict({"prompt": "Top-p step check %d %f" % (i, time.time()) if not outs else outs[0][0],
+                         "max_tokens": 24, "seed": 4321 + i}, **kw, **bias)
+            st, _, b = srv.post("/v1/completions", body)
+            assert st == 200, b
+            r = json.loads(b)
+            outs.append((body["prompt"], r["choices"][0]["text"], r["usage"]["completion_tokens"]))
+        assert outs[0] == outs[1], (kw, outs)
+
+
 def test_metrics_text(srv):
     m = srv.metrics()
     for k in ("lily_requests_total", "lily_prompt_tokens_total", "lily_generated_tokens_total",
