@@ -74,7 +74,7 @@ FLAGS_STAMP := $(BUILD)/.flags
 $(shell mkdir -p $(BUILD); echo '$(CFLAGS) $(NVFLAGS) $(CUDA)' | cmp -s - $(FLAGS_STAMP) || echo '$(CFLAGS) $(NVFLAGS) $(CUDA)' > $(FLAGS_STAMP))
 
 .PHONY: all check test test-gpu fuzz format clean
-all: $(BUILD)/lily $(if $(filter 1,$(CUDA)),$(BUILD)/lily-gpu-test $(BUILD)/dev/persist $(BUILD)/dev/persist_gv2)
+all: $(BUILD)/lily $(BUILD)/dev/sampler_bench $(if $(filter 1,$(CUDA)),$(BUILD)/lily-gpu-test $(BUILD)/dev/persist $(BUILD)/dev/persist_gv2)
 
 $(BUILD)/liblily.a: $(LIB_OBJ) $(CU_OBJ)
 	@rm -f $@
@@ -115,6 +115,9 @@ $(BUILD)/lily-gpu-test: $(GPU_TEST_OBJ) $(BUILD)/liblily.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # dev/ prototypes (built so that CI keeps compiling them; run by hand on the GPU machine).
+$(BUILD)/dev/sampler_bench: dev/tools/sampler_bench.c $(BUILD)/liblily.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
 $(BUILD)/dev/persist: dev/persist/persist.cu $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -Xcompiler -fopenmp -o $@ $<
