@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "model.h"
+#include "sampler.h" // struct sampler_edit
 
 // What ceilings() measured (all fields zero/empty when unknown).
 struct lily_ceilings {
@@ -89,10 +90,12 @@ struct lily_backend {
     // bias, penalties or logprobs (sampler_sample_top then draws from them): on CUDA it saves
     // copying the 248,320 logits to the host every token. With mass (else NULL), *mass receives the
     // softmax's mass at temperature (> 0) relative to the largest logit, sum over the vocabulary of
-    // exp((l - max) / temperature), for top-p and min-p requests (sampler_sample_mass). Same errors as
-    // forward().
-    int (*step_topk)(void *ctx, void *state, int token, int k, float temperature, float *vals, int *ids, int *n,
-                     double *mass);
+    // exp((l - max) / temperature), for top-p and min-p requests (sampler_sample_mass). edits[0..
+    // n_edits) (sampler_edits: a request's bias and penalties; its first n_bias may repeat an id, the
+    // rest do not) are applied to the step's logits first, in order, where they are: the candidates,
+    // the mass and logits_last then see the edited logits. Same errors as forward().
+    int (*step_topk)(void *ctx, void *state, int token, int k, float temperature, const struct sampler_edit *edits,
+                     int n_edits, int n_bias, float *vals, int *ids, int *n, double *mass);
     // The logits of the step step_topk just took, all vocab_size of them, into logits (optional; the
     // engine's way back to the full distribution when the candidates do not decide a top-p / min-p
     // draw).

@@ -451,6 +451,7 @@ static void run_task(struct engine *e, struct engine_task *t) {
     struct gen g = {0};
     struct sampler smp;
     sampler_init(&smp, &t->sp, e->n_vocab);
+    struct sampler_edit *ed = NULL; // the sampler's logit edits for the top-k step (decode, below)
     size_t piece_cap = 1 << 16;
     char *piece = xmalloc(piece_cap);
 
@@ -501,15 +502,24 @@ static void run_task(struct engine *e, struct engine_task *t) {
     //   (sampler_sample_mass), which decide the draw whenever top-p's prefix or the min-p set ends
     //   among them (a peaked distribution); otherwise the step's logits come over (logits_last) and
     //   the sampler takes them whole.
+    // A logit bias or penalties (the sampler's edits, sampler_edits) go with the top-k step, which
+    // applies them where the logits are; greedy then takes the top-k step's largest alone.
     const struct sampler_params *sp = &t->sp;
-    const int plain = !e->script && t->top_logprobs < 0 && sp->n_bias == 0 && sp->presence_penalty == 0.0f &&
-                      sp->frequency_penalty == 0.0f && sp->repetition_penalty == 1.0f;
-    const int greedy = plain && e->be->step_greedy && (sp->temperature <= 0.0f || sp->top_k == 1);
-    const int sampled = plain && !greedy && sp->temperature > 0.0f;
+    const int edited = sp->n_bias > 0 || sp->presence_penalty != 0.0f || sp->frequency_penalty != 0.0f ||
+                       sp->repetition_penalty != 1.0f;
+    const int sel = !e->script && t->top_logprobs < 0; // the token depends on the (edited) logits alone
+    const int plain = sel && !edited, is_greedy = sp->temperature <= 0.0f || sp->top_k == 1;
+    const int greedy = plain && e->be->step_greedy && is_greedy;
+    const int greedy1 = sel && edited && e->be->step_topk && is_greedy; // the top-k step with k = 1
+    const int sampled = sel && !is_greedy;
     const int topk = sampled && e->be->step_topk && sp->top_k > 1 && sp->top_k <= LILY_TOPK_MAX && sp->top_k < e->n_vocab;
-    const int gsample = sampled && e->be->step_sample && sp->top_k <= 0 && sp->top_p >= 1.0f && sp->min_p <= 0.0f;
+    const int gsample =
+        sampled && plain && e->be->step_sample && sp->top_k <= 0 && sp->top_p >= 1.0f && sp->min_p <= 0.0f;
     const int topp = sampled && !topk && e->be->step_topk && e->be->logits_last &&
                      (sp->top_k <= 0 || sp->top_k >= e->n_vocab) && (sp->top_p < 1.0f || sp->min_p > 0.0f);
+    const int cand_k = greedy1 ? 1 : topk ? sp->top_k : LILY_TOPK_MAX;
+    if (edited && (greedy1 || topk || topp)) ed = xmalloc(((size_t)sp->n_bias + (size_t)e->n_vocab) * sizeof *ed);
+    int n_ed = 0, n_ed_bias = 0, edited_logits = 0; // edited_logits: e->logits carry the edits
     double mass = 0;
     const unsigned gseed = (unsigned)(smp.rng[0] ^ smp.rng[0] >> 32);
     float cand_v[LILY_TOPK_MAX];
@@ -530,9 +540,13 @@ static void run_task(struct engine *e, struct engine_task *t) {
             if (t->top_logprobs >= 0) l = memcpy(e->work, e->logits, (size_t)e->n_vocab * sizeof(float));
             if (n_cand >= 0 && topp && (tok = sampler_sample_mass(&smp, cand_v, cand_i, n_cand, mass)) < 0) {
                 if ((rc = e->be->logits_last(e->ctx, e->state, e->logits))) goto fail;
-                n_cand = -1; // undecided: the whole distribution
+                n_cand = -1, edited_logits = n_ed > 0; // undecided: the whole distribution (edited)
             }
-            if (tok < 0) tok = n_cand >= 0 ? sampler_sample_top(&smp, cand_v, cand_i, n_cand) : sampler_sample(&smp, l);
+            if (tok < 0)
+                tok = n_cand >= 0    ? sampler_sample_top(&smp, cand_v, cand_i, n_cand)
+                      : edited_logits ? sampler_sample_edited(&smp, l)
+                                      : sampler_sample(&smp, l);
+            edited_logits = 0;
         }
         if (e->script) tok = i < e->n_script ? e->script[i] : (e->n_eos ? e->eos[0] : tok);
         done.n_gen++;
@@ -576,10 +590,11 @@ static void run_task(struct engine *e, struct engine_task *t) {
         }
         rc = greedy    ? e->be->step_greedy(e->ctx, e->state, tok, &next)
              : gsample ? e->be->step_sample(e->ctx, e->state, tok, sp->temperature, gseed, &next)
-             : topk    ? e->be->step_topk(e->ctx, e->state, tok, sp->top_k, 0.0f, cand_v, cand_i, &n_cand, NULL)
-             : topp    ? e->be->step_topk(e->ctx, e->state, tok, LILY_TOPK_MAX, sp->temperature, cand_v, cand_i,
-                                          &n_cand, &mass)
-                       : e->be->forward(e->ctx, e->state, &tok, 1, e->logits, 0);
+             : (greedy1 || topk || topp)
+                 ? e->be->step_topk(e->ctx, e->state, tok, cand_k, topp ? sp->temperature : 0.0f, ed,
+                                    ed ? (n_ed = sampler_edits(&smp, ed, &n_ed_bias)) : 0, n_ed_bias, cand_v,
+                                    cand_i, &n_cand, topp ? &mass : NULL)
+                 : e->be->forward(e->ctx, e->state, &tok, 1, e->logits, 0);
         if (rc) goto fail;
         pos = n + i + 1;
     }
@@ -627,6 +642,7 @@ out:
     pthread_mutex_unlock(&e->mu);
     task_push(t, &done);
     sampler_free(&smp);
+    free(ed);
     free(piece);
     free(g.txt);
     free(all);

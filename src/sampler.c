@@ -304,9 +304,34 @@ static int sample_wide(struct sampler *s, const float *l, double total) {
 // Sampling at temperature T. The filters apply in the order HF transformers and vLLM apply them:
 // top-k, then top-p over the top-k distribution renormalised, then min-p (relative to the most likely
 // token, so normalisation does not matter); then a draw from what is left, renormalised.
+int sampler_edits(const struct sampler *s, struct sampler_edit *out, int *n_bias_out) {
+    const struct sampler_params *p = &s->p;
+    int n = 0;
+    for (int i = 0; i < p->n_bias; i++)
+        out[n++] = (struct sampler_edit){.id = p->bias[i].id, .flags = SAMPLER_EDIT_ADD, .add = p->bias[i].bias};
+    *n_bias_out = n;
+    for (int t = 0; t < s->n_touched; t++) {
+        const int id = s->touched[t];
+        struct sampler_edit e = {.id = id, .rep = p->repetition_penalty};
+        if (p->repetition_penalty != 1.0f && s->seen[id]) e.flags |= SAMPLER_EDIT_REP;
+        if (s->count[id])
+            e.flags |= SAMPLER_EDIT_ADD, e.add = -(p->presence_penalty + p->frequency_penalty * (float)s->count[id]);
+        if (e.flags) out[n++] = e;
+    }
+    return n;
+}
+
+void sampler_edits_apply(float *l, const struct sampler_edit *e, int n) {
+    for (int i = 0; i < n; i++) {
+        float v = l[e[i].id];
+        if (e[i].flags & SAMPLER_EDIT_REP) v = v > 0 ? v / e[i].rep : v * e[i].rep;
+        if (e[i].flags & SAMPLER_EDIT_ADD) v = v + e[i].add;
+        l[e[i].id] = v;
+    }
+}
+
 int sampler_sample(struct sampler *s, float *l) {
     const struct sampler_params *p = &s->p;
-    int V = s->n_vocab;
     for (int i = 0; i < p->n_bias; i++) l[p->bias[i].id] += p->bias[i].bias;
     for (int t = 0; t < s->n_touched; t++) {
         int id = s->touched[t];
@@ -315,6 +340,12 @@ int sampler_sample(struct sampler *s, float *l) {
         if (s->count[id])
             l[id] -= p->presence_penalty + p->frequency_penalty * (float)s->count[id];
     }
+    return sampler_sample_edited(s, l);
+}
+
+int sampler_sample_edited(struct sampler *s, float *l) {
+    const struct sampler_params *p = &s->p;
+    int V = s->n_vocab;
     if (p->temperature <= 0.0f || p->top_k == 1) return sampler_argmax(l, V);
     const float inv_t = 1.0f / p->temperature;
     float *pr = s->prob;

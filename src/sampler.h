@@ -90,6 +90,25 @@ double sampler_softmax_total(const float *logits, int n, float temperature);
 // ids; returns how many (k). NaN never passes a full list's smallest.
 int sampler_top_candidates(const float *logits, int n_vocab, int k, float *vals, int *ids);
 
+// One of the edits sampler_sample makes to a logit before it selects, for a backend to apply where the
+// logits are (lily_backend.step_topk): flags & SAMPLER_EDIT_REP: l = l > 0 ? l / rep : l * rep (the
+// repetition penalty); then flags & SAMPLER_EDIT_ADD: l = l + add (a bias; a presence / frequency
+// penalty as its negation, the same float result as sampler_sample's subtraction).
+#define SAMPLER_EDIT_REP 1
+#define SAMPLER_EDIT_ADD 2
+struct sampler_edit {
+    int id, flags;
+    float rep, add;
+};
+// sampler_sample's edits for the next token, in its order: the bias entries first (*n_bias_out of
+// them; an id may repeat), then one entry per penalised id (distinct ids). out needs room for n_bias +
+// n_vocab entries. Returns the count (0: the logits are used as they are).
+int sampler_edits(const struct sampler *s, struct sampler_edit *out, int *n_bias_out);
+// The edits applied in order (sampler_sample's arithmetic).
+void sampler_edits_apply(float *logits, const struct sampler_edit *e, int n);
+// sampler_sample on logits that carry its edits already (a backend applied them).
+int sampler_sample_edited(struct sampler *s, float *logits);
+
 // Log-probabilities of the model distribution (log_softmax of the unmodified logits): the chosen
 // token's, and the n_top most likely ids with theirs (in descending order). Call before
 // sampler_sample, which changes the logits. Returns the chosen token's log-probability.

@@ -546,6 +546,43 @@ static void test_wide_nucleus(void **st) {
     free(l), free(w), free(ord), free(rank);
 }
 
+// sampler_edits: the list a backend applies where the logits are (bias, then penalties) gives, applied
+// in order by sampler_edits_apply, the logits sampler_sample edits in place, bitwise; and
+// sampler_sample_edited on them draws what sampler_sample draws (a repeated bias id, an id with both
+// a bias and penalties, negative and positive logits under the repetition penalty).
+static void test_edits_match(void **st) {
+    (void)st;
+    const int V = 700;
+    const struct sampler_bias bias[] = {{5, 2.5f}, {9, -1.25f}, {5, 0.5f}, {33, 7.0f}};
+    struct sampler_params sp;
+    sampler_params_default(&sp);
+    sp.has_seed = 1, sp.temperature = 0.9f, sp.top_k = 0, sp.top_p = 0.95f;
+    sp.bias = bias, sp.n_bias = 4, sp.repetition_penalty = 1.3f, sp.presence_penalty = 0.7f, sp.frequency_penalty = 0.35f;
+    struct sampler a, b;
+    sampler_init(&a, &sp, V);
+    sampler_init(&b, &sp, V);
+    for (int i = 0; i < 40; i += 3) sampler_add_prompt(&a, i), sampler_add_prompt(&b, i);
+    float *la = malloc(sizeof(float) * V), *lb = malloc(sizeof(float) * V);
+    struct sampler_edit *ed = malloc(sizeof *ed * (size_t)(V + 4));
+    for (int d = 0; d < 60; d++) {
+        for (int i = 0; i < V; i++) la[i] = lb[i] = (float)sin(i * 0.71 + d) * 2.0f;
+        int nb = -1;
+        const int n = sampler_edits(&b, ed, &nb);
+        assert_int_equal(nb, 4);
+        sampler_edits_apply(lb, ed, n);
+        float *lc = malloc(sizeof(float) * V);
+        memcpy(lc, lb, sizeof(float) * V);
+        const int ta = sampler_sample(&a, la), tb = sampler_sample_edited(&b, lc);
+        assert_memory_equal(la, lb, sizeof(float) * V); // sampler_sample left its edited logits in la
+        assert_int_equal(ta, tb);
+        free(lc);
+        const int acc = d % 4 == 0 ? 5 : ta; // id 5 accepted often: bias and penalties on one id
+        sampler_accept(&a, acc), sampler_accept(&b, acc);
+    }
+    free(la), free(lb), free(ed);
+    sampler_free(&a), sampler_free(&b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy),          cmocka_unit_test(test_distribution),
@@ -555,6 +592,7 @@ int main(void) {
         cmocka_unit_test(test_large_vocabulary), cmocka_unit_test(test_top_k_then_top_p),
         cmocka_unit_test(test_exp),             cmocka_unit_test(test_sample_top_matches),
         cmocka_unit_test(test_sample_mass_matches), cmocka_unit_test(test_wide_nucleus),
+        cmocka_unit_test(test_edits_match),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -41,6 +41,13 @@ if os.environ.get("SRV_DECODE"):
                 ("T 0.05, top_p .9", {"temperature": 0.05, "top_p": 0.9}),
                 ("T 0.05, top_p .9, no bias", {"temperature": 0.05, "top_p": 0.9, "nobias": 1}),
                 ("T 0.05, min_p .1, no bias", {"temperature": 0.05, "min_p": 0.1, "nobias": 1}))
+    if os.environ.get("SRV_SET") == "edits":  # a logit bias and penalties (the top-k step's edits)
+        sets = (("greedy", {"temperature": 0}), ("greedy, no bias", {"temperature": 0, "nobias": 1}),
+                ("T 0.6, top_p .95, top_k 20", {"temperature": 0.6, "top_p": 0.95, "top_k": 20}),
+                ("T .7, top_p .8, top_k 20, presence 1.5, no bias",
+                 {"temperature": 0.7, "top_p": 0.8, "top_k": 20, "presence_penalty": 1.5, "nobias": 1}),
+                ("T 0.05, top_p .9, frequency .5", {"temperature": 0.05, "top_p": 0.9, "frequency_penalty": 0.5}),
+                ("temperature 1", {"temperature": 1.0}))
     for name, kw in sets:
         ts, ns = [], []
         for n in (1, 257):

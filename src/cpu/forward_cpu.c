@@ -498,14 +498,15 @@ static void cpu_snap_free(void *ctx, void *snap) {
 // The engine's single steps on the CPU: one token's logits into the context's row (logits_last),
 // then the sampler's own choice of them (k = 0: the greedy id into ids[0]; else the k largest, *n of
 // them, and with mass the softmax's mass at temperature as sampler_sample sums it).
-static int cpu_step_choose(void *ctx, void *state, int token, int k, float temperature, float *vals, int *ids,
-                           int *n, double *mass) {
+static int cpu_step_choose(void *ctx, void *state, int token, int k, float temperature,
+                           const struct sampler_edit *edits, int n_edits, float *vals, int *ids, int *n, double *mass) {
     struct cpu_ctx *x = ctx;
     const int V = x->m->cfg.vocab_size;
     if (!x->last && !(x->last = malloc((size_t)V * sizeof(float))))
         return lily_err_set(LILY_ENOMEM, "cpu backend: no memory for the logits");
     float *l = x->last;
     int rc = cpu_forward(ctx, state, &token, 1, l, 0);
+    if (!rc) sampler_edits_apply(l, edits, n_edits);
     if (!rc && k == 0) ids[0] = sampler_argmax(l, V);
     if (!rc && k > 0) *n = sampler_top_candidates(l, V, k, vals, ids);
     if (!rc && mass && (*mass = sampler_softmax_total(l, V, temperature)) < 0)
@@ -514,15 +515,20 @@ static int cpu_step_choose(void *ctx, void *state, int token, int k, float tempe
 }
 
 static int cpu_step_greedy(void *ctx, void *state, int token, int *next) {
-    return cpu_step_choose(ctx, state, token, 0, 0.0f, NULL, next, NULL, NULL);
+    return cpu_step_choose(ctx, state, token, 0, 0.0f, NULL, 0, NULL, next, NULL, NULL);
 }
 
-static int cpu_step_topk(void *ctx, void *state, int token, int k, float temperature, float *vals, int *ids, int *n,
-                         double *mass) {
+static int cpu_step_topk(void *ctx, void *state, int token, int k, float temperature, const struct sampler_edit *edits,
+                         int n_edits, int n_bias, float *vals, int *ids, int *n, double *mass) {
+    (void)n_bias;
+    struct cpu_ctx *x = ctx;
     if (k < 1 || k > LILY_TOPK_MAX) return lily_err_set(LILY_EINVAL, "cpu backend: top-k step of %d", k);
     if (mass && !(temperature > 0.0f))
         return lily_err_set(LILY_EINVAL, "cpu backend: top-k step's mass at temperature %g", temperature);
-    return cpu_step_choose(ctx, state, token, k, temperature, vals, ids, n, mass);
+    for (int i = 0; i < n_edits; i++)
+        if (edits[i].id < 0 || edits[i].id >= x->m->cfg.vocab_size)
+            return lily_err_set(LILY_ERANGE, "cpu backend: logit edit of id %d", edits[i].id);
+    return cpu_step_choose(ctx, state, token, k, temperature, edits, n_edits, vals, ids, n, mass);
 }
 
 static int cpu_logits_last(void *ctx, void *state, float *logits) {

@@ -63,6 +63,8 @@ struct cuda_ctx {
     float2 *amax;
     int amax_n;
     char *tk_mem; // step_topk's scratch, then its output (k values, k ids, the count); made at first use
+    struct sampler_edit *ed_host, *ed_dev; // step_topk's logit edits (pinned, device), ed_cap of each
+    int ed_cap;
     cudaStream_t st;       // the main stream (created at the highest priority)
     cudaStream_t side[2];  // prefill side streams (LILY_CUDA_OPT_PF_SIDE 1, 2): lowest priority, highest
     cudaEvent_t pf_ev[3];  // their fork / join events

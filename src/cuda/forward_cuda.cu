@@ -8,6 +8,9 @@
 // as the decode step token by token.
 #include <math.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "backend_cuda.cuh"
 
 #define PIN_BYTES (64u << 20)
@@ -354,6 +357,8 @@ static void free_ctx(void *p) {
     for (float *b : bufs) cudaFree(b);
     cudaFree(cx->ids), cudaFree(cx->nan_flag), cudaFree(cx->amax), cudaFree(cx->arena), cudaFree(cx->mf_bar);
     cudaFree(cx->tk_mem);
+    cudaFree(cx->ed_dev);
+    if (cx->ed_host) cudaFreeHost(cx->ed_host);
     cudaFree(cx->pf.mem);
     if (cx->host_route.pin) cudaFreeHost(cx->host_route.pin);
     qgemm_sep_free(&cx->sep);
@@ -742,14 +747,33 @@ static int step_sample_cuda(void *ctx, void *p, int token, float temperature, un
 
 // The engine's top-k step (lily_backend.step_topk): one decode step whose logits stay on the device,
 // then the k largest of them (topk.cu), with the softmax's mass when asked; only those come back.
-static int step_topk_cuda(void *ctx, void *p, int token, int k, float temperature, float *vals, int *ids, int *n,
-                          double *mass) {
+static int step_topk_cuda(void *ctx, void *p, int token, int k, float temperature, const struct sampler_edit *edits,
+                          int n_edits, int n_bias, float *vals, int *ids, int *n, double *mass) {
     cuda_ctx *cx = (cuda_ctx *)ctx;
     cuda_state *s = (cuda_state *)p;
     const int V = cx->c.vocab_size;
     if (k < 1 || k > LILY_TOPK_MAX) return lily_err_set(LILY_EINVAL, "cuda backend: top-k step of %d", k);
     if (mass && (!(temperature > 0.0f) || !isfinite(temperature)))
         return lily_err_set(LILY_EINVAL, "cuda backend: top-k step's mass at temperature %g", temperature);
+    if (n_edits < 0 || n_bias < 0 || n_bias > n_edits)
+        return lily_err_set(LILY_EINVAL, "cuda backend: %d logit edits (%d of bias)", n_edits, n_bias);
+    for (int i = 0; i < n_edits; i++)
+        if (edits[i].id < 0 || edits[i].id >= V)
+            return lily_err_set(LILY_ERANGE, "cuda backend: logit edit of id %d", edits[i].id);
+    if (n_edits > cx->ed_cap) { // grown in powers of two; freed with the context
+        int cap = 256;
+        while (cap < n_edits) cap *= 2;
+        CU_TRY(cudaStreamSynchronize(cx->st)); // an earlier upload may still read the old buffer
+        cudaFree(cx->ed_dev);
+        if (cx->ed_host) cudaFreeHost(cx->ed_host);
+        cx->ed_dev = NULL, cx->ed_host = NULL, cx->ed_cap = 0;
+        if (cudaMalloc(&cx->ed_dev, (size_t)cap * sizeof *edits) != cudaSuccess ||
+            cudaHostAlloc(&cx->ed_host, (size_t)cap * sizeof *edits, 0) != cudaSuccess) {
+            cudaGetLastError();
+            return lily_err_set(LILY_ENOMEM, "cuda backend: out of memory for %d logit edits", n_edits);
+        }
+        cx->ed_cap = cap;
+    }
     const size_t scratch = topk_scratch_bytes(V);
     if (!cx->tk_mem && cudaMalloc(&cx->tk_mem, scratch + 8 * LILY_TOPK_MAX + 16) != cudaSuccess) {
         cudaGetLastError();
@@ -758,6 +782,18 @@ static int step_topk_cuda(void *ctx, void *p, int token, int k, float temperatur
     int rc = step_begin(cx, s, token, 0.0f, 0);
     if (rc || (rc = run_step(cx, s, 1, NULL, s->pos))) return rc;
     s->pos++;
+    if (n_edits > 0) { // the previous step synchronised: ed_host is free to refill
+        memcpy(cx->ed_host, edits, (size_t)n_edits * sizeof *edits);
+        CU_TRY(cudaMemcpyAsync(cx->ed_dev, cx->ed_host, (size_t)n_edits * sizeof *edits, cudaMemcpyHostToDevice, cx->st));
+        bool distinct = true; // the bias ids (a request's logit_bias rarely repeats one): sorted copy
+        if (n_bias > 1) {
+            std::vector<int> b(n_bias);
+            for (int i = 0; i < n_bias; i++) b[i] = edits[i].id;
+            std::sort(b.begin(), b.end());
+            distinct = std::adjacent_find(b.begin(), b.end()) == b.end();
+        }
+        if ((rc = logit_edits_launch(cx->logits, cx->ed_dev, n_edits, n_bias, distinct, cx->st))) return rc;
+    }
     char *out = cx->tk_mem + scratch;
     if ((rc = topk_launch(cx->logits, V, k, cx->tk_mem, out, cx->st, mass ? temperature : 0.0f))) return rc;
     // k values, k ids, the count, a pad word, the mass (h_log may hold fewer than 2k + 4 words)

@@ -191,6 +191,33 @@ __global__ void __launch_bounds__(TK_THREADS) tk_final_kernel(const float *logit
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// The request's logit edits (sampler_edits), with sampler_edits_apply's arithmetic. A logit is edited
+// by its bias entries in order, then by its penalty entry; every id's edits run in one thread.
+__device__ __forceinline__ float edit_one(float v, const sampler_edit &e) {
+    if (e.flags & SAMPLER_EDIT_REP) v = v > 0 ? __fdiv_rn(v, e.rep) : __fmul_rn(v, e.rep);
+    if (e.flags & SAMPLER_EDIT_ADD) v = __fadd_rn(v, e.add);
+    return v;
+}
+// seq: one thread walks them all in order (bias ids that repeat); else a thread an entry.
+__global__ void edits_kernel(float *logits, const sampler_edit *e, int n, int seq) {
+    if (seq) {
+        if (blockIdx.x == 0 && threadIdx.x == 0)
+            for (int i = 0; i < n; i++) logits[e[i].id] = edit_one(logits[e[i].id], e[i]);
+        return;
+    }
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) logits[e[i].id] = edit_one(logits[e[i].id], e[i]);
+}
+
+int logit_edits_launch(float *logits, const sampler_edit *edits, int n, int n_bias, bool bias_distinct,
+                       cudaStream_t st) {
+    if (n_bias > 0) edits_kernel<<<(n_bias + 255) / 256, 256, 0, st>>>(logits, edits, n_bias, !bias_distinct);
+    if (n > n_bias) edits_kernel<<<(n - n_bias + 255) / 256, 256, 0, st>>>(logits, edits + n_bias, n - n_bias, 0);
+    CU_TRY(cudaGetLastError());
+    return 0;
+}
+
 size_t topk_scratch_bytes(int V) {
     const int nb = (V + TK_SLICE - 1) / TK_SLICE;
     return (size_t)nb * (LILY_TOPK_MAX * 8 + 8);

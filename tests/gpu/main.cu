@@ -467,10 +467,12 @@ static int run_e2e(uint64_t seed) {
     }
     report(same && same_step, "e2e greedy step (step_greedy: the id only) == the on-GPU greedy loop, 30 steps");
     // The engine's top-k step (lily_backend.step_topk) against forward's logits on the host and the
-    // sampler's selection of them: the same candidates bitwise, step after step, for k 20 and 64 (64:
+    // sampler's selection of them: the same candidates bitwise, step after step, for k 1, 20 and 64 (64:
     // with the softmax's mass at T 0.8, against the sampler's sum to 1e-5), and its errors leave the
-    // state where it was.
-    for (int k : {20, 64}) {
+    // state where it was. k 1 and 64 carry a sampler's logit edits (bias, repetition, presence and
+    // frequency penalties of the tokens so far; at 64 a bias id repeats): applied on the device, they
+    // must give the host's edited logits bitwise.
+    for (int k : {1, 20, 64}) {
         std::vector<float> cv(k), hv(k);
         std::vector<int> ci(k), hi(k);
         void *st_b;
@@ -480,28 +482,48 @@ static int run_e2e(uint64_t seed) {
         int nk = -1, hn = -1, tk = toks[0];
         double mass = 0, worst = 0;
         std::vector<float> last(V);
+        sampler_bias bias[4] = {{toks[0], 1.5f}, {3, -2.25f}, {V - 1, 4.0f}, {3, 0.75f}};
+        sampler_params spe;
+        sampler_params_default(&spe);
+        spe.bias = bias, spe.n_bias = k == 64 ? 4 : 3, spe.repetition_penalty = 1.3f, spe.presence_penalty = 0.5f;
+        spe.frequency_penalty = 0.2f;
+        sampler smp;
+        sampler_init(&smp, &spe, V);
+        sampler_add_prompt(&smp, 5);
+        std::vector<sampler_edit> ed(spe.n_bias + V);
+        int n_ed = 0, n_eb = 0;
         for (int i = 0; i < 24 && same_k; i++) {
-            same_k = !be->step_topk(ctx, st, tk, k, 0.8f, cv.data(), ci.data(), &nk, k == 64 ? &mass : NULL) &&
+            sampler_accept(&smp, tk);
+            if (k != 20) n_ed = sampler_edits(&smp, ed.data(), &n_eb);
+            // logits_last right after the step: the other state's forward reuses the context's logits
+            same_k = !be->step_topk(ctx, st, tk, k, 0.8f, ed.data(), n_ed, n_eb, cv.data(), ci.data(), &nk,
+                                    k == 64 ? &mass : NULL) &&
+                     (k != 64 || !be->logits_last(ctx, st, last.data())) &&
                      !be->forward(ctx, st_b, &tk, 1, s1.data(), 0) && be->state_pos(ctx, st) == i + 1;
+            sampler_edits_apply(s1.data(), ed.data(), n_ed);
             hn = sampler_top_candidates(s1.data(), V, k, hv.data(), hi.data());
             same_k = same_k && nk == hn && !memcmp(cv.data(), hv.data(), 4 * (size_t)k) &&
                      !memcmp(ci.data(), hi.data(), 4 * (size_t)k);
             if (k == 64) { // the mass, and the step's logits as logits_last gives them (bitwise)
                 const double sm = sampler_softmax_total(s1.data(), V, 0.8f);
                 worst = fmax(worst, fabs(mass - sm) / sm);
-                same_k = same_k && worst < 1e-5 && !be->logits_last(ctx, st, last.data()) &&
-                         !memcmp(last.data(), s1.data(), 4 * (size_t)V);
+                same_k = same_k && worst < 1e-5 && !memcmp(last.data(), s1.data(), 4 * (size_t)V);
             }
             tk = ci[(i * 7) % k]; // not always the largest: the steps walk a sampled-like path
         }
+        sampler_free(&smp);
         const int p0 = be->state_pos(ctx, st);
-        const bool errs = be->step_topk(ctx, st, V + 1, k, 0.0f, cv.data(), ci.data(), &nk, NULL) == LILY_ERANGE &&
-                          be->step_topk(ctx, st, 1, LILY_TOPK_MAX + 1, 0.0f, cv.data(), ci.data(), &nk, NULL) == LILY_EINVAL &&
-                          be->step_topk(ctx, st, 1, k, 0.0f, cv.data(), ci.data(), &nk, &mass) == LILY_EINVAL &&
-                          be->state_pos(ctx, st) == p0;
-        report(same_k && errs, "e2e top-k step (step_topk, k=%d) == forward's logits + the sampler's selection, 24 steps "
-               "(bitwise: values and ids)%s; bad token / k / temperature rejected, state unchanged", k,
-               k == 64 ? ", its mass at T 0.8 within 1e-5 of the sampler's and logits_last bitwise forward's" : "");
+        sampler_edit bad = {V, SAMPLER_EDIT_ADD, 1.0f, 1.0f};
+        const bool errs =
+            be->step_topk(ctx, st, V + 1, k, 0.0f, NULL, 0, 0, cv.data(), ci.data(), &nk, NULL) == LILY_ERANGE &&
+            be->step_topk(ctx, st, 1, LILY_TOPK_MAX + 1, 0.0f, NULL, 0, 0, cv.data(), ci.data(), &nk, NULL) == LILY_EINVAL &&
+            be->step_topk(ctx, st, 1, k, 0.0f, NULL, 0, 0, cv.data(), ci.data(), &nk, &mass) == LILY_EINVAL &&
+            be->step_topk(ctx, st, 1, k, 0.0f, &bad, 1, 0, cv.data(), ci.data(), &nk, NULL) == LILY_ERANGE &&
+            be->state_pos(ctx, st) == p0;
+        report(same_k && errs, "e2e top-k step (step_topk, k=%d) == forward's logits%s + the sampler's selection, 24 steps "
+               "(bitwise: values and ids)%s; bad token / k / temperature / edit rejected, state unchanged", k,
+               k != 20 ? " with the sampler's edits" : "",
+               k == 64 ? ", its mass at T 0.8 within 1e-5 of the sampler's and logits_last bitwise the edited logits" : "");
         be->state_free(ctx, st_b);
     }
     // The engine's sampling step (lily_backend.step_sample: Gumbel-max on the device) draws from

@@ -390,14 +390,20 @@ def test_greedy_step_matches_the_sampler(srv):
 
 
 def test_topk_step_matches_the_sampler(srv):
-    """Sampled requests with a top_k of at most 64 (and no bias, penalties or logprobs) draw from
-    the backend's top-k step (the k largest logits without the rest); a zero logit bias changes no
-    logit but sends the request through the sampler on the full logits: the same tokens for the same
-    seed, for several settings."""
+    """Sampled requests with a top_k of at most 64 (and no logprobs) draw from the backend's top-k
+    step (the k largest logits without the rest), their logit bias and penalties applied where the
+    logits are; greedy requests with a bias or penalties take its largest alone. Asking for logprobs
+    (0 of them) changes no logit but sends the request through the sampler on the full logits: the
+    same tokens for the same seed, for several settings."""
     for i, kw in enumerate(({"temperature": 0.8, "top_k": 20}, {"temperature": 1.3, "top_k": 64, "top_p": 0.9},
-                            {"temperature": 0.6, "top_k": 5, "top_p": 0.95, "min_p": 0.05})):
+                            {"temperature": 0.6, "top_k": 5, "top_p": 0.95, "min_p": 0.05},
+                            {"temperature": 0.7, "top_k": 20, "presence_penalty": 1.5},
+                            {"temperature": 0.9, "top_k": 40, "frequency_penalty": 0.8, "repetition_penalty": 1.2,
+                             "logit_bias": {"17": 3, "300": -2.5}},
+                            {"temperature": 0, "presence_penalty": 2, "logit_bias": {"17": 4}},
+                            {"temperature": 0.6, "top_k": 1, "repetition_penalty": 1.5})):
         outs = []
-        for bias in ({}, {"logit_bias": {"17": 0}}):
+        for bias in ({}, {"logprobs": 0}):
             body = dict({"prompt": "Top-k step check %d %f" % (i, time.time()) if not outs else outs[0][0],
                          "max_tokens": 24, "seed": 1234 + i}, **kw, **bias)
             st, _, b = srv.post("/v1/completions", body)
@@ -410,13 +416,16 @@ def test_topk_step_matches_the_sampler(srv):
 def test_topp_step_matches_the_sampler(srv):
     """Sampled requests with top_p and/or min_p and no top_k draw from the backend's top-k step with
     the softmax's mass when the 64 largest logits decide the draw (a low temperature: a peaked
-    distribution), else from the step's whole logits; a zero logit bias sends them through the sampler
-    on the full logits: the same tokens for the same seed, in both cases."""
+    distribution), else from the step's whole logits (with a bias or penalties, those edited where
+    they are); logprobs send them through the sampler on the full logits: the same tokens for the
+    same seed, in every case."""
     for i, kw in enumerate(({"temperature": 0.15, "top_p": 0.9}, {"temperature": 0.2, "min_p": 0.1},
                             {"temperature": 0.25, "top_p": 0.8, "min_p": 0.05}, {"temperature": 1.0, "top_p": 0.95},
-                            {"temperature": 0.9, "min_p": 0.02})):
+                            {"temperature": 0.9, "min_p": 0.02},
+                            {"temperature": 0.2, "top_p": 0.9, "presence_penalty": 1.0, "logit_bias": {"17": 2}},
+                            {"temperature": 1.0, "top_p": 0.95, "frequency_penalty": 0.5, "repetition_penalty": 1.1})):
         outs = []
-        for bias in ({}, {"logit_bias": {"17": 0}}):
+        for bias in ({}, {"logprobs": 0}):
             body = dict({"prompt": "Top-p step check %d %f" % (i, time.time()) if not outs else outs[0][0],
                          "max_tokens": 24, "seed": 4321 + i}, **kw, **bias)
             st, _, b = srv.post("/v1/completions", body)
