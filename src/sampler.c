@@ -284,14 +284,14 @@ static int sample_wide(struct sampler *s, const float *l, double total) {
             tb = b, tl = l[idx[j]], ti = idx[j];
         }
     }
-    const float floor = p->min_p > 0.0f ? p->min_p : 0.0f; // times the largest probability, 1
+    const float pmin = p->min_p > 0.0f ? p->min_p : 0.0f; // times the largest probability, 1
     double tot = 0;
     int n = 0;
     for (int i = 0; i < V; i++) {
         uint32_t u;
         memcpy(&u, &pr[i], 4);
         const int b = (int)(u >> 20);
-        const int in = pr[i] > 0 && pr[i] >= floor && (b > tb || (b == tb && (l[i] > tl || (l[i] == tl && i <= ti))));
+        const int in = pr[i] > 0 && pr[i] >= pmin && (b > tb || (b == tb && (l[i] > tl || (l[i] == tl && i <= ti))));
         if (in) tot += pr[i], idx[n++] = i;
     }
     if (n == 0) return sampler_argmax(l, V);
@@ -301,48 +301,57 @@ static int sample_wide(struct sampler *s, const float *l, double total) {
     return idx[n - 1];
 }
 
-// Sampling at temperature T. The filters apply in the order HF transformers and vLLM apply them:
-// top-k, then top-p over the top-k distribution renormalised, then min-p (relative to the most likely
-// token, so normalisation does not matter); then a draw from what is left, renormalised.
-int sampler_edits(const struct sampler *s, struct sampler_edit *out, int *n_bias_out) {
+// The logit edits (bias, penalties), one definition for sampler_sample and for the list a backend
+// applies (sampler_edits): the penalties' subtraction is the addition of its negation, the same float.
+static void edit_apply(float *l, const struct sampler_edit *e) {
+    float v = l[e->id];
+    if (e->flags & SAMPLER_EDIT_REP) v = v > 0 ? v / e->rep : v * e->rep;
+    if (e->flags & SAMPLER_EDIT_ADD) v = v + e->add;
+    l[e->id] = v;
+}
+// Touched id's penalty edit (flags 0: none).
+static struct sampler_edit penalty_edit(const struct sampler *s, int id) {
     const struct sampler_params *p = &s->p;
+    struct sampler_edit e = {.id = id, .rep = p->repetition_penalty};
+    if (p->repetition_penalty != 1.0f && s->seen[id]) e.flags |= SAMPLER_EDIT_REP;
+    if (s->count[id])
+        e.flags |= SAMPLER_EDIT_ADD, e.add = -(p->presence_penalty + p->frequency_penalty * (float)s->count[id]);
+    return e;
+}
+static struct sampler_edit bias_edit(const struct sampler_bias *b) {
+    return (struct sampler_edit){.id = b->id, .flags = SAMPLER_EDIT_ADD, .add = b->bias};
+}
+
+int sampler_edits(const struct sampler *s, struct sampler_edit *out, int *n_bias_out) {
     int n = 0;
-    for (int i = 0; i < p->n_bias; i++)
-        out[n++] = (struct sampler_edit){.id = p->bias[i].id, .flags = SAMPLER_EDIT_ADD, .add = p->bias[i].bias};
+    for (int i = 0; i < s->p.n_bias; i++) out[n++] = bias_edit(&s->p.bias[i]);
     *n_bias_out = n;
     for (int t = 0; t < s->n_touched; t++) {
-        const int id = s->touched[t];
-        struct sampler_edit e = {.id = id, .rep = p->repetition_penalty};
-        if (p->repetition_penalty != 1.0f && s->seen[id]) e.flags |= SAMPLER_EDIT_REP;
-        if (s->count[id])
-            e.flags |= SAMPLER_EDIT_ADD, e.add = -(p->presence_penalty + p->frequency_penalty * (float)s->count[id]);
+        const struct sampler_edit e = penalty_edit(s, s->touched[t]);
         if (e.flags) out[n++] = e;
     }
     return n;
 }
 
 void sampler_edits_apply(float *l, const struct sampler_edit *e, int n) {
-    for (int i = 0; i < n; i++) {
-        float v = l[e[i].id];
-        if (e[i].flags & SAMPLER_EDIT_REP) v = v > 0 ? v / e[i].rep : v * e[i].rep;
-        if (e[i].flags & SAMPLER_EDIT_ADD) v = v + e[i].add;
-        l[e[i].id] = v;
-    }
+    for (int i = 0; i < n; i++) edit_apply(l, &e[i]);
 }
 
 int sampler_sample(struct sampler *s, float *l) {
-    const struct sampler_params *p = &s->p;
-    for (int i = 0; i < p->n_bias; i++) l[p->bias[i].id] += p->bias[i].bias;
+    for (int i = 0; i < s->p.n_bias; i++) {
+        const struct sampler_edit e = bias_edit(&s->p.bias[i]);
+        edit_apply(l, &e);
+    }
     for (int t = 0; t < s->n_touched; t++) {
-        int id = s->touched[t];
-        if (p->repetition_penalty != 1.0f && s->seen[id])
-            l[id] = l[id] > 0 ? l[id] / p->repetition_penalty : l[id] * p->repetition_penalty;
-        if (s->count[id])
-            l[id] -= p->presence_penalty + p->frequency_penalty * (float)s->count[id];
+        const struct sampler_edit e = penalty_edit(s, s->touched[t]);
+        if (e.flags) edit_apply(l, &e);
     }
     return sampler_sample_edited(s, l);
 }
 
+// Sampling at temperature T. The filters apply in the order HF transformers and vLLM apply them:
+// top-k, then top-p over the top-k distribution renormalised, then min-p (relative to the most likely
+// token, so normalisation does not matter); then a draw from what is left, renormalised.
 int sampler_sample_edited(struct sampler *s, float *l) {
     const struct sampler_params *p = &s->p;
     int V = s->n_vocab;
