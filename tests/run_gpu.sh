@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # run_gpu.sh: the GPU suite (make test-gpu), on a machine with an NVIDIA GPU: every kernel against its
-# CPU reference; the end-to-end checks on a tiny random model against the CPU backend; every HF
+# CPU reference (the decode kernels, then the prefill ones: GEMMs, MoE routing and grouped GEMMs under
+# every tail mode, the chunked GDN, flash attention; ~2.5 min on an H200); the end-to-end checks on a tiny random model against the CPU backend; every HF
 # fixture against its reference logits (lily-gpu-test fixtures, and `lily logits --backend cuda`
 # through tests/py/test_model_fixtures.py in fp32-activation mode when python3 has numpy + pytest, and
 # in the default bf16 mode, where prompts take the chunked prefill path, through tests/gpu/cli_prefill.py);
@@ -22,6 +23,7 @@ run() { # name, command...
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
 FIX=$(for d in tests/fixtures/models/*/; do [ -f "$d/ref_logits.f32" ] && echo "${d%/}"; done)
 run kernels "$BIN" kernels "$SEED"
+run prefill "$BIN" prefill "$SEED"
 run e2e "$BIN" e2e "$SEED"
 run fixtures env LILY_GPU_HF_BF16=tests/gpu/hf_bf16 "$BIN" fixtures $FIX
 if python3 -c 'import numpy, pytest' 2>/dev/null; then
