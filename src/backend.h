@@ -86,9 +86,10 @@ struct lily_backend {
     // One decode step of `token` (optional): the state advances by one, and the k largest of its
     // logits (1 <= k <= LILY_TOPK_MAX) come back in descending order, ties by lower id (as
     // sampler_top_candidates gives them): vals[0..*n), ids[0..*n), *n = k (fewer only when fewer
-    // logits are not NaN). The engine uses it for sampled requests with a top_k it covers and no
-    // bias, penalties or logprobs (sampler_sample_top then draws from them): on CUDA it saves
-    // copying the 248,320 logits to the host every token. With mass (else NULL), *mass receives the
+    // logits are not NaN). The engine uses it for requests without logprobs that are sampled with a
+    // top_k it covers, top_p or min_p, or greedy with a bias or penalties (sampler_sample_top /
+    // sampler_sample_mass then draw from them): on CUDA it saves copying the 248,320 logits to the
+    // host every token. With mass (else NULL), *mass receives the
     // softmax's mass at temperature (> 0) relative to the largest logit, sum over the vocabulary of
     // exp((l - max) / temperature), for top-p and min-p requests (sampler_sample_mass). edits[0..
     // n_edits) (sampler_edits: a request's bias and penalties; its first n_bias may repeat an id, the

@@ -229,14 +229,14 @@ static int sample_draw(struct sampler *s, int n, double kept) {
     return idx[n - 1];
 }
 
-// The draw from the k largest logits (temperature > 0): candidate k is token s->idx[k] with logit
-// s->pc[k], descending (ties by id); pc becomes their unnormalised probabilities, in place. Both
-// sampler_sample's top-k path and sampler_sample_top come here: the same arithmetic, the same token.
-static int sample_top_k(struct sampler *s, int n) {
+// Candidate k is token s->idx[k] with logit s->pc[k], descending (ties by id); pc becomes their
+// unnormalised probabilities (relative to the largest), in place; returns their mass. The top-k and the
+// top-p / min-p paths and their backend-candidate forms all come here: the same arithmetic.
+static double cand_probs(struct sampler *s, int n) {
     const float inv_t = 1.0f / s->p.temperature, mx = s->pc[0];
     double kept = 0;
     for (int k = 0; k < n; k++) kept += s->pc[k] = exp_neg((s->pc[k] - mx) * inv_t);
-    return sample_draw(s, n, kept);
+    return kept;
 }
 
 static int mass_draw(struct sampler *s, int n, double total);
@@ -249,17 +249,18 @@ static int mass_draw(struct sampler *s, int n, double total);
 // The nucleus is every id above that point; min-p then keeps those at least min_p times the largest;
 // the draw runs over them in id order (the same distribution as in sorted order).
 #define WIDE_BUCKETS 1024 // float bits >> 20 of a probability in (0, 1]: 1.0 is bucket 1016
+static int wide_bucket(float p) {
+    uint32_t u;
+    memcpy(&u, &p, 4);
+    return (int)(u >> 20);
+}
 static int sample_wide(struct sampler *s, const float *l, double total) {
     const struct sampler_params *p = &s->p;
     const float *pr = s->prob;
     const int V = s->n_vocab;
     int *idx = s->idx;
     double bm[WIDE_BUCKETS] = {0};
-    for (int i = 0; i < V; i++) {
-        uint32_t u;
-        memcpy(&u, &pr[i], 4);
-        bm[u >> 20] += pr[i];
-    }
+    for (int i = 0; i < V; i++) bm[wide_bucket(pr[i])] += pr[i];
     // The threshold: bucket tb, and in it the members sorted down to (tl, ti) inclusive; with no
     // top-p (or a goal rounding never reaches) every id with a probability is in.
     int tb = 0;
@@ -272,11 +273,8 @@ static int sample_wide(struct sampler *s, const float *l, double total) {
         while (b > 0 && acc + bm[b] < goal) acc += bm[b--];
         if (b > 0) {
             int m = 0;
-            for (int i = 0; i < V; i++) {
-                uint32_t u;
-                memcpy(&u, &pr[i], 4);
-                if ((int)(u >> 20) == b) idx[m++] = i;
-            }
+            for (int i = 0; i < V; i++)
+                if (wide_bucket(pr[i]) == b) idx[m++] = i;
             qsort_r(idx, (size_t)m, sizeof *idx, cmp_desc, (void *)l);
             int j = 0;
             while (j < m && (acc += pr[idx[j]]) < goal) j++;
@@ -288,9 +286,7 @@ static int sample_wide(struct sampler *s, const float *l, double total) {
     double tot = 0;
     int n = 0;
     for (int i = 0; i < V; i++) {
-        uint32_t u;
-        memcpy(&u, &pr[i], 4);
-        const int b = (int)(u >> 20);
+        const int b = wide_bucket(pr[i]);
         const int in = pr[i] > 0 && pr[i] >= pmin && (b > tb || (b == tb && (l[i] > tl || (l[i] == tl && i <= ti))));
         if (in) tot += pr[i], idx[n++] = i;
     }
@@ -365,7 +361,7 @@ int sampler_sample_edited(struct sampler *s, float *l) {
         // Top-k first: only k exponentials.
         n = largest_ids(l, V, p->top_k, idx);
         for (int k = 0; k < n; k++) s->pc[k] = l[idx[k]];
-        return sample_top_k(s, n);
+        return sample_draw(s, n, cand_probs(s, n));
     } else {
         const float mx = max_of(l, V);
         if (!(mx > -INFINITY)) return sampler_argmax(l, V); // every logit -inf or NaN
@@ -407,23 +403,30 @@ int sampler_sample_edited(struct sampler *s, float *l) {
     return sample_draw(s, n, kept);
 }
 
-int sampler_sample_top(struct sampler *s, const float *vals, const int *ids, int n) {
+// A backend's candidates into the sampler's arrays as probabilities (cand_probs); returns their
+// count, or -1 with *tok set where no draw is needed (no candidate: sampler_argmax's answer 0; greedy).
+static int cand_load(struct sampler *s, const float *vals, const int *ids, int n, int *tok) {
     const struct sampler_params *p = &s->p;
-    if (n <= 0) return 0; // no candidate (every logit NaN): sampler_argmax's answer
-    if (p->temperature <= 0.0f || p->top_k == 1) return ids[0];
+    if (n <= 0 || p->temperature <= 0.0f || p->top_k == 1) {
+        *tok = n <= 0 ? 0 : ids[0];
+        return -1;
+    }
     if (p->top_k > 0 && n > p->top_k) n = p->top_k;
     memcpy(s->idx, ids, (size_t)n * sizeof *ids);
     memcpy(s->pc, vals, (size_t)n * sizeof *vals);
-    return sample_top_k(s, n);
+    return n;
+}
+
+int sampler_sample_top(struct sampler *s, const float *vals, const int *ids, int n) {
+    int tok;
+    if ((n = cand_load(s, vals, ids, n, &tok)) < 0) return tok;
+    return sample_draw(s, n, cand_probs(s, n));
 }
 
 int sampler_sample_mass(struct sampler *s, const float *vals, const int *ids, int n, double total) {
-    const struct sampler_params *p = &s->p;
-    if (n <= 0) return 0; // no candidate (every logit NaN): sampler_argmax's answer
-    if (p->temperature <= 0.0f || p->top_k == 1) return ids[0];
-    memcpy(s->idx, ids, (size_t)n * sizeof *ids);
-    const float inv_t = 1.0f / p->temperature, mx = vals[0];
-    for (int k = 0; k < n; k++) s->pc[k] = exp_neg((vals[k] - mx) * inv_t); // sampler_sample's values
+    int tok;
+    if ((n = cand_load(s, vals, ids, n, &tok)) < 0) return tok;
+    cand_probs(s, n);
     return mass_draw(s, n, total);
 }
 
@@ -440,16 +443,7 @@ static int mass_draw(struct sampler *s, int n, double total) {
         for (int k = 0; k < n && !decided; k++) decided = (mass += pc[k]) >= goal;
     }
     if (!decided && p->min_p > 0.0f && pc[n - 1] < p->min_p) decided = 1;
-    if (!decided) return -1;
-    if (p->top_p >= 1.0f) // min-p alone: sampler_sample keeps its candidates in id order (no sort)
-        for (int k = 1; k < n; k++) {
-            const int id = s->idx[k];
-            const float v = pc[k];
-            int j = k;
-            for (; j > 0 && s->idx[j - 1] > id; j--) s->idx[j] = s->idx[j - 1], pc[j] = pc[j - 1];
-            s->idx[j] = id, pc[j] = v;
-        }
-    return sample_draw(s, n, total);
+    return decided ? sample_draw(s, n, total) : -1;
 }
 
 double sampler_softmax_total(const float *l, int n, float temperature) {

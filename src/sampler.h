@@ -66,12 +66,13 @@ int sampler_sample(struct sampler *s, float *logits);
 
 // The same choice from the k largest logits alone (k = top_k, or fewer when the vocabulary has
 // fewer), as sampler_top_candidates or a backend's step_topk gives them: vals[0..n) descending, ties
-// by lower id, and their ids. For requests with 1 < top_k < n_vocab, no logit bias and no penalties,
-// where sampler_sample reads nothing else: it then returns the same token and draws the RNG alike.
+// by lower id, and their ids, taken from logits that carry the request's edits (sampler_edits: bias,
+// penalties) if it has any. For requests with 1 < top_k < n_vocab, where sampler_sample reads nothing
+// else: it then returns the same token and draws the RNG alike.
 int sampler_sample_top(struct sampler *s, const float *vals, const int *ids, int n);
 
 // The same choice for a request filtered by top_p and/or min_p without a top-k (top_k <= 0 or >=
-// n_vocab; no bias or penalties), from the n largest logits (as sampler_sample_top) and total, the
+// n_vocab), from the n largest (edited) logits (as sampler_sample_top) and total, the
 // softmax's mass at the request's temperature relative to the largest logit (sum over the vocabulary
 // of exp((l - max) / T); sampler_softmax_total, or a backend's step_topk). Returns the token, drawing
 // the RNG as sampler_sample would; or -1, drawing nothing, when the candidates cannot decide (top-p's

@@ -345,6 +345,14 @@ static void test_top_k_then_top_p(void **st) {
     assert_true(counts[1] > 0 && counts[3] > 0);
 }
 
+// Logits on `levels` equally spaced values in [-5, 5) from a seeded LCG (ties across ids).
+static void fill_levels(float *l, int V, uint64_t x, int levels) {
+    for (int i = 0; i < V; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        l[i] = (float)((x >> 40) % (uint64_t)levels) * (10.0f / (float)levels) - 5.0f;
+    }
+}
+
 // The candidate path (a backend's step_topk, then sampler_sample_top) against sampler_sample on the
 // whole vocabulary: the same tokens, draw after draw, for top-k with temperature, top-p and min-p, on
 // logits with ties across the k-th place and -inf entries; the first draws also check the candidates
@@ -354,11 +362,7 @@ static void test_sample_top_matches(void **st) {
     const int V = 5003;
     float *l0 = malloc(sizeof(float) * V), *l = malloc(sizeof(float) * V), vals[64];
     int ids[64];
-    uint64_t x = 12345;
-    for (int i = 0; i < V; i++) {
-        x = x * 6364136223846793005ull + 1442695040888963407ull;
-        l0[i] = (float)((x >> 40) % 4000) / 400.0f - 5.0f; // 4000 levels: many ties
-    }
+    fill_levels(l0, V, 12345, 4000); // many ties
     for (int i = 0; i < V; i += 97) l0[i] = -INFINITY;
     const struct { float t, top_p, min_p; int k; } cases[] = {
         {0.6f, 0.95f, 0.0f, 20}, {1.0f, 1.0f, 0.0f, 2}, {0.3f, 0.5f, 0.05f, 64}, {1.5f, 0.9f, 0.2f, 40},
@@ -409,16 +413,12 @@ static void test_sample_mass_matches(void **st) {
     const int V = 5003;
     float *l0 = malloc(sizeof(float) * V), *l = malloc(sizeof(float) * V), vals[64];
     int ids[64];
-    uint64_t x = 987;
-    for (int i = 0; i < V; i++) {
-        x = x * 6364136223846793005ull + 1442695040888963407ull;
-        l0[i] = (float)((x >> 40) % 3000) / 300.0f - 5.0f; // 3000 levels: ties
-    }
+    fill_levels(l0, V, 987, 3000);
     for (int i = 0; i < V; i += 101) l0[i] = -INFINITY;
     const struct { float t, top_p, min_p, scale, spike; } cases[] = {
         {0.6f, 0.95f, 0.0f, 1.0f, 12.0f}, {1.0f, 0.9f, 0.0f, 0.3f, 0.0f}, {0.8f, 1.0f, 0.05f, 1.0f, 9.0f},
         {1.2f, 1.0f, 0.3f, 0.5f, 0.0f},   {0.7f, 0.8f, 0.1f, 1.0f, 6.0f}, {1.0f, 0.5f, 0.0f, 1.5f, 4.0f},
-        {1.0f, 1.0f, 0.02f, 0.3f, 6.0f}, // min-p alone, several kept: drawn in id order, as the full path
+        {1.0f, 1.0f, 0.02f, 0.3f, 6.0f}, // min-p alone, several kept
     };
     int decided = 0, undecided = 0;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {

@@ -391,6 +391,20 @@ def test_greedy_step_matches_the_sampler(srv):
     assert outs[0] == outs[1] == outs[2]
 
 
+def same_as_full_path(srv, kw, tag, seed):
+    """A seeded completion with the sampling settings kw, as it is and with logprobs (0 of them), which
+    change no logit but send the request through the sampler on the full logits: the same text."""
+    outs = []
+    for extra in ({}, {"logprobs": 0}):
+        body = dict({"prompt": "%s %f" % (tag, time.time()) if not outs else outs[0][0], "max_tokens": 24,
+                     "seed": seed}, **kw, **extra)
+        st, _, b = srv.post("/v1/completions", body)
+        assert st == 200, b
+        r = json.loads(b)
+        outs.append((body["prompt"], r["choices"][0]["text"], r["usage"]["completion_tokens"]))
+    assert outs[0] == outs[1], (kw, outs)
+
+
 def test_topk_step_matches_the_sampler(srv):
     """Sampled requests with a top_k of at most 64 (and no logprobs) draw from the backend's top-k
     step (the k largest logits without the rest), their logit bias and penalties applied where the
@@ -404,15 +418,7 @@ def test_topk_step_matches_the_sampler(srv):
                              "logit_bias": {"17": 3, "300": -2.5}},
                             {"temperature": 0, "presence_penalty": 2, "logit_bias": {"17": 4}},
                             {"temperature": 0.6, "top_k": 1, "repetition_penalty": 1.5})):
-        outs = []
-        for bias in ({}, {"logprobs": 0}):
-            body = dict({"prompt": "Top-k step check %d %f" % (i, time.time()) if not outs else outs[0][0],
-                         "max_tokens": 24, "seed": 1234 + i}, **kw, **bias)
-            st, _, b = srv.post("/v1/completions", body)
-            assert st == 200, b
-            r = json.loads(b)
-            outs.append((body["prompt"], r["choices"][0]["text"], r["usage"]["completion_tokens"]))
-        assert outs[0] == outs[1], (kw, outs)
+        same_as_full_path(srv, kw, "Top-k step check %d" % i, 1234 + i)
 
 
 def test_topp_step_matches_the_sampler(srv):
@@ -426,15 +432,7 @@ def test_topp_step_matches_the_sampler(srv):
                             {"temperature": 0.9, "min_p": 0.02},
                             {"temperature": 0.2, "top_p": 0.9, "presence_penalty": 1.0, "logit_bias": {"17": 2}},
                             {"temperature": 1.0, "top_p": 0.95, "frequency_penalty": 0.5, "repetition_penalty": 1.1})):
-        outs = []
-        for bias in ({}, {"logprobs": 0}):
-            body = dict({"prompt": "Top-p step check %d %f" % (i, time.time()) if not outs else outs[0][0],
-                         "max_tokens": 24, "seed": 4321 + i}, **kw, **bias)
-            st, _, b = srv.post("/v1/completions", body)
-            assert st == 200, b
-            r = json.loads(b)
-            outs.append((body["prompt"], r["choices"][0]["text"], r["usage"]["completion_tokens"]))
-        assert outs[0] == outs[1], (kw, outs)
+        same_as_full_path(srv, kw, "Top-p step check %d" % i, 4321 + i)
 
 
 def test_metrics_text(srv):
