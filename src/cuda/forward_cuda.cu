@@ -294,6 +294,7 @@ static int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_GDN_LAT] = env_int("LILY_CUDA_GDN_LAT", 1) != 0;
     cx->opt[LILY_CUDA_OPT_GV2_BULK] = env_int("LILY_CUDA_GV2_BULK", 0) != 0;
     cx->opt[LILY_CUDA_OPT_ATTN_COMB] = env_int("LILY_CUDA_ATTN_COMB", 1) != 0;
+    cx->opt[LILY_CUDA_OPT_ATTN_TC] = env_int("LILY_CUDA_ATTN_TC", 1) != 0;
     cx->opt[LILY_CUDA_OPT_QG_BF16W] = env_int("LILY_CUDA_QG_BF16W", 1) != 0;
     cx->opt[LILY_CUDA_OPT_QG_RS] = env_int("LILY_CUDA_QG_RS", 0) != 0;
     cx->opt[LILY_CUDA_OPT_QG_WIDE] = env_int("LILY_CUDA_QG_WIDE", 1);
@@ -497,10 +498,14 @@ static void dump_layer(cuda_ctx *cx, int l) { dump_rows(cx, cx->x, cx->ids, l); 
 // blocks): 48K 295 -> 300 tok/s, 128K 207 -> 225, but 32K 329 -> 323 and 4K 392 -> 370
 // (docs/PERF.md). The graph is captured per side of the threshold (run_step), so the layout follows
 // the context.
-static void attn_plan(cuda_ctx *cx, int *nsplit, int *gqa) {
+// Where the tensor-core kernel takes the shapes (LILY_CUDA_ATTN_TC, attn_tc.cu), packing at every
+// context at 32 splits (64 blocks of one an SM): against 64 splits +0.8 % at 4K, +1.8 % at 32K,
+// +1.5 % at 128K; 66 and 128 splits slower (docs/PERF.md, thirteenth session).
+static void attn_plan(cuda_ctx *cx, attn_dims ad, int *nsplit, int *gqa) {
     const int v = cx->opt[LILY_CUDA_OPT_ATTN_SPLIT], g = cx->opt[LILY_CUDA_OPT_GQA];
-    *gqa = g >= 0 ? g : cx->step_long;
-    *nsplit = v > 0 ? (v > ATTN_MAX_SPLIT ? ATTN_MAX_SPLIT : v) : *gqa ? 64 : 32;
+    const bool tc = attn_tc_takes(ad);
+    *gqa = g >= 0 ? g : tc ? 1 : cx->step_long;
+    *nsplit = v > 0 ? (v > ATTN_MAX_SPLIT ? ATTN_MAX_SPLIT : v) : (*gqa && !tc) ? 64 : 32;
 }
 
 static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_out) {
@@ -517,6 +522,7 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
     lily_cuda_gdn_lat = cx->opt[LILY_CUDA_OPT_GDN_LAT];
     lily_cuda_gv2_bulk = cx->opt[LILY_CUDA_OPT_GV2_BULK];
     lily_cuda_attn_comb = cx->opt[LILY_CUDA_OPT_ATTN_COMB];
+    lily_cuda_attn_tc = cx->opt[LILY_CUDA_OPT_ATTN_TC];
     prof_mark(cx, "start");
     embed_row(cx->embed_q, cx->embed_dense, cx->embed_dt, c->hidden, s->d_tok, cx->x, st);
     prof_mark(cx, "embed");
@@ -553,7 +559,7 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
                                 s->vc[l], s->d_pos, st);
             prof_mark(cx, "attn qk norm+rope+append");
             int nsplit, gqa;
-            attn_plan(cx, &nsplit, &gqa);
+            attn_plan(cx, ad, &nsplit, &gqa);
             attn_decode(ad, cx->qr, s->kc[l], s->vc[l], cx->qg, cx->part, cx->o, s->d_pos, nsplit, gqa, st);
             prof_mark(cx, "attn decode+combine");
             memset(&go, 0, sizeof go);
@@ -989,6 +995,7 @@ static const struct {
     {"qg_fill", LILY_CUDA_OPT_QG_FILL, 0, 1},     {"fa_wg", LILY_CUDA_OPT_FA_WG, 0, 2},
     {"snap_dev", LILY_CUDA_OPT_SNAP_DEV, 0, 1},
     {"pf_side", LILY_CUDA_OPT_PF_SIDE, 0, 1},     {"qg_raster", LILY_CUDA_OPT_QG_RASTER, 0, 1},
+    {"attn_tc", LILY_CUDA_OPT_ATTN_TC, 0, 1},
 };
 
 extern "C" int lily_cuda_set_opt(void *ctx, int opt, int value);

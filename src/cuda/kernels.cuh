@@ -132,6 +132,13 @@ void attn_decode(attn_dims d, const float *q, const void *kc, const void *vc,
                  const float *qg, float *part, float *o, const int *pos, int nsplit, int gqa_pack,
                  cudaStream_t st);
 size_t attn_part_floats(attn_dims d, int nsplit);
+// attn_tc.cu: the packed layout's partials on the tensor cores (attn_decode takes it when gqa_pack is
+// set and attn_tc_takes; LILY_CUDA_ATTN_TC, lily_cuda_attn_tc).
+extern int lily_cuda_attn_tc;
+bool attn_tc_takes(attn_dims d);
+// False (nothing launched) when the cache cannot be described by a tensor map.
+bool attn_tc_partials(attn_dims d, const float *q, const void *kc, const void *vc, float *part, const int *pos,
+                      int nsplit, cudaStream_t st);
 // The most splits a step asks for: the partials are sized for it, and the parallel combine takes it.
 #define ATTN_MAX_SPLIT 256
 

@@ -126,6 +126,10 @@ enum lily_cuda_opt {
                                     // (qgemm_wg.cu), 0 = a column tile's row tiles, 2 = 1 for grouped
                                     // calls only, 3 = dense only (LILY_CUDA_QG_RASTER; flag qg_raster;
                                     // default 1; same bits in every mode)
+    LILY_CUDA_OPT_ATTN_TC = 38,     // decode: 1 = the GQA-packed attention on the tensor cores
+                                    // (attn_tc.cu), packed at every context (attn_plan); 0 = the
+                                    // CUDA-core kernels, packed from LILY_CUDA_ATTN_LONG positions on
+                                    // (LILY_CUDA_ATTN_TC; flag attn_tc; default 1)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

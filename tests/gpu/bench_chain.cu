@@ -362,12 +362,14 @@ void run_chain(void) {
         }
         lily_cuda_gdn_lat = 0;
     }
-    // Decode attention + split-KV combine (16 q heads, 2 KV heads of 256, bf16 cache, split 32) at
-    // 4K and 32K context: the KV of a layer is 8 MB at 4K (10 layers rotate, 84 MB, past the L2) and
-    // 67 MB at 32K; with the plain and the parallel combine (LILY_CUDA_ATTN_COMB).
-    for (int ctx : {4096, 32768}) {
+    // Decode attention + split-KV combine (16 q heads, 2 KV heads of 256, bf16 cache) at 4K, 32K and
+    // 128K context: the KV of a layer is 8 MB at 4K (10 layers rotate, 84 MB, past the L2), 67 MB at
+    // 32K, 268 MB at 128K. Unpacked at split 32 with the plain and the parallel combine
+    // (LILY_CUDA_ATTN_COMB); packed at split 64 on the CUDA cores (attn.cu) and on the tensor cores
+    // (attn_tc.cu, LILY_CUDA_ATTN_TC), with the parallel combine.
+    for (int ctx : {4096, 32768, 131072}) {
         if (!chain_want("Decode attention")) break;
-        const int L = ctx == 4096 ? 10 : 2, hq = 16, hkv = 2, D = 256, ns = 32;
+        const int L = ctx == 4096 ? 10 : 2, hq = 16, hkv = 2, D = 256, ns = 32, nsp = 64;
         attn_dims d = {hq, hkv, D, 64, ctx, 1e7f, 1e-6f, 0};
         std::vector<uint16_t *> kc(L), vc(L);
         for (int l = 0; l < L; l++) { // bf16 noise; the values do not matter for the time
@@ -377,7 +379,7 @@ void run_chain(void) {
             CK(cudaMemset(vc[l], 0x3c, (size_t)hkv * ctx * D * 2));
         }
         float *q = chain_floats((size_t)hq * D, 6000), *qg = chain_floats((size_t)hq * 2 * D, 6001), *part, *o;
-        CK(cudaMalloc(&part, attn_part_floats(d, ns) * sizeof(float)));
+        CK(cudaMalloc(&part, attn_part_floats(d, nsp) * sizeof(float)));
         CK(cudaMalloc(&o, (size_t)hq * D * sizeof(float)));
         int *pos;
         CK(cudaMalloc(&pos, 4));
@@ -392,6 +394,16 @@ void run_chain(void) {
                 attn_decode(d, q, kc[i % L], vc[i % L], qg, part, o, pos, ns, 0, s);
             });
         }
+        const int tc_default = lily_cuda_attn_tc;
+        for (int tc : {0, 1}) {
+            lily_cuda_attn_tc = tc;
+            char name[128];
+            snprintf(name, sizeof name, "  packed, split %d, %s", nsp, tc ? "tensor cores" : "CUDA cores");
+            chain_row(name, 2.0 * hkv * ctx * D * 2, [&](int i, cudaStream_t s) {
+                attn_decode(d, q, kc[i % L], vc[i % L], qg, part, o, pos, nsp, 1, s);
+            });
+        }
+        lily_cuda_attn_tc = tc_default;
         lily_cuda_attn_comb = 0;
     }
     // lm_head with the argmax epilogue (286 MB: 20 launches).

@@ -633,6 +633,22 @@ static void run_e2e_attn256(uint64_t seed) {
                    s1.dec_n, s0.rel_mean, s0.rel_worst, e);
         }
     }
+    // The same positions decoded one by one (graph steps): the packed attention on the tensor cores
+    // (LILY_CUDA_OPT_ATTN_TC, attn_tc.cu) and on the CUDA cores (packed from position 5 on), each against
+    // the CPU backend, and the two against each other.
+    lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_ATTN_TC, 0);
+    lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_GQA, 1);
+    std::vector<float> d0 = run_logits(p.be, p.ctx, p.tf, V, 1);
+    lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_GQA, -1);
+    lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_ATTN_TC, 1);
+    std::vector<float> d1 = run_logits(p.be, p.ctx, p.tf, V, 1);
+    const cmp_stats s0 = compare(d0.data(), p.ref.data(), N, V, BF16_GAP), s1 = compare(d1.data(), p.ref.data(), N, V, BF16_GAP);
+    const double e = rel_l2(d1.data(), d0.data(), d1.size());
+    report(s1.rel_mean < BF16_REL_MEAN && s1.rel_worst < BF16_REL_WORST && s1.dec_agree == s1.dec_n && e < 1e-2,
+           "e2e decode at head_dim 256 (hq 8, hkv 1, %d steps), attention on the tensor cores vs CPU backend: rel_l2 "
+           "mean %.2e worst %.2e, top-1 %d/%d (decisive %d/%d; CUDA cores: mean %.2e worst %.2e); vs CUDA cores "
+           "rel_l2 %.2e",
+           N, s1.rel_mean, s1.rel_worst, s1.agree, N, s1.dec_agree, s1.dec_n, s0.rel_mean, s0.rel_worst, e);
 }
 
 // The prefill's side stream (LILY_CUDA_OPT_PF_SIDE: the GDN's z, b, a, the attention's k, v and the
@@ -951,6 +967,7 @@ static int run_full(const char *dir) {
         {"MoE latency variants off", LILY_CUDA_OPT_MOE_LAT, 0}, {"GDN latency variant off", LILY_CUDA_OPT_GDN_LAT, 0},
         {"expert down, 1 warp per row (split 4 off)", LILY_CUDA_OPT_MOE_KS, 1},
         {"split-KV combine, serial loads (parallel combine off)", LILY_CUDA_OPT_ATTN_COMB, 0},
+        {"attention on the CUDA cores (tensor-core kernel off)", LILY_CUDA_OPT_ATTN_TC, 0},
         {"MoE in two launches (moe_fused off)", LILY_CUDA_OPT_MOE_FUSED, 0},
         {"out_proj / o_proj and router inside moe_fused's launch (moe_front on)", LILY_CUDA_OPT_MOE_FRONT, 1}};
     for (auto &a : ab) {

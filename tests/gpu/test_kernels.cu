@@ -609,19 +609,30 @@ static void test_gdn(rng &r) {
 static void test_attn(rng &r) {
     // multi: the D = 256 bf16 path with several positions per warp pass (lily_cuda_attn_multi, the
     // default) or one (the ablation); lengths not a multiple of 8 warps x 4 positions hit the tail.
-    struct cs { int hq, hkv, D, len, nsplit, gqa, multi; } cases[] = {
-        {6, 2, 64, 1, 1, 1, 1}, {6, 2, 64, 7, 5, 1, 1}, {6, 2, 64, 333, 1, 0, 1}, {6, 2, 64, 1500, 32, 1, 1},
-        {16, 2, 256, 4097, 32, 1, 1}, {16, 2, 256, 4097, 1, 0, 1}, {16, 2, 256, 100, 64, 1, 1}, {4, 4, 32, 50, 3, 1, 1},
-        {16, 2, 256, 4097, 32, 1, 0}, {16, 2, 256, 4097, 32, 0, 0}, {16, 2, 256, 4097, 32, 0, 1},
-        {16, 2, 256, 3, 1, 0, 1}, {8, 1, 256, 45, 5, 1, 1}, {16, 2, 256, 1001, 7, 0, 1}};
+    // tc: the packed layout on the tensor cores (attn_tc.cu; D 64 / 128 / 256, groups up to 8) or on
+    // the CUDA cores; its lengths cross the 64-position stages and the 3-stage ring's wrap (4097 at
+    // split 1: 65 stages), leave splits empty (7 positions in 64 splits) and end tiles of 16
+    // positions partway.
+    struct cs { int hq, hkv, D, len, nsplit, gqa, multi, tc; } cases[] = {
+        {6, 2, 64, 1, 1, 1, 1, 1}, {6, 2, 64, 7, 5, 1, 1, 1}, {6, 2, 64, 333, 1, 0, 1, 0}, {6, 2, 64, 1500, 32, 1, 1, 1},
+        {16, 2, 256, 4097, 32, 1, 1, 1}, {16, 2, 256, 4097, 1, 0, 1, 0}, {16, 2, 256, 100, 64, 1, 1, 1}, {4, 4, 32, 50, 3, 1, 1, 1},
+        {16, 2, 256, 4097, 32, 1, 0, 0}, {16, 2, 256, 4097, 32, 0, 0, 0}, {16, 2, 256, 4097, 32, 0, 1, 0},
+        {16, 2, 256, 3, 1, 0, 1, 0}, {8, 1, 256, 45, 5, 1, 1, 1}, {16, 2, 256, 1001, 7, 0, 1, 0},
+        {16, 2, 256, 4097, 32, 1, 1, 0}, {16, 2, 256, 4097, 1, 1, 1, 1}, {16, 2, 256, 7, 64, 1, 1, 1},
+        {16, 2, 256, 64, 1, 1, 1, 1}, {16, 2, 256, 65, 1, 1, 1, 1}, {16, 2, 256, 12345, 64, 1, 1, 1},
+        {8, 2, 128, 777, 9, 1, 1, 1}, {12, 3, 128, 2049, 64, 1, 1, 1}, {16, 4, 64, 191, 3, 1, 1, 1},
+        {8, 1, 256, 45, 5, 1, 1, 0}};
+    const int tc_default = lily_cuda_attn_tc;
     for (auto &k : cases) {
         lily_cuda_attn_multi = k.multi;
+        lily_cuda_attn_tc = k.tc;
         int maxc = k.len + 17;
         attn_dims d = {k.hq, k.hkv, k.D, k.D / 4, maxc, 1e6f, 1e-6f, 0};
         size_t n = (size_t)k.hkv * maxc * k.D;
         std::vector<uint16_t> kc(n), vc(n);
         for (size_t i = 0; i < n; i++) kc[i] = lily_f32_to_bf16(r.normal()), vc[i] = lily_f32_to_bf16(r.normal());
         std::vector<float> q = randv(k.hq * k.D, r, 1.5f), qg = randv(k.hq * 2 * k.D, r);
+        for (float &v : q) v = bfr(v); // bf16 values, as qk_norm_rope_append writes them
         int p = k.len - 1;
         float *part = poisoned<float>(attn_part_floats(d, k.nsplit)), *o = poisoned<float>(k.hq * k.D);
         // Both combines (attn_combine_par must give attn_combine's results bitwise).
@@ -655,11 +666,14 @@ static void test_attn(rng &r) {
         }
         std::vector<float> go = back(o, ref.size());
         double e = rel_l2(go.data(), ref.data(), ref.size());
-        report(e < 5e-3 && !count_nonfinite(go.data(), go.size()) && comb_same,
-               "attn hq=%d hkv=%d D=%d len=%d nsplit=%d gqa=%d multi=%d: rel_l2 %.2e; parallel combine %s",
-               k.hq, k.hkv, k.D, k.len, k.nsplit, k.gqa, k.multi, e, comb_same ? "bitwise equal" : "DIFFERS");
+        const bool tc = k.gqa && attn_tc_takes(d);
+        report(e < 5e-3 && !count_nonfinite(go.data(), go.size()) && comb_same && tc == (k.tc && k.D >= 64),
+               "attn hq=%d hkv=%d D=%d len=%d nsplit=%d gqa=%d multi=%d%s: rel_l2 %.2e; parallel combine %s",
+               k.hq, k.hkv, k.D, k.len, k.nsplit, k.gqa, k.multi, tc ? " tensor cores" : "", e,
+               comb_same ? "bitwise equal" : "DIFFERS");
     }
     lily_cuda_attn_multi = 1;
+    lily_cuda_attn_tc = tc_default;
 }
 
 static void test_qk(rng &r) {

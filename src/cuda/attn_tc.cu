@@ -1,0 +1,285 @@
+// attn_tc.cu: decode attention on the tensor cores, GQA-packed (LILY_CUDA_ATTN_TC): the same function
+// as attn.cu's kernel (one query token, its heads over the bf16 KV cache [0, *pos], split-KV partials
+// for attn_combine), for the real model's shapes (bf16 cache, D of 64, 128 or 256, a group of at most
+// 8 query heads per KV head).
+//
+// Why: attn.cu's packed kernel reads every K/V row once for the 8 heads of its group, but takes each
+// score with CUDA-core FMAs and a warp reduction per (position, head): ~40 shuffles and ~300 FMAs a
+// position, so at long contexts it ran at ~1.3 TB/s, bound by issue, not bytes (docs/PERF.md). Here a
+// warp takes 16 positions at a time with mma.sync m16n8k16, the 8 heads as the n8 columns:
+//   S^T (16 keys x 8 heads) = K (16 x D, ldmatrix) . Q^T (D x 8, bf16 fragments kept in registers);
+//   online softmax per head in fp32 (exp2, the 1/sqrt(D) scale folded in); P rounded to bf16 and
+//   moved into the B operand's layout by movmatrix (a transpose of two 8x8 blocks in registers);
+//   O^T (D x 8) += V^T (D x 16, ldmatrix.trans) . P^T (16 x 8).
+// Rounding points as attn_flash.cu's prefill kernel: q in bf16 (the decode q holds bf16 values, so
+// exactly), scores fp32, P in bf16 with the row sum l taken over the rounded P.
+//
+// Block (KV head, split): 4 consumer warps and 1 producer warp. The producer streams the split's rows
+// into a ring of NST stages of 64 positions, K and V each as D/64 tensor-map boxes of 64 positions x
+// 64 dims (8 KB, 128-byte swizzle, so ldmatrix's 8 row addresses fall in distinct banks), completing on
+// the stage's full mbarrier; consumer warp w takes rows 16w..16w+15 of each stage and releases the stage
+// on its empty mbarrier (every lane arrives: each lane's reads are released by its own arrive). At the
+// end the 4 warps' (max, sum, output) are merged in a fixed order and written as attn.cu's partials, so
+// attn_combine / attn_combine_par finish it unchanged. A first version copied each 512-byte row by a
+// bulk copy of its own into padded rows: 128 copies a stage held the stream to ~2 TB/s (docs/PERF.md).
+//
+// Before the wait on the previous kernel (PDL): the producer reads *pos and streams every stage. The
+// rows below *pos and the position were written at least two kernels earlier (the position by the
+// last step's token select or a host copy, the rows by earlier steps), and a kernel starts only after
+// its predecessor triggered, which it does after its own wait, i.e. after the kernel before it
+// completed. The row at *pos is appended by the kernel just before: the box that holds it may have
+// been read before that write, so the consumer warp whose tile holds it copies it again from memory
+// after its wait. Rows past the split in a stage hold other positions or garbage: their scores are
+// masked and their V rows zeroed (0 x NaN would not be 0).
+#include <cuda.h>         // CUtensorMap
+#include <cudaTypedefs.h> // PFN_cuTensorMapEncodeTiled
+
+#include "cuda_common.cuh"
+#include "kernels.cuh"
+#include "qgemm_wg.cuh" // mbarrier and tensor-map copy wrappers
+
+#define TC_CWARPS 4                      // consumer warps
+#define TC_THREADS (32 * (TC_CWARPS + 1)) // + the producer warp
+#define TC_ROWS (16 * TC_CWARPS)         // positions a stage
+#define TC_NST 3                         // stages in the ring
+
+int lily_cuda_attn_tc = 1;
+
+static __device__ __forceinline__ uint32_t tc_pack(float lo, float hi) {
+    uint32_t d;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
+    return d;
+}
+static __device__ __forceinline__ void tc_ldsm4(uint32_t *r, const void *p, bool trans) {
+    if (trans)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(wg_smem(p)));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(wg_smem(p)));
+}
+static __device__ __forceinline__ uint32_t tc_trans(uint32_t x) {
+    uint32_t d;
+    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(d) : "r"(x));
+    return d;
+}
+static __device__ __forceinline__ void tc_mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+static __device__ __forceinline__ float tc_bf(uint32_t u, int hi) {
+    return __uint_as_float(hi ? u & 0xffff0000u : u << 16);
+}
+
+// A stage's K (then V): D / 64 boxes of 64 rows x 128 bytes; + 1 KB to align the ring to the swizzle atom.
+static size_t tc_smem(int D) { return (size_t)TC_NST * 2 * TC_ROWS * D * sizeof(uint16_t) + 1024; }
+
+// Byte offset of (row r, dims d..d+7) in a stage's K or V: box d / 64, row r's 128 bytes, its 16-byte
+// chunk (d / 8) % 8 at position chunk ^ (r % 8) (CU_TENSOR_MAP_SWIZZLE_128B on a 1024-byte aligned box).
+static __device__ __forceinline__ int tc_at(int r, int d) {
+    return (d >> 6) * (TC_ROWS * 128) + r * 128 + ((((d >> 3) & 7) ^ (r & 7)) << 4);
+}
+
+// ND = D / 16 (k steps of the scores, m tiles of the output).
+template <int ND>
+__global__ void __launch_bounds__(TC_THREADS, 1)
+    attn_tc_kernel(attn_dims d, const float *q, const uint16_t *kc, const uint16_t *vc, float *part, const int *posp,
+                   int nsplit, const __grid_constant__ CUtensorMap tmk, const __grid_constant__ CUtensorMap tmv) {
+    constexpr int D = ND * 16, SB = TC_ROWS * D * 2; // bytes of a stage's K (or V)
+    extern __shared__ __align__(128) unsigned char tc_raw[];
+    unsigned char *ring = (unsigned char *)(((uintptr_t)tc_raw + 1023) & ~(uintptr_t)1023); // [NST][K, V]
+    __shared__ __align__(8) uint64_t full[TC_NST], empty[TC_NST];
+    __shared__ float wm[TC_CWARPS][8], wl[TC_CWARPS][8];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+    const int group = d.hq / d.hkv, kvh = blockIdx.x, split = blockIdx.y, h0 = kvh * group;
+    const int len = *posp + 1; // before the wait: see the file's note
+    const int chunk = (len + nsplit - 1) / nsplit;
+    const int t0 = split * chunk, t1 = min(len, t0 + chunk);
+    const int nst = t1 > t0 ? (t1 - t0 + TC_ROWS - 1) / TC_ROWS : 0;
+    if (tid == 0) {
+        for (int s = 0; s < TC_NST; s++) mb_init(&full[s], 1), mb_init(&empty[s], 32 * TC_CWARPS);
+        mb_init_fence();
+    }
+    __syncthreads();
+    const float sl2 = rsqrtf((float)D) * 1.4426950408889634f; // exp(x / sqrt(D)) = exp2(x * sl2)
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, o[ND][4];
+#pragma unroll
+    for (int i = 0; i < ND; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+
+    if (warp == TC_CWARPS) { // the producer: one lane requests each stage's 2 x D/64 boxes
+        if (lane == 0)
+            for (int s = 0; s < nst; s++) {
+                const int slot = s % TC_NST, row = kvh * d.max_ctx + t0 + s * TC_ROWS;
+                if (s >= TC_NST) mb_wait(&empty[slot], (s / TC_NST - 1) & 1);
+                mb_expect_tx(&full[slot], 2 * SB);
+                unsigned char *st = ring + slot * 2 * SB;
+                for (int b = 0; b < D / 64; b++) {
+                    tma_g2s_2d(st + b * TC_ROWS * 128, &tmk, 64 * b, row, &full[slot]);
+                    tma_g2s_2d(st + SB + b * TC_ROWS * 128, &tmv, 64 * b, row, &full[slot]);
+                }
+            }
+    } else { // the consumers
+        pdl_wait(); // q comes from the kernel just before
+        // Q^T's B fragments: head g (zero past the group), dims 16 ks + 2t, +1 and 16 ks + 8 + 2t, +1.
+        uint32_t qf[ND][2];
+        const float *qh = q + (long)(h0 + g) * D;
+#pragma unroll
+        for (int k = 0; k < ND; k++) {
+            if (g < group) {
+                const float2 a = *(const float2 *)(qh + 16 * k + 2 * t), b = *(const float2 *)(qh + 16 * k + 8 + 2 * t);
+                qf[k][0] = tc_pack(a.x, a.y), qf[k][1] = tc_pack(b.x, b.y);
+            } else {
+                qf[k][0] = qf[k][1] = 0u;
+            }
+        }
+        // ldmatrix row addresses: K (non-transposed A: rows 0-7 / 8-15, dims +0 / +8), V (transposed
+        // A: keys 0-7 / 8-15, dims +0 / +8).
+        const int krow = (lane & 7) + 8 * ((lane >> 3) & 1), kcol = 8 * (lane >> 4);
+        const int vrow = (lane & 7) + 8 * (lane >> 4), vcol = 8 * ((lane >> 3) & 1);
+        for (int s = 0; s < nst; s++) {
+            const int slot = s % TC_NST, r0 = t0 + s * TC_ROWS, kb0 = r0 + 16 * warp, nv = min(16, t1 - kb0);
+            mb_wait(&full[slot], (s / TC_NST) & 1);
+            if (nv > 0) {
+                unsigned char *ks = ring + slot * 2 * SB, *vs = ks + SB;
+                const int w0 = 16 * warp; // the warp's first row in the stage
+                if (kb0 <= len - 1 && len - 1 < kb0 + nv) { // the row the previous kernel appended, again
+                    const int r = len - 1 - r0;
+                    const long at = ((long)kvh * d.max_ctx + len - 1) * D;
+                    for (int c = lane; c < 2 * (D / 8); c += 32) {
+                        const int v = c >= D / 8, dd = 8 * (c - v * (D / 8));
+                        *(uint4 *)((v ? vs : ks) + tc_at(r, dd)) = *(const uint4 *)((v ? vc : kc) + at + dd);
+                    }
+                }
+                if (nv < 16) // rows past the split: zero V (0 x garbage could be NaN); K's scores are masked
+                    for (int i = lane; i < (16 - nv) * (D / 8); i += 32)
+                        *(uint4 *)(vs + tc_at(w0 + nv + i / (D / 8), 8 * (i % (D / 8)))) = make_uint4(0, 0, 0, 0);
+                __syncwarp();
+                float sa[4] = {0.0f, 0.0f, 0.0f, 0.0f}, sb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+                for (int k = 0; k < ND; k++) { // two accumulators: half the dependent chain
+                    uint32_t a[4];
+                    tc_ldsm4(a, ks + tc_at(w0 + krow, 16 * k + kcol), false);
+                    tc_mma(k & 1 ? sb : sa, a, qf[k][0], qf[k][1]);
+                }
+                float sc[4];
+#pragma unroll
+                for (int e = 0; e < 4; e++) sc[e] = sa[e] + sb[e];
+                if (g >= nv) sc[0] = sc[1] = -INFINITY; // keys g and g + 8 of the tile
+                if (g + 8 >= nv) sc[2] = sc[3] = -INFINITY;
+                float corr[2];
+                uint32_t pk[2]; // P (bf16) of keys g / g + 8, heads 2t, 2t + 1
+                float p[4];
+#pragma unroll
+                for (int e = 0; e < 2; e++) { // head 2t + e: keys g (sc[e]) and g + 8 (sc[2 + e])
+                    float mx = fmaxf(sc[e], sc[2 + e]);
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
+                    const float mn = fmaxf(m[e], mx), mu = mn == -INFINITY ? 0.0f : mn;
+                    corr[e] = exp2f((m[e] - mu) * sl2);
+                    m[e] = mn;
+                    p[e] = exp2f((sc[e] - mu) * sl2), p[2 + e] = exp2f((sc[2 + e] - mu) * sl2);
+                }
+                pk[0] = tc_pack(p[0], p[1]), pk[1] = tc_pack(p[2], p[3]);
+#pragma unroll
+                for (int e = 0; e < 2; e++) l[e] = l[e] * corr[e] + (tc_bf(pk[0], e) + tc_bf(pk[1], e));
+                const uint32_t b0 = tc_trans(pk[0]), b1 = tc_trans(pk[1]); // P^T (keys x heads) fragments
+#pragma unroll
+                for (int i = 0; i < ND; i++) {
+                    o[i][0] *= corr[0], o[i][1] *= corr[1], o[i][2] *= corr[0], o[i][3] *= corr[1];
+                    uint32_t a[4];
+                    tc_ldsm4(a, vs + tc_at(w0 + vrow, 16 * i + vcol), true);
+                    tc_mma(o[i], a, b0, b1);
+                }
+            }
+            mb_arrive(&empty[slot]);
+        }
+        // The warp's row sums: its lanes of the same t hold partial sums of the same heads.
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            l[e] += __shfl_xor_sync(0xffffffffu, l[e], 4);
+            l[e] += __shfl_xor_sync(0xffffffffu, l[e], 8);
+            l[e] += __shfl_xor_sync(0xffffffffu, l[e], 16);
+        }
+        if (g == 0) wm[warp][2 * t] = m[0], wm[warp][2 * t + 1] = m[1], wl[warp][2 * t] = l[0], wl[warp][2 * t + 1] = l[1];
+    }
+    pdl_trigger();
+    __syncthreads(); // every consumer is past its last read of the ring: it now holds the warps' outputs
+    float *ob = (float *)ring; // [warp][head][D], each warp's output scaled to the block's maximum
+    if (warp < TC_CWARPS) {
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int h = 2 * t + e;
+            float M = -INFINITY;
+            for (int w = 0; w < TC_CWARPS; w++) M = fmaxf(M, wm[w][h]);
+            const float f = m[e] == -INFINITY ? 0.0f : exp2f((m[e] - M) * sl2);
+#pragma unroll
+            for (int i = 0; i < ND; i++) {
+                ob[(warp * 8 + h) * D + 16 * i + g] = f * o[i][e];
+                ob[(warp * 8 + h) * D + 16 * i + g + 8] = f * o[i][2 + e];
+            }
+        }
+    }
+    __syncthreads();
+    // Partials as attn.cu writes them: (max, sum, unnormalised output) per head, the max in the units
+    // of the scaled score (attn_combine takes e^(m_s - M)).
+    for (int i = tid; i < group * (D + 2); i += TC_THREADS) {
+        const int hh = i / (D + 2), j = i % (D + 2);
+        float M = -INFINITY;
+        for (int w = 0; w < TC_CWARPS; w++) M = fmaxf(M, wm[w][hh]);
+        float v;
+        if (j == 0) {
+            v = M == -INFINITY ? M : M * rsqrtf((float)D);
+        } else if (j == 1) {
+            v = 0.0f;
+            for (int w = 0; w < TC_CWARPS; w++)
+                if (wm[w][hh] != -INFINITY) v += wl[w][hh] * exp2f((wm[w][hh] - M) * sl2);
+        } else {
+            v = 0.0f;
+            for (int w = 0; w < TC_CWARPS; w++) v += ob[(w * 8 + hh) * D + j - 2];
+        }
+        part[((long)(h0 + hh) * nsplit + split) * (D + 2) + j] = v;
+    }
+}
+
+bool attn_tc_takes(attn_dims d) {
+    return lily_cuda_attn_tc && !d.kv_f32 && d.hkv > 0 && d.hq % d.hkv == 0 && d.hq / d.hkv <= 8 &&
+           (d.d == 64 || d.d == 128 || d.d == 256) && lily_tmap_encoder();
+}
+
+// The cache of one layer as a 2-D tensor (D dims inner, hkv * max_ctx rows) in boxes of 64 x 64, with
+// the 128-byte swizzle; rows past the end are zero-filled.
+static bool tc_tmap(CUtensorMap *tm, const void *cache, attn_dims d) {
+    PFN_cuTensorMapEncodeTiled_v12000 enc = (PFN_cuTensorMapEncodeTiled_v12000)lily_tmap_encoder();
+    const cuuint64_t dims[2] = {(cuuint64_t)d.d, (cuuint64_t)d.hkv * d.max_ctx}, strides[1] = {(cuuint64_t)d.d * 2};
+    const cuuint32_t box[2] = {64, TC_ROWS}, es[2] = {1, 1};
+    return enc && ((uintptr_t)cache & 15) == 0 &&
+           enc(tm, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)cache, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <int ND>
+static void tc_launch(attn_dims d, const float *q, const void *kc, const void *vc, float *part, const int *pos,
+                      int nsplit, const CUtensorMap &tk, const CUtensorMap &tv, cudaStream_t st) {
+    static bool attr = false;
+    if (!attr) {
+        cudaFuncSetAttribute(attn_tc_kernel<ND>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tc_smem(ND * 16));
+        attr = true;
+    }
+    launch_k(attn_tc_kernel<ND>, dim3(d.hkv, nsplit), TC_THREADS, tc_smem(ND * 16), st, d, q, (const uint16_t *)kc,
+             (const uint16_t *)vc, part, pos, nsplit, tk, tv);
+}
+
+bool attn_tc_partials(attn_dims d, const float *q, const void *kc, const void *vc, float *part, const int *pos,
+                      int nsplit, cudaStream_t st) {
+    CUtensorMap tk, tv;
+    if (!tc_tmap(&tk, kc, d) || !tc_tmap(&tv, vc, d)) return false;
+    if (d.d == 256) tc_launch<16>(d, q, kc, vc, part, pos, nsplit, tk, tv, st);
+    else if (d.d == 128) tc_launch<8>(d, q, kc, vc, part, pos, nsplit, tk, tv, st);
+    else tc_launch<4>(d, q, kc, vc, part, pos, nsplit, tk, tv, st); // 64 (attn_tc_takes)
+    return true;
+}
