@@ -299,9 +299,9 @@ void attn_decode(attn_dims d, const float *q, const void *kc, const void *vc,
                  const float *qg, float *part, float *o, const int *pos, int nsplit, int gqa_pack,
                  cudaStream_t st) {
     int group = d.hq / d.hkv;
-    if (gqa_pack && attn_tc_takes(d) && attn_tc_partials(d, q, kc, vc, part, pos, nsplit, st))
-        ; // the tensor cores' partials
-    else if (!gqa_pack || group > 8)
+    if (gqa_pack && attn_tc_takes(d) && attn_tc_partials(d, q, kc, vc, part, pos, nsplit, st)) {
+        // the partials came from the tensor cores (attn_tc.cu)
+    } else if (!gqa_pack || group > 8)
         launch_kv<1>(d, q, kc, vc, part, pos, nsplit, 1, st);
     else if (group <= 4)
         launch_kv<4>(d, q, kc, vc, part, pos, nsplit, group, st);

@@ -90,6 +90,7 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
     attn_tc_kernel(attn_dims d, const float *q, const uint16_t *kc, const uint16_t *vc, float *part, const int *posp,
                    int nsplit, const __grid_constant__ CUtensorMap tmk, const __grid_constant__ CUtensorMap tmv) {
     constexpr int D = ND * 16, SB = TC_ROWS * D * 2; // bytes of a stage's K (or V)
+    static_assert(TC_CWARPS * 8 * D * 4 <= TC_NST * 2 * SB, "the merge's outputs overlay the ring");
     extern __shared__ __align__(128) unsigned char tc_raw[];
     unsigned char *ring = (unsigned char *)(((uintptr_t)tc_raw + 1023) & ~(uintptr_t)1023); // [NST][K, V]
     __shared__ __align__(8) uint64_t full[TC_NST], empty[TC_NST];
