@@ -92,8 +92,8 @@ struct lily_backend {
     // host every token. With mass (else NULL), *mass receives the
     // softmax's mass at temperature (> 0) relative to the largest logit, sum over the vocabulary of
     // exp((l - max) / temperature), for top-p and min-p requests (sampler_sample_mass). edits[0..
-    // n_edits) (sampler_edits: a request's bias and penalties; its first n_bias may repeat an id, the
-    // rest do not) are applied to the step's logits first, in order, where they are: the candidates,
+    // n_edits) (sampler_edits: a request's bias and penalties; its first n_bias are sorted by id, a
+    // repeated id's entries adjacent; the rest are distinct ids) are applied to the step's logits first, in order, where they are: the candidates,
     // the mass and logits_last then see the edited logits. Same errors as forward().
     int (*step_topk)(void *ctx, void *state, int token, int k, float temperature, const struct sampler_edit *edits,
                      int n_edits, int n_bias, float *vals, int *ids, int *n, double *mass);

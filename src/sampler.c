@@ -44,6 +44,16 @@ void sampler_params_default(struct sampler_params *p) {
     p->repetition_penalty = 1.0f;
 }
 
+// A bias entry and its place in the request, for the stable sort below.
+struct bias_at {
+    struct sampler_bias b;
+    int at;
+};
+static int bias_at_cmp(const void *x, const void *y) {
+    const struct bias_at *a = x, *b = y;
+    return a->b.id != b->b.id ? (a->b.id < b->b.id ? -1 : 1) : a->at - b->at;
+}
+
 void sampler_init(struct sampler *s, const struct sampler_params *p, int n_vocab) {
     memset(s, 0, sizeof *s);
     s->p = *p;
@@ -55,9 +65,13 @@ void sampler_init(struct sampler *s, const struct sampler_params *p, int n_vocab
     s->idx = xmalloc((size_t)n_vocab * sizeof *s->idx);
     s->pc = xmalloc((size_t)n_vocab * sizeof *s->pc);
     s->bsum = xmalloc(((size_t)n_vocab / 1024 + 1) * sizeof *s->bsum);
-    if (p->n_bias > 0) {
+    if (p->n_bias > 0) { // sorted by id, an id's entries in the request's order (sampler.h)
+        struct bias_at *t = xmalloc((size_t)p->n_bias * sizeof *t);
+        for (int i = 0; i < p->n_bias; i++) t[i] = (struct bias_at){p->bias[i], i};
+        qsort(t, (size_t)p->n_bias, sizeof *t, bias_at_cmp);
         s->bias = xmalloc((size_t)p->n_bias * sizeof *s->bias);
-        memcpy(s->bias, p->bias, (size_t)p->n_bias * sizeof *s->bias);
+        for (int i = 0; i < p->n_bias; i++) s->bias[i] = t[i].b;
+        free(t);
     }
     s->p.bias = s->bias;
     uint64_t seed = p->has_seed ? p->seed : 0;

@@ -53,7 +53,10 @@ struct sampler {
     struct sampler_bias *bias; // owned copy of p.bias
 };
 
-// Prepare a sampler for a vocabulary of n_vocab ids. The bias array is copied.
+// Prepare a sampler for a vocabulary of n_vocab ids. The bias array is copied, sorted by id with an
+// id's repeated entries in the request's order: each logit gets the same edits in the same order
+// (different ids' edits commute), and a repeated id's entries are adjacent for a backend's edit
+// kernel (sampler_edits), found once per request instead of once per token.
 void sampler_init(struct sampler *s, const struct sampler_params *p, int n_vocab);
 void sampler_free(struct sampler *s);
 
@@ -102,7 +105,8 @@ struct sampler_edit {
     float rep, add;
 };
 // sampler_sample's edits for the next token, in its order: the bias entries first (*n_bias_out of
-// them; an id may repeat), then one entry per penalised id (distinct ids). out needs room for n_bias +
+// them, sorted by id; a repeated id's entries adjacent, in the request's order), then one entry per
+// penalised id (distinct ids). out needs room for n_bias +
 // n_vocab entries. Returns the count (0: the logits are used as they are).
 int sampler_edits(const struct sampler *s, struct sampler_edit *out, int *n_bias_out);
 // The edits applied in order (sampler_sample's arithmetic).

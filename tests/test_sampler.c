@@ -569,6 +569,11 @@ static void test_edits_match(void **st) {
         int nb = -1;
         const int n = sampler_edits(&b, ed, &nb);
         assert_int_equal(nb, 4);
+        // The bias sorted by id, id 5's two entries adjacent in the request's order (sampler_init):
+        // what a backend's edit kernel relies on to give each id its edits in order.
+        const int want_id[4] = {5, 5, 9, 33};
+        const float want_add[4] = {2.5f, 0.5f, -1.25f, 7.0f};
+        for (int i = 0; i < 4; i++) assert_int_equal(ed[i].id, want_id[i]), assert_true(ed[i].add == want_add[i]);
         sampler_edits_apply(lb, ed, n);
         float *lc = malloc(sizeof(float) * V);
         memcpy(lc, lb, sizeof(float) * V);

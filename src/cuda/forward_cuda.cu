@@ -8,7 +8,6 @@
 // as the decode step token by token.
 #include <math.h>
 
-#include <algorithm>
 #include <vector>
 
 #include "backend_cuda.cuh"
@@ -791,14 +790,7 @@ static int step_topk_cuda(void *ctx, void *p, int token, int k, float temperatur
     if (n_edits > 0) { // the previous step synchronised: ed_host is free to refill
         memcpy(cx->ed_host, edits, (size_t)n_edits * sizeof *edits);
         CU_TRY(cudaMemcpyAsync(cx->ed_dev, cx->ed_host, (size_t)n_edits * sizeof *edits, cudaMemcpyHostToDevice, cx->st));
-        bool distinct = true; // the bias ids (a request's logit_bias rarely repeats one): sorted copy
-        if (n_bias > 1) {
-            std::vector<int> b(n_bias);
-            for (int i = 0; i < n_bias; i++) b[i] = edits[i].id;
-            std::sort(b.begin(), b.end());
-            distinct = std::adjacent_find(b.begin(), b.end()) == b.end();
-        }
-        if ((rc = logit_edits_launch(cx->logits, cx->ed_dev, n_edits, n_bias, distinct, cx->st))) return rc;
+        if ((rc = logit_edits_launch(cx->logits, cx->ed_dev, n_edits, n_bias, cx->st))) return rc;
     }
     char *out = cx->tk_mem + scratch;
     if ((rc = topk_launch(cx->logits, V, k, cx->tk_mem, out, cx->st, mass ? temperature : 0.0f))) return rc;

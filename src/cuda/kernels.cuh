@@ -155,10 +155,9 @@ void sample_finish(const float2 *amax, int nblocks, int *tok, int *ids_out, int 
 // temperature > 0 also the softmax's mass relative to the largest logit (a double at out + 8 k + 8).
 size_t topk_scratch_bytes(int V);
 // A request's logit edits (sampler_edits: bias, penalties; device memory) applied to logits in place, in
-// order: the first n_bias a thread each when their ids are distinct (else one thread in order), then
-// the rest (distinct ids) a thread each. Two launches on st.
-int logit_edits_launch(float *logits, const struct sampler_edit *edits, int n, int n_bias, bool bias_distinct,
-                       cudaStream_t st);
+// order: the first n_bias (sorted by id, repeats adjacent), then the rest (distinct ids); a thread for
+// each id's run of entries. Two launches on st.
+int logit_edits_launch(float *logits, const struct sampler_edit *edits, int n, int n_bias, cudaStream_t st);
 int topk_launch(const float *logits, int V, int k, void *scratch, void *out, cudaStream_t st, float temperature = 0.0f);
 
 // ---- mode setters (cuda_common.cuh, LILY_CUDA_MODE_SETTER), one per file of the decode step ------

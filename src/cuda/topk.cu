@@ -199,21 +199,20 @@ __device__ __forceinline__ float edit_one(float v, const sampler_edit &e) {
     if (e.flags & SAMPLER_EDIT_ADD) v = __fadd_rn(v, e.add);
     return v;
 }
-// seq: one thread walks them all in order (bias ids that repeat); else a thread an entry.
-__global__ void edits_kernel(float *logits, const sampler_edit *e, int n, int seq) {
-    if (seq) {
-        if (blockIdx.x == 0 && threadIdx.x == 0)
-            for (int i = 0; i < n; i++) logits[e[i].id] = edit_one(logits[e[i].id], e[i]);
-        return;
-    }
+// Entries with the same id are adjacent (sampler_edits sorts the bias; penalties are distinct): thread
+// i takes the run of entries that starts at i, in order.
+__global__ void edits_kernel(float *logits, const sampler_edit *e, int n) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) logits[e[i].id] = edit_one(logits[e[i].id], e[i]);
+    if (i >= n || (i > 0 && e[i - 1].id == e[i].id)) return;
+    const int id = e[i].id;
+    float v = logits[id];
+    for (int j = i; j < n && e[j].id == id; j++) v = edit_one(v, e[j]);
+    logits[id] = v;
 }
 
-int logit_edits_launch(float *logits, const sampler_edit *edits, int n, int n_bias, bool bias_distinct,
-                       cudaStream_t st) {
-    if (n_bias > 0) edits_kernel<<<(n_bias + 255) / 256, 256, 0, st>>>(logits, edits, n_bias, !bias_distinct);
-    if (n > n_bias) edits_kernel<<<(n - n_bias + 255) / 256, 256, 0, st>>>(logits, edits + n_bias, n - n_bias, 0);
+int logit_edits_launch(float *logits, const sampler_edit *edits, int n, int n_bias, cudaStream_t st) {
+    if (n_bias > 0) edits_kernel<<<(n_bias + 255) / 256, 256, 0, st>>>(logits, edits, n_bias);
+    if (n > n_bias) edits_kernel<<<(n - n_bias + 255) / 256, 256, 0, st>>>(logits, edits + n_bias, n - n_bias);
     CU_TRY(cudaGetLastError());
     return 0;
 }
