@@ -309,6 +309,7 @@ static int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_PF_SIDE] = env_int("LILY_CUDA_PF_SIDE", 1);
     // Rastered GEMM blocks: prefill 4K +1.3 %, 32K +3.4 % (the MoE's GEMMs; docs/PERF.md, eleventh session).
     cx->opt[LILY_CUDA_OPT_QG_RASTER] = env_int("LILY_CUDA_QG_RASTER", 1);
+    cx->opt[LILY_CUDA_OPT_QG_WSW] = env_int("LILY_CUDA_QG_WSW", 1) != 0; // qgone +2-3 % (docs/PERF.md)
     lily_cuda_moe_fused_tma = env_int("LILY_CUDA_MOE_FUSED_TMA", 1) != 0; // timing knob (bitwise the same)
     *out = cx;
 #define FAIL(x) do { rc = (x); if (rc) { free_ctx(cx); *out = NULL; return rc; } } while (0)
@@ -987,7 +988,7 @@ static const struct {
     {"qg_fill", LILY_CUDA_OPT_QG_FILL, 0, 1},     {"fa_wg", LILY_CUDA_OPT_FA_WG, 0, 2},
     {"snap_dev", LILY_CUDA_OPT_SNAP_DEV, 0, 1},
     {"pf_side", LILY_CUDA_OPT_PF_SIDE, 0, 1},     {"qg_raster", LILY_CUDA_OPT_QG_RASTER, 0, 1},
-    {"attn_tc", LILY_CUDA_OPT_ATTN_TC, 0, 1},
+    {"attn_tc", LILY_CUDA_OPT_ATTN_TC, 0, 1},       {"qg_wsw", LILY_CUDA_OPT_QG_WSW, 0, 1},
 };
 
 extern "C" int lily_cuda_set_opt(void *ctx, int opt, int value);

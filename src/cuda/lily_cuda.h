@@ -130,6 +130,9 @@ enum lily_cuda_opt {
                                     // (attn_tc.cu), packed at every context (attn_plan); 0 = the
                                     // CUDA-core kernels, packed from LILY_CUDA_ATTN_LONG positions on
                                     // (LILY_CUDA_ATTN_TC; flag attn_tc; default 1)
+    LILY_CUDA_OPT_QG_WSW = 39,      // prefill: 1 = the wide tile's calls on the warp-specialised kernel
+                                    // (qgemm_wsw.cu; same bits); 0 = qgemm_wg.cu's (LILY_CUDA_QG_WSW;
+                                    // flag qg_wsw; default 1)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

@@ -152,6 +152,11 @@ extern int lily_qg_tma128;
 // LILY_CUDA_OPT_QG_RASTER, flag qg_raster; engine default 1, this variable's own 0 is what kernel
 // tests start from.
 extern int lily_qg_raster;
+// 1 = the wide tile's dense and in-order calls (128 rows, tensor maps) on the warp-specialised kernel
+// (qgemm_wsw.cu: a producer warpgroup dequantises, two consumer warpgroups multiply; the same bits).
+// LILY_CUDA_QG_WSW, option LILY_CUDA_OPT_QG_WSW, flag qg_wsw; this variable's own 0 is what kernel
+// tests start from.
+extern int lily_qg_wsw;
 bool qgemm_wg_takes(const qg_args &a, int bm);
 void qgemm_wg_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st);
 // qgemm_rs.cu: the bf16-weight calls with the operands swapped (weights dequantised into the MMA's

@@ -71,13 +71,6 @@ struct wg_cfg {
     static constexpr int SMEM = PIPE > TILE ? PIPE : TILE;
 };
 
-// The tensor maps of a TMA launch (kernel parameters, __grid_constant__): X (bf16, box 64 k x 128
-// rows, 128-byte swizzle) and the code rows of w and w2 (bytes, box 32 x BN or BN/2 rows, row-major
-// as the cp.async path lays them out).
-struct wg_tmaps {
-    CUtensorMap x, w, w2;
-};
-
 // MINB: blocks per SM the register budget is cut for (3 of 64 rows: 168 registers, a few spilled).
 // BW: weights rounded to bf16 (lily_qg_bf16w): the dequantisation writes rb(s q + b) into the B
 // buffer (one more bf16x2 FMA per pair, a single rounding of the exact value), and the MMAs of all
@@ -201,7 +194,9 @@ __global__ void __launch_bounds__(wg_cfg<WGS, BN, NST, TMA>::THREADS, MINB)
     float2 *sf = (float2 *)(a_row + BM); // [2][BN] (scale, bias) per B buffer (exact weights only)
     auto dequant = [&](int st, int b) {
         const char *Cs = smem + st * C::STAGE + C::A_BYTES;
-        char *B = bq + b * C::BQ_BYTES;
+        const uint32_t B = wg_smem(bq + b * C::BQ_BYTES);
+        // (Loading every item's words before the first store, as qgemm_wsw.cu's producer does, made
+        // this kernel no faster: qgone 396-403 -> 376-384 TFLOP/s at 4096 x 8192 x 2048; PERF.md.)
 #pragma unroll
         for (int it = 0; it < CIT; it++) {
             const int i = tid + it * C::THREADS, j = i & (BN - 1), half = i >> (BN == 256 ? 8 : 7);
@@ -217,7 +212,7 @@ __global__ void __launch_bounds__(wg_cfg<WGS, BN, NST, TMA>::THREADS, MINB)
                 if (BW)
                     v = make_uint4(wg_bf2_fma(v.x, s2, b2), wg_bf2_fma(v.y, s2, b2), wg_bf2_fma(v.z, s2, b2),
                                    wg_bf2_fma(v.w, s2, b2));
-                *(uint4 *)(B + s * C::BQ_STEP + (j >> 3) * 256 + h * 128 + (j & 7) * 16) = v;
+                wg_sts128(B + s * C::BQ_STEP + (j >> 3) * 256 + h * 128 + (j & 7) * 16, v);
             }
             if (!BW && half == 0) {
                 const uint32_t sb = *(const uint32_t *)(Cs + C::C_BYTES + 4 * j);
@@ -420,8 +415,10 @@ void qgemm_wg_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st) {
     } else if (lily_qg_bf16w) {
         wg_tmaps tm;
         if (bm == 128 && qgemm_wide_takes(a, grid_x)) {
-            if (wg_make_tmaps(a, &tm, 256)) wg_launch_t<2, 1, true, 256, 3, true>(a, grid_x, st, &tm);
-            else wg_launch_t<2, 1, true, 256>(a, grid_x, st);
+            if (wg_make_tmaps(a, &tm, 256)) {
+                if (lily_qg_wsw) qgemm_wsw_launch(a, grid_x, st, tm); // warp-specialised (qgemm_wsw.cu)
+                else wg_launch_t<2, 1, true, 256, 3, true>(a, grid_x, st, &tm);
+            } else wg_launch_t<2, 1, true, 256>(a, grid_x, st);
         } else if (bm == 128) {
             // 128 columns with tensor-map loads (LILY_CUDA_QG_TMA128, measured in docs/PERF.md): the grouped
             // down projection (rows in order) and the launches too small for the wide tile.

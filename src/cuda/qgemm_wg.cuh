@@ -8,6 +8,7 @@
 // bytes); B of one k16 step is 17 column groups (16 of weights + 1 of ones) x 2 core matrices.
 #pragma once
 
+#include <cuda.h> // CUtensorMap
 #include <cuda_bf16.h>
 
 #include "prefill.cuh"
@@ -29,6 +30,22 @@ __device__ __forceinline__ void wg_cp4(void *dst, const void *src, bool ok) {
 }
 __device__ __forceinline__ void wg_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void wg_cpwait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+// 16 bytes to / from shared memory by shared-window address: a pointer from the kernels' aligned
+// dynamic shared memory (uintptr_t arithmetic) is generic, and the compiler then emits generic
+// ST.E.128 / LD.E.128 with 64-bit address arithmetic (ncu, docs/PERF.md, fourteenth session).
+__device__ __forceinline__ void wg_sts128(uint32_t a, uint4 v) {
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+__device__ __forceinline__ uint4 wg_lds128(uint32_t a) {
+    uint4 v;
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a) : "memory");
+    return v;
+}
+__device__ __forceinline__ uint32_t wg_lds32(uint32_t a) {
+    uint32_t v;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(a) : "memory");
+    return v;
+}
 // Generic-proxy writes (cp.async, st.shared) become visible to the wgmma's async proxy.
 __device__ __forceinline__ void wg_fence_proxy() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
@@ -317,7 +334,9 @@ __device__ __forceinline__ void wg_epilogue(const qg_args &a, const float *acc, 
 // samples, most of them instruction-cache misses (ncu, docs/PERF.md). Arithmetic and rounding per
 // element are qg_store2_at's, so the outputs are bitwise the same. The caller has retired every
 // MMA and cp.async of the block; `tile` may overlay the pipeline's shared memory.
-template <int NJ, int THREADS>
+// ACC: the threads that hold accumulators, the first ACC of the block (qgemm_wsw.cu's producer warpgroup,
+// after them, only joins the barriers and the stores).
+template <int NJ, int THREADS, int ACC = THREADS>
 __device__ __forceinline__ void wg_epilogue_smem(const qg_args &a, const float *acc, float *tile, int r0, int t,
                                                  int m0, int rows, int n0, int BM) {
     constexpr int BN = NJ * 8, LD = BN + 8;
@@ -333,11 +352,12 @@ __device__ __forceinline__ void wg_epilogue_smem(const qg_args &a, const float *
         if (a.epi == QG_SCALE_BF16) s_scale[r] = __ldg(a.scale + o);
     }
     __syncthreads(); // every warp is past its last read of the pipeline's shared memory
+    if (ACC == THREADS || threadIdx.x < ACC)
 #pragma unroll
-    for (int hr = 0; hr < 2; hr++)
+        for (int hr = 0; hr < 2; hr++)
 #pragma unroll
-        for (int j = 0; j < NJ; j++)
-            *(float2 *)(tile + (r0 + 8 * hr) * LD + 8 * j + 2 * t) = make_float2(acc[4 * j + 2 * hr], acc[4 * j + 2 * hr + 1]);
+            for (int j = 0; j < NJ; j++)
+                *(float2 *)(tile + (r0 + 8 * hr) * LD + 8 * j + 2 * t) = make_float2(acc[4 * j + 2 * hr], acc[4 * j + 2 * hr + 1]);
     __syncthreads();
     const bool glu = a.epi == QG_GLU;
     const int C4 = glu ? BN / 8 : BN / 4; // 4-column pieces a row writes (QG_GLU: the gate half)
@@ -374,6 +394,15 @@ __device__ __forceinline__ void wg_epilogue_smem(const qg_args &a, const float *
         }
     }
 }
+
+// The tensor maps of a TMA launch (kernel parameters, __grid_constant__): X (bf16, box 64 k x 128
+// rows, 128-byte swizzle) and the code rows of w and w2 (bytes, box 32 x BN or BN/2 rows, row-major
+// as the cp.async path lays them out). Made by qgemm_wg.cu's wg_make_tmaps.
+struct wg_tmaps {
+    CUtensorMap x, w, w2;
+};
+// qgemm_wsw.cu: the wide tile's call (128 rows, bf16 weights, tensor maps made) in warp-specialised form.
+void qgemm_wsw_launch(const qg_args &a, int grid_x, cudaStream_t st, const wg_tmaps &tm);
 
 // Block set-up after wg_block_rows: a_row[r] = the X row of tile row r (-1 past the tile's rows),
 // and the ones columns (128..135) of all 4 k16 steps of nbuf bf16 B buffers `stride` bytes apart

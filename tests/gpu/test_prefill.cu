@@ -135,21 +135,23 @@ static void test_qgemm(rng &r) {
     int idx = 0;
     const int wg_default = lily_qg_wgmma, ws_default = qgemm_ws_on();
     for (auto &k : cases)
-    for (int wg = 0; wg < 8; wg++) { // mma.sync, wgmma, wgmma warp-specialised (qgemm_ws.cu), wgmma on bf16
+    for (int wg = 0; wg < 9; wg++) { // mma.sync, wgmma, wgmma warp-specialised (qgemm_ws.cu), wgmma on bf16
                                       // weights, the same with the operands swapped (qgemm_rs.cu), the wide
                                       // tile (256 columns; 128-row tiles only) with tensor-map loads (5)
-                                      // and with cp.async (6)
+                                      // and with cp.async (6), the 128-column tile with tensor-map loads
+                                      // (7), the wide tile warp-specialised (8, qgemm_wsw.cu)
         if (g_small && idx++ >= 16) break;
         const int tile_k = k.tile ? k.tile : qgemm_pick_tile(k.M);
-        if ((wg == 5 || wg == 6) && tile_k != 128) continue; // the wide tile: 128 rows only
+        if ((wg == 5 || wg == 6 || wg == 8) && tile_k != 128) continue; // the wide tile: 128 rows only
         if (wg == 7 && tile_k != 128 && tile_k != 64) continue;
         lily_qg_tma128 = wg == 7; // 7: the 128-column bf16-weight tile with tensor-map loads (128 and 64 rows)
         lily_qg_wgmma = wg > 0;
         lily_qg_ws = wg == 2;
         lily_qg_bf16w = wg >= 3;
         lily_qg_rs = wg == 4;
-        lily_qg_wide = wg == 5 || wg == 6 ? 2 : 0;
+        lily_qg_wide = wg == 5 || wg == 6 || wg == 8 ? 2 : 0;
         lily_qg_tma = wg != 6;
+        lily_qg_wsw = wg == 8;
         host_mat hw, hw2;
         make_qmat(hw, k.N, k.K, k.bits, k.group, 1.0f / sqrtf((float)k.K), r);
         make_qmat(hw2, k.N, k.K, k.bits, k.group, 1.0f / sqrtf((float)k.K), r);
@@ -195,6 +197,18 @@ static void test_qgemm(rng &r) {
             std::vector<float> got2 = f32 ? back((float *)y2, n) : to_f32(back((uint16_t *)y2, n));
             raster_same = !memcmp(got.data(), got2.data(), n * sizeof(float));
         }
+        bool wsw_same = true; // the warp-specialised wide tile: the bits of qgemm_wg.cu's
+        if (wg_path && wg == 8) {
+            void *y3 = f32 ? (void *)poisoned<float>(n) : (void *)poisoned<uint16_t>(n);
+            qg_args a3 = a;
+            a3.y = y3;
+            lily_qg_wsw = 0;
+            qgemm_launch(a3, k.tile, 0, 0);
+            CK(cudaDeviceSynchronize());
+            lily_qg_wsw = 1;
+            std::vector<float> got3 = f32 ? back((float *)y3, n) : to_f32(back((uint16_t *)y3, n));
+            wsw_same = !memcmp(got.data(), got3.data(), n * sizeof(float));
+        }
         // The reference's weights: exact, or (bf16-weight pass) each rounded once to bf16.
         auto wts = [&](const host_mat &h) {
             std::vector<float> w = deq(h.m);
@@ -216,13 +230,14 @@ static void test_qgemm(rng &r) {
         fin(ex, ex2);
         double dx = rel_l2(got.data(), ex.data(), n);
         double tol = k.epi == QG_F32_RAW ? 1e-5 : 5e-3;
-        bool ok = !rc && !count_nonfinite(got.data(), n) && dx < tol && raster_same;
-        char probe[96] = "";
+        bool ok = !rc && !count_nonfinite(got.data(), n) && dx < tol && raster_same && wsw_same;
+        char probe[160] = "";
         if (wg_path)
-            snprintf(probe, sizeof probe, "; rastered %s; swapped descriptors: rel_l2 %.1e",
-                     raster_same ? "bitwise equal" : "DIFFERENT", rel_l2(swapped.data(), ex.data(), n));
+            snprintf(probe, sizeof probe, "; rastered %s; swapped descriptors: rel_l2 %.1e%s",
+                     raster_same ? "bitwise equal" : "DIFFERENT", rel_l2(swapped.data(), ex.data(), n),
+                     wg != 8 ? "" : wsw_same ? "; qgemm_wg.cu's wide tile: bitwise equal" : "; qgemm_wg.cu's wide tile: DIFFERENT");
         report(ok, "qgemm%s M=%d N=%d K=%d bits=%d group=%d tile=%d epi=%d: rel_l2 %.1e vs %s weights (tol %.0e)%s",
-               wg_path ? (wg == 7 ? " (wgmma, bf16 weights, tensor-map loads)" : wg == 6 ? " (wgmma, bf16 weights, wide tile, cp.async)" : wg == 5 ? " (wgmma, bf16 weights, wide tile)" : wg == 4 ? " (wgmma, bf16 weights, swapped operands)"
+               wg_path ? (wg == 8 ? " (wgmma, bf16 weights, wide tile, warp-specialised)" : wg == 7 ? " (wgmma, bf16 weights, tensor-map loads)" : wg == 6 ? " (wgmma, bf16 weights, wide tile, cp.async)" : wg == 5 ? " (wgmma, bf16 weights, wide tile)" : wg == 4 ? " (wgmma, bf16 weights, swapped operands)"
                           : wg == 3 ? " (wgmma, bf16 weights)"
                           : wg == 2 ? " (wgmma, warp-specialised)" : " (wgmma)") : "",
                k.M, k.N, k.K, k.bits, k.group, k.tile, k.epi, dx, wg >= 3 ? "bf16-rounded" : "exact", tol, probe);
@@ -235,6 +250,7 @@ static void test_qgemm(rng &r) {
     lily_qg_wide = 0;
     lily_qg_tma = 1;
     lily_qg_tma128 = 0;
+    lily_qg_wsw = 0;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -957,6 +973,10 @@ void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
                gth ? "gathered into expert order first (tensor-map loads)" : "gathered by the GEMM (cp.async)");
         test_moe_pf(r);
     }
+    lily_moe_gather = 1, lily_qg_wsw = 1;
+    printf("(the same MoE cases on the wide tile warp-specialised (qgemm_wsw.cu) wherever they take 128-row tiles and tensor-map loads)\n");
+    test_moe_pf(r);
+    lily_qg_wsw = 0;
     lily_moe_gather = gather_saved;
     lily_qg_wide = 0, lily_qg_tma128 = 1;
     printf("(the same MoE cases on the 128-column bf16-weight tile with tensor-map loads where the rows are in order)\n");
@@ -988,16 +1008,19 @@ void run_qg_once(int M, int N, int K, int tile, int wg) {
     lily_qg_wide = wg == 5 || wg == 6 ? 2 : 0; // 7 the 128-column tile with tensor-map loads
     lily_qg_tma = wg != 6;
     lily_qg_tma128 = wg == 7;
+    lily_qg_wsw = wg == 8; // 8 the wide tile warp-specialised (qgemm_wsw.cu)
+    if (wg == 8) lily_qg_wide = 2;
     for (int i = 0; i < 2; i++) qgemm_launch(a, tile, 0, 0);
     CK(cudaDeviceSynchronize());
     double ms = gpu_time_ms([&] { qgemm_launch(a, tile, 0, 0); }, 10);
     printf("qgone M=%d N=%d K=%d tile=%d %s: %.3f ms, %.1f TFLOP/s\n", M, N, K, tile,
-           wg == 7 ? "wgmma-tma128" : wg == 6 ? "wgmma-wide-cpasync" : wg == 5 ? "wgmma-wide" : wg == 4 ? "wgmma-rs" : wg == 3 ? "wgmma-bf16w" : wg == 2 ? "wgmma-ws" : wg ? "wgmma" : "mma.sync", ms,
+           wg == 8 ? "wgmma-wide-wsw" : wg == 7 ? "wgmma-tma128" : wg == 6 ? "wgmma-wide-cpasync" : wg == 5 ? "wgmma-wide" : wg == 4 ? "wgmma-rs" : wg == 3 ? "wgmma-bf16w" : wg == 2 ? "wgmma-ws" : wg ? "wgmma" : "mma.sync", ms,
            2.0 * M * N * K / (ms * 1e-3) / 1e12);
     lily_qg_bf16w = 0;
     lily_qg_rs = 0;
     lily_qg_wide = 0;
     lily_qg_tma = 1;
     lily_qg_tma128 = 0;
+    lily_qg_wsw = 0;
     free_all();
 }
