@@ -22,7 +22,12 @@
 // memory: 5 load slots of 25 KB (X 16 KB swizzled, codes 8 KB, scale words 1 KB) and 3 B buffers of
 // 32 KB, 221 KB; the epilogue's fp32 tile (132 KB) overlays them.
 //
-// Switch: LILY_CUDA_QG_WSW (option LILY_CUDA_OPT_QG_WSW, flag qg_wsw; lily_qg_wsw).
+// Measured (docs/PERF.md, fourteenth session): qgone 4096 x 8192 x 2048 409 TFLOP/s against qgemm_wg.cu's
+// 396; prefill 4K +1.5 %. ncu puts the loop's bound in shared-memory traffic now (~1,370 wavefronts a
+// stage against ~1,024 cycles of MMA). Two producer warpgroups do not compile: at 512 threads ptxas
+// allocates 128 registers a thread whatever setmaxnreg asks, and the consumers need 154.
+//
+// Switch: LILY_CUDA_QG_WSW (option LILY_CUDA_OPT_QG_WSW, flag qg_wsw, default 1; lily_qg_wsw).
 #include "qgemm_wg.cuh"
 
 int lily_qg_wsw = 0;
