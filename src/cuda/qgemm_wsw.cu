@@ -23,9 +23,11 @@
 // 32 KB, 221 KB; the epilogue's fp32 tile (132 KB) overlays them.
 //
 // Measured (docs/PERF.md, fourteenth session): qgone 4096 x 8192 x 2048 409 TFLOP/s against qgemm_wg.cu's
-// 396; prefill 4K +1.5 %. ncu puts the loop's bound in shared-memory traffic now (~1,370 wavefronts a
-// stage against ~1,024 cycles of MMA). Two producer warpgroups do not compile: at 512 threads ptxas
-// allocates 128 registers a thread whatever setmaxnreg asks, and the consumers need 154.
+// 396; prefill 4K +1.5 %. Under ncu shared memory is the busiest pipe (43 %) and the consumers still wait
+// for the producer; its per-lane 4-byte copies of the scale words cost 32 shared wavefronts a warp
+// (register-held 16-byte quads instead measured slower: branch wsw-quads). Two producer warpgroups do
+// not compile: at 512 threads ptxas allocates 128 registers a thread whatever setmaxnreg asks, and the
+// consumers need 154.
 //
 // Switch: LILY_CUDA_QG_WSW (option LILY_CUDA_OPT_QG_WSW, flag qg_wsw, default 1; lily_qg_wsw).
 #include "qgemm_wg.cuh"
