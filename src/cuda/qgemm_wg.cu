@@ -187,10 +187,9 @@ __global__ void __launch_bounds__(wg_cfg<WGS, BN, NST, TMA>::THREADS, MINB)
         }
         if (tid < BN) wg_cp4(Ss + tid, s_src + ((kt * WG_BK) >> gshift), s_ok);
     };
-    // Codes of stage slot st -> bf16 q in B buffer b: column j, k16 step s, half h (k 8h..8h+7) is
-    // row j%8 of core matrix (j/8, h) of step s. Consecutive threads take consecutive columns, so
-    // a warp phase's 16-byte stores fill one 128-byte core matrix. The column's scale word becomes
-    // (scale, bias) floats for the fold.
+    // Codes of stage slot st -> bf16 q in B buffer b (wg_dq_half lays them out, for qgemm_wsw.cu too).
+    // Consecutive threads take consecutive columns, so a warp phase's 16-byte stores fill one 128-byte
+    // core matrix. The column's scale word becomes (scale, bias) floats for the fold.
     float2 *sf = (float2 *)(a_row + BM); // [2][BN] (scale, bias) per B buffer (exact weights only)
     auto dequant = [&](int st, int b) {
         const char *Cs = smem + st * C::STAGE + C::A_BYTES;
@@ -201,19 +200,8 @@ __global__ void __launch_bounds__(wg_cfg<WGS, BN, NST, TMA>::THREADS, MINB)
         for (int it = 0; it < CIT; it++) {
             const int i = tid + it * C::THREADS, j = i & (BN - 1), half = i >> (BN == 256 ? 8 : 7);
             if (CIT * C::THREADS != BN * 2 && i >= BN * 2) break;
-            const uint4 w = *(const uint4 *)(Cs + j * 32 + half * 16);
-            const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
-            uint32_t s2 = 0, b2 = 0; // BW: (scale, scale) and (bias, bias) as bf16 pairs
-            if (BW) wg_sb_pairs(*(const uint32_t *)(Cs + C::C_BYTES + 4 * j), s2, b2);
-#pragma unroll
-            for (int q = 0; q < 4; q++) {
-                const int word = 4 * half + q, s = word >> 1, h = word & 1;
-                uint4 v = wg_codes(ws[q]);
-                if (BW)
-                    v = make_uint4(wg_bf2_fma(v.x, s2, b2), wg_bf2_fma(v.y, s2, b2), wg_bf2_fma(v.z, s2, b2),
-                                   wg_bf2_fma(v.w, s2, b2));
-                wg_sts128(B + s * C::BQ_STEP + (j >> 3) * 256 + h * 128 + (j & 7) * 16, v);
-            }
+            wg_dq_half<BW>(B, C::BQ_STEP, j, half, *(const uint4 *)(Cs + j * 32 + half * 16),
+                           BW ? *(const uint32_t *)(Cs + C::C_BYTES + 4 * j) : 0u);
             if (!BW && half == 0) {
                 const uint32_t sb = *(const uint32_t *)(Cs + C::C_BYTES + 4 * j);
                 sf[b * BN + j] = make_float2(__uint_as_float(sb << 16), __uint_as_float(sb & 0xffff0000u));

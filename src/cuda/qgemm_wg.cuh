@@ -197,6 +197,24 @@ __device__ __forceinline__ uint4 wg_codes(uint32_t w) {
 __device__ __forceinline__ void wg_sb_pairs(uint32_t sb, uint32_t &s2, uint32_t &b2) {
     s2 = (sb & 0xffffu) | (sb << 16), b2 = (sb >> 16) | (sb & 0xffff0000u);
 }
+// One column's half stage of codes into the bf16 B buffer at shared address B (both wgmma kernels):
+// w holds column j's 32 codes of k 32 half .. 32 half + 31, word q = k 8 q .. 8 q + 7 of that half;
+// word 4 half + q of the stage is row j % 8 of core matrix (j / 8, q % 2) of k16 step (4 half + q) / 2.
+// BW: the weights rounded once, rb(s q + b) from the column's scale|bias word sb; else the exact q.
+template <bool BW>
+__device__ __forceinline__ void wg_dq_half(uint32_t B, int bq_step, int j, int half, uint4 w, uint32_t sb) {
+    const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+    uint32_t s2 = 0, b2 = 0; // BW: (scale, scale) and (bias, bias) as bf16 pairs
+    if (BW) wg_sb_pairs(sb, s2, b2);
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        const int word = 4 * half + q, s = word >> 1, h = word & 1;
+        uint4 v = wg_codes(ws[q]);
+        if (BW)
+            v = make_uint4(wg_bf2_fma(v.x, s2, b2), wg_bf2_fma(v.y, s2, b2), wg_bf2_fma(v.z, s2, b2), wg_bf2_fma(v.w, s2, b2));
+        wg_sts128(B + s * bq_step + (j >> 3) * 256 + h * 128 + (j & 7) * 16, v);
+    }
+}
 
 // One output pair at element offset `at` of y (row orow, columns col and col + 1) through the
 // epilogue (QG_GLU is handled apart); scale() gives the row's scale, read only for QG_SCALE_BF16

@@ -124,20 +124,7 @@ __global__ void __launch_bounds__(WSW_THREADS, 1) qgemm_wsw_kernel(qg_args a, in
             for (int it = 0; it < 4; it++) wv[it] = wg_lds128(Cs + (pt + 128 * (it & 1)) * 32 + (it >> 1) * 16);
             const uint32_t sbw[2] = {wg_lds32(Cs + C::C_BYTES + 4 * pt), wg_lds32(Cs + C::C_BYTES + 4 * (pt + 128))};
 #pragma unroll
-            for (int it = 0; it < 4; it++) {
-                const int j = pt + 128 * (it & 1), half = it >> 1;
-                const uint32_t ws[4] = {wv[it].x, wv[it].y, wv[it].z, wv[it].w};
-                uint32_t s2, b2;
-                wg_sb_pairs(sbw[it & 1], s2, b2);
-#pragma unroll
-                for (int q = 0; q < 4; q++) {
-                    const int word = 4 * half + q, s = word >> 1, h = word & 1;
-                    uint4 v = wg_codes(ws[q]);
-                    v = make_uint4(wg_bf2_fma(v.x, s2, b2), wg_bf2_fma(v.y, s2, b2), wg_bf2_fma(v.z, s2, b2),
-                                   wg_bf2_fma(v.w, s2, b2));
-                    wg_sts128(B + s * C::BQ_STEP + (j >> 3) * 256 + h * 128 + (j & 7) * 16, v);
-                }
-            }
+            for (int it = 0; it < 4; it++) wg_dq_half<true>(B, C::BQ_STEP, pt + 128 * (it & 1), it >> 1, wv[it], sbw[it & 1]);
             wg_fence_proxy(); // the bf16 B, for the consumers' MMAs
             mb_arrive(&bfull[b]);
             mb_arrive(&lempty[ls]); // this thread is done with the slot's codes and scale words

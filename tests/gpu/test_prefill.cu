@@ -185,30 +185,24 @@ static void test_qgemm(rng &r) {
         std::vector<float> got(n);
         if (f32) got = back((float *)y, n);
         else got = to_f32(back((uint16_t *)y, n));
-        bool raster_same = true; // the wgmma kernels launched rastered (lily_qg_raster): the same bits
-        if (wg_path) {
+        // The same call again into a fresh output with one switch flipped (set, launch, reset): the
+        // same bits as `got`.
+        auto same_bits = [&](int &flag, int v) {
             void *y2 = f32 ? (void *)poisoned<float>(n) : (void *)poisoned<uint16_t>(n);
             qg_args a2 = a;
             a2.y = y2;
-            lily_qg_raster = 1;
+            const int was = flag;
+            flag = v;
             qgemm_launch(a2, k.tile, 0, 0);
             CK(cudaDeviceSynchronize());
-            lily_qg_raster = 0;
+            flag = was;
             std::vector<float> got2 = f32 ? back((float *)y2, n) : to_f32(back((uint16_t *)y2, n));
-            raster_same = !memcmp(got.data(), got2.data(), n * sizeof(float));
-        }
-        bool wsw_same = true; // the warp-specialised wide tile: the bits of qgemm_wg.cu's
-        if (wg_path && wg == 8) {
-            void *y3 = f32 ? (void *)poisoned<float>(n) : (void *)poisoned<uint16_t>(n);
-            qg_args a3 = a;
-            a3.y = y3;
-            lily_qg_wsw = 0;
-            qgemm_launch(a3, k.tile, 0, 0);
-            CK(cudaDeviceSynchronize());
-            lily_qg_wsw = 1;
-            std::vector<float> got3 = f32 ? back((float *)y3, n) : to_f32(back((uint16_t *)y3, n));
-            wsw_same = !memcmp(got.data(), got3.data(), n * sizeof(float));
-        }
+            return !memcmp(got.data(), got2.data(), n * sizeof(float));
+        };
+        // The wgmma kernels launched rastered (lily_qg_raster); the warp-specialised wide tile against
+        // qgemm_wg.cu's (lily_qg_wsw off).
+        const bool raster_same = !wg_path || same_bits(lily_qg_raster, 1);
+        const bool wsw_same = !(wg_path && wg == 8) || same_bits(lily_qg_wsw, 0);
         // The reference's weights: exact, or (bf16-weight pass) each rounded once to bf16.
         auto wts = [&](const host_mat &h) {
             std::vector<float> w = deq(h.m);
