@@ -7,57 +7,68 @@
 // three products a chunk remain in the serial chain over the chunks.
 //
 // gdn_conv_all: conv + SiLU of every channel of every token of the call (gdn_pf.cuh's arithmetic),
-// fp32 into the scratch (T x C after the records), so phase A reads finished inputs.
+// into the scratch (T x C after the records) as bf16: the outputs are rounded to bf16 there (the
+// reference's storage point), so the 16-bit copy is exact and phase A and B read finished inputs.
 //
 // Phase A, gdn_chunk_prep, grid (chunks, Hv), 8 warps: per chunk of nc <= 64 live tokens and v head
 // (rows past nc are zero: q = k = v = 0, beta = 0, g = 0, so they neither decay nor write the state,
 // and a partial last chunk needs no other care):
 //   the chunk's q, k (k head h // (Hv/Hk)) and v after the conv, beta, log-decay g, Gamma = cumulative
-//   g (warp scan), L2 norms of q and k (eps inside the sqrt, q scaled by Dk^-1/2: the scan's code);
+//   g (warp scan), L2 norms of q and k (eps inside the sqrt, q scaled by Dk^-1/2: the scan's code; 4
+//   lanes a token);
 //   MMA: A = beta_i (k_i.k_j) e^(Gamma_i - Gamma_j) (j < i), M = (q_i.k_j) e^(Gamma_i - Gamma_j) (j <= i);
 //   X = (I + A)^-1 by blocks of 16 (forward substitution in the diagonal blocks, then products);
 //   MMA: W = X (beta e^Gamma K) (64 x Dk), U = X (beta V) (64 x Dv, in passes of 128 columns);
-//   and Qg = e^Gamma Q, Kd = e^(Gamma_C - Gamma) K, e^Gamma_C, all written to the scratch record of
-//   (chunk, head) in fp32 (layout at gc_layout: ~144 KB a record at Dk = Dv = 128).
+//   and the row factors fq = e^Gamma / |q| Dk^-1/2 and fk = e^(Gamma_C - Gamma) / |k|, e^Gamma_C, all
+//   written to the scratch record of (chunk, head) in fp32 (layout at gc_layout: ~82 KB at Dk = Dv = 128).
 // Phase B, gdn_chunk_scan, grid (Hv, nsplit): a block owns `ncols` value columns of one v head
 // (columns of the state are independent given the record), walks the chunks in order with its state
 // slice S (ncols x Dk fp32, the (Hv, Dv, Dk) layout) in shared memory throughout, and per chunk:
 //   step 1 (MMA): Delta = U - W S0 (the per-token deltas of the recurrence: R = beta (V - e^Gamma K S0)
-//     and Delta = X R = U - W S0), Oacc = Qg S0 (kept in registers);
-//   step 2 (MMA): O = Oacc + M Delta (bf16 out), S = e^Gamma_C S + Delta^T Kd.
-// The next chunk's record is copied in (cp.async) while the current chunk computes: W, Qg, U during
-// step 2, Kd and M during the next step 1. No inverse, conv or norm is left in the serial chain, and
-// the 4 column blocks of a head no longer each redo it. The ring is advanced afterwards by
+//     and Delta = X R = U - W S0), Oacc = fq (Q S0) (kept in registers);
+//   step 2 (MMA): O = Oacc + M Delta (bf16 out), S = e^Gamma_C S + (fk Delta)^T K.
+// Q and K here are the conv outputs themselves, not normalised: Qg = e^Gamma Q/|q| and Kd =
+// e^(Gamma_C - Gamma) K/|k| are those rows times a factor, and a row factor commutes out of the
+// product (Qg S0 = fq (Q S0); Delta^T Kd = (fk Delta)^T K). The conv outputs are bf16 values
+// (rounded there, as the reference stores them), so phase B reads them as bf16 (half the bytes of an
+// fp32 record matrix, none written by phase A) and a bf16 value is its own TF32 big part: those two
+// products take two MMAs a k-step instead of three, and no split.
+// The next chunk's record is copied in (cp.async) while the current chunk computes: W, Q, U, fq, fk
+// during step 2, K and M during the next step 1. No inverse, conv or norm is left in the serial
+// chain, and the 4 column blocks of a head no longer each redo it. The ring is advanced afterwards by
 // gdn_pf_ring, as the scan does.
 //
-// Scratch: gdn_pf_chunked_scratch(d, T) bytes = chunks x Hv records (4 x 64 x 128 + 64 x 64 floats
-// + 8 at Dk = Dv = 128, ~147 KB) + the conv outputs (T x C floats, 32 KB a token at C = 8192):
-// 436 MB at the default prefill chunk of 4096 tokens. gdn_conv_all writes every conv output and
+// Scratch: gdn_pf_chunked_scratch(d, T) bytes = chunks x Hv records (64 x (Dk + 64 + Dv + 2) + 8
+// floats, ~82 KB at Dk = Dv = 128) + the conv outputs in bf16 (T x C, 16 KB a token at C = 8192):
+// 236 MB at the default prefill chunk of 4096 tokens. gdn_conv_all writes every conv output and
 // phase A every float phase B reads (padding included), so the scratch needs no clearing.
 //
 // Precision. Every product runs as 3xTF32 (x = big + small, both TF32, and big.big + big.small +
 // small.big accumulated in fp32): about fp32 accuracy (~1e-6 relative per product), so the chunked
 // and sequential forms agree to ~1e-6 as in fp32 (spec §4) and the scan's test tolerances hold.
-// Why not bf16 (or 1xTF32) inputs: the state is fp32 and carried over hundreds of chunks, and the
-// products that read or write it (W S0, Qg S0, the state update) would put a 2^-9 (2^-11) relative
-// error into every delta written; the triangular inverse amplifies errors of A. QK^T and KK^T with
-// L2-normed q and k could take bf16, but they feed A and hence the inverse. GC_SPLIT=0 at compile
-// time gives 1xTF32 for measuring what the split costs. The forward substitution and the
-// exponentials are fp32 on the CUDA cores.
+// (Where one operand is a bf16 conv output its small part is zero, so its two remaining terms are
+// the same sum.) Why not bf16 (or 1xTF32) inputs: the state is fp32 and carried over hundreds of
+// chunks, and the products that read or write it (W S0, Q S0, the state update) would put a 2^-9
+// (2^-11) relative error into every delta written; the triangular inverse amplifies errors of A.
+// QK^T and KK^T with L2-normed q and k could take bf16, but they feed A and hence the inverse.
+// GC_SPLIT=0 at compile time gives 1xTF32 for measuring what the split costs. The forward
+// substitution and the exponentials are fp32 on the CUDA cores.
 //
-// Shared memory (floats). Row strides = 4 mod 8 for matrices read as A operands or as transposed B
-// (conflict-free fragment loads), = 8 mod 16 for row-major B.
+// Shared memory (floats unless bf16). Row strides = 4 mod 8 for fp32 matrices read as A operands or
+// as transposed B (conflict-free fragment loads), = 8 mod 16 for row-major fp32 B, and 4 mod 32
+// words for the bf16 ones (Dk + 8 elements at Dk = 128).
 //   A: Q 64 x (Dk8 + 4), reused for the right operand B of X.B as 64 x 136; K 64 x (Dk8 + 4); A, X
-//      64 x 68; 4 x 64 vectors: 104 KB at Dk 128, two blocks an SM.
-//   B: S ncols x (Dk8 + 4); W, Qg 64 x (Dk8 + 4); Kd 64 x (Dk16 + 8); M 64 x 68; U, Delta
-//      64 x (ncols + 8): 157 KB at Dk 128 and 32 columns (the default for Dv 128: 4 blocks a head,
-//      128 blocks, one wave on 132 SMs), 190 KB at 64 columns.
+//      64 x 68; 6 x 64 vectors: 104 KB at Dk 128, two blocks an SM.
+//   B: S ncols x (Dk8 + 4); W 64 x (Dk8 + 4); Q and K bf16 64 x (Dk8 + 8); M 64 x 68; U, Delta,
+//      fk Delta 64 x (ncols + 8); fq, fk: 134 KB at Dk 128 and 32 columns (the default for Dv 128: 4
+//      blocks a head, 128 blocks, one wave on 132 SMs), 174 KB at 64 columns.
 // ncols is rounded up to a multiple of 16 (the state update's row tiles), at most 64; so nsplit is
-// a request: blocks per head = Dv / ncols rounded up. Takes Dk <= 128 and any Dv (columns past Dv in
-// the last block are zero padding); Dk > 128 goes to gdn_pf_scan.
-// ptxas (CUDA 13.0, sm_90a, 3xTF32): gdn_chunk_prep 64 registers, gdn_chunk_scan 158 registers, no
-// spills, no stack; dynamic shared memory 104,448 B (A, any Dk <= 128) and 140,544 / 157,184 /
-// 190,464 B (B at Dk 128 and 16 / 32 / 64 columns).
+// a request: blocks per head = Dv / ncols rounded up. Takes Dk <= 128 with Dk and C (the conv
+// channels) multiples of 8 (16-byte bf16 rows), and any Dv (columns past Dv in the last block are
+// zero padding); other shapes go to gdn_pf_scan.
+// ptxas (CUDA 13.0, sm_90a, 3xTF32, k-loops unrolled by 4): gdn_chunk_prep 96 registers,
+// gdn_chunk_scan 165 registers, no spills, no stack; dynamic shared memory 104,960 B (A, any Dk <=
+// 128) and 113,408 / 134,144 / 175,616 B (B at Dk 128 and 16 / 32 / 64 columns).
 #include "prefill.cuh"
 #include "gdn_pf.cuh"
 
@@ -67,6 +78,16 @@
 #define GC_LD64 68     // shared row stride of the 64 x 64 matrices
 #define GC_MAXCOLS 64  // value columns per phase-B block (shared memory)
 #define GC_VT 128      // value columns per phase-A pass (U is built in passes of this many)
+// The k-loops of the products unrolled by GC_UNROLL: the loads and splits of the next k-steps are
+// then issued before the MMAs of this one (one k-step a loop iteration left every fragment load's
+// latency and every split's on the chain: "wait" and "short scoreboard" were most of both phases'
+// stall samples, with two warps a scheduler to hide them).
+#ifndef GC_UNROLL
+#define GC_UNROLL 4
+#endif
+#define GC_PRAGMA(x) _Pragma(#x)
+#define GC_KLOOP_(n) GC_PRAGMA(unroll n)
+#define GC_KLOOP GC_KLOOP_(GC_UNROLL)
 #ifndef GC_SPLIT
 #define GC_SPLIT 1     // 1 = 3xTF32 products (about fp32), 0 = 1xTF32
 #endif
@@ -146,6 +167,7 @@ static __device__ __forceinline__ void gc_mma3(float *c, float *cs, const gc_fa 
 static __device__ __forceinline__ void gc_tile(float *c, const float *a, int ars, int aks, const float *b,
                                                int bks, int bns, int kn) {
     float cs[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    GC_KLOOP
     for (int k0 = 0; k0 < kn; k0 += 8) {
         gc_fa fa;
         gc_fb fb;
@@ -160,6 +182,7 @@ static __device__ __forceinline__ void gc_tile(float *c, const float *a, int ars
 static __device__ __forceinline__ void gc_tile2a(float *c1, float *c2, const float *a1, const float *a2, int ars,
                                                  int aks, const float *b, int bks, int bns, int kn) {
     float s1[4] = {0.0f, 0.0f, 0.0f, 0.0f}, s2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    GC_KLOOP
     for (int k0 = 0; k0 < kn; k0 += 8) {
         gc_fa f1, f2;
         gc_fb fb;
@@ -172,29 +195,69 @@ static __device__ __forceinline__ void gc_tile2a(float *c1, float *c2, const flo
 #pragma unroll
     for (int e = 0; e < 4; e++) c1[e] += s1[e], c2[e] += s2[e];
 }
+// Fragments from bf16 shared memory (the conv outputs): a bf16 value is exact in TF32 and is its own
+// big part; the small part is zero and its MMAs are left out (gc_mma2b, gc_mma2a).
+static __device__ __forceinline__ uint32_t gc_h(const uint16_t *p) { return (uint32_t)*p << 16; }
+static __device__ __forceinline__ void gc_lda_h(uint32_t *f, const uint16_t *a, int ars, int k0) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    f[0] = gc_h(a + g * ars + k0 + t), f[1] = gc_h(a + (g + 8) * ars + k0 + t);
+    f[2] = gc_h(a + g * ars + k0 + t + 4), f[3] = gc_h(a + (g + 8) * ars + k0 + t + 4);
+}
+static __device__ __forceinline__ void gc_ldb_h(gc_fb &f, const uint16_t *b, int bks, int k0) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    f.b[0] = gc_h(b + (k0 + t) * bks + g), f.b[1] = gc_h(b + (k0 + t + 4) * bks + g);
+}
+// c += a.b, cs += a.s.b (B exact in TF32: a bf16 operand).
+static __device__ __forceinline__ void gc_mma2b(float *c, float *cs, const gc_fa &a, const gc_fb &b) {
+#if GC_SPLIT
+    gc_mma(cs, a.s, b.b);
+#else
+    (void)cs;
+#endif
+    gc_mma(c, a.b, b.b);
+}
+// c += a.b, cs += a.b.s (A exact in TF32).
+static __device__ __forceinline__ void gc_mma2a(float *c, float *cs, const uint32_t *a, const gc_fb &b) {
+#if GC_SPLIT
+    gc_mma(cs, a, b.s);
+#else
+    (void)cs;
+#endif
+    gc_mma(c, a, b.b);
+}
+
 // A warp's MA x NB tiles at once: c[i NB + j] += A_i . B_j with A_i = a + i astep, B_j = b + j bstep
 // (strides as gc_tile); only the first nb B tiles are live. Each fragment is loaded and split once
 // for all the tiles it meets (phase B: 12 MMAs per 12 loaded elements instead of 6 per 10 or 8).
-// Same products in the same order per tile as gc_tile, so the same floats.
-template <int MA, int NB>
+// Same products in the same order per tile as gc_tile, so the same floats. TB = uint16_t: B is bf16
+// in shared memory, row-major (bns = 1), its small part zero.
+template <int MA, int NB, typename TB = float>
 static __device__ __forceinline__ void gc_tiles(float (*c)[4], const float *a, int astep, int ars, int aks,
-                                                const float *b, int bstep, int bks, int bns, int kn, int nb) {
+                                                const TB *b, int bstep, int bks, int bns, int kn, int nb) {
+    constexpr bool bh = sizeof(TB) == 2;
     float cs[MA * NB][4];
 #pragma unroll
     for (int q = 0; q < MA * NB; q++) cs[q][0] = cs[q][1] = cs[q][2] = cs[q][3] = 0.0f;
+    GC_KLOOP
     for (int k0 = 0; k0 < kn; k0 += 8) {
         gc_fb fb[NB];
         gc_fa fa[MA];
 #pragma unroll
         for (int j = 0; j < NB; j++)
-            if (j < nb) gc_ldb(fb[j], b + j * bstep, bks, bns, k0);
+            if (j < nb) {
+                if constexpr (bh) gc_ldb_h(fb[j], (const uint16_t *)b + j * bstep, bks, k0);
+                else gc_ldb(fb[j], (const float *)b + j * bstep, bks, bns, k0);
+            }
 #pragma unroll
         for (int i = 0; i < MA; i++) gc_lda(fa[i], a + i * astep, ars, aks, k0);
 #pragma unroll
         for (int i = 0; i < MA; i++)
 #pragma unroll
             for (int j = 0; j < NB; j++)
-                if (j < nb) gc_mma3(c[i * NB + j], cs[i * NB + j], fa[i], fb[j]);
+                if (j < nb) {
+                    if constexpr (bh) gc_mma2b(c[i * NB + j], cs[i * NB + j], fa[i], fb[j]);
+                    else gc_mma3(c[i * NB + j], cs[i * NB + j], fa[i], fb[j]);
+                }
     }
 #pragma unroll
     for (int q = 0; q < MA * NB; q++)
@@ -212,43 +275,50 @@ template <int N> static __device__ __forceinline__ void gc_cp_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-// The scratch record of one (chunk, v head), in floats: W, Qg, Kd (64 x dkp each), M (64 x 64),
-// U (64 x dvp), e^Gamma_C (padded to 8). Rows padded to multiples of 8 floats and zero-filled past
-// Dk / Dv, so phase B copies whole 16-byte pieces and every record stays 32-byte aligned.
+// The scratch record of one (chunk, v head), in floats: W (64 x dkp), M (64 x 64), U (64 x dvp),
+// e^Gamma_C (padded to 8), fq and fk (64 each). Rows padded to multiples of 8 floats and zero-filled
+// past Dk / Dv, so phase B copies whole 16-byte pieces and every record stays 32-byte aligned.
 struct gc_layout {
     int dkp, dvp;
-    long q, k, m, u, e, rec;
+    long m, u, e, fq, fk, rec;
 };
 static __host__ __device__ __forceinline__ gc_layout gc_lay(gdn_dims d) {
     gc_layout L;
     L.dkp = (d.dk + 7) & ~7, L.dvp = (d.dv + 7) & ~7;
-    L.q = (long)GC_C * L.dkp, L.k = 2 * L.q, L.m = 3 * L.q, L.u = L.m + GC_C * GC_C;
-    L.e = L.u + (long)GC_C * L.dvp, L.rec = L.e + 8;
+    L.m = (long)GC_C * L.dkp, L.u = L.m + GC_C * GC_C, L.e = L.u + (long)GC_C * L.dvp;
+    L.fq = L.e + 8, L.fk = L.fq + GC_C, L.rec = L.fk + GC_C;
     return L;
 }
+// The shapes the chunked form takes (gdn_chunked.cu's header); others go to the scan.
+static bool gc_takes(gdn_dims d) {
+    const int C = 2 * d.hk * d.dk + d.hv * d.dv;
+    return d.dk <= 128 && d.dk % 8 == 0 && C % 8 == 0;
+}
 
-// Scratch: the records, then the conv outputs (T x C floats).
+// Scratch: the records, then the conv outputs (T x C bf16).
 static size_t gc_rec_floats(gdn_dims d, int T) { return (size_t)((T + GC_C - 1) / GC_C) * d.hv * gc_lay(d).rec; }
 
 size_t gdn_pf_chunked_scratch(gdn_dims d, int T) {
-    if (T <= 0 || d.dk > 128) return 0;
-    return (gc_rec_floats(d, T) + (size_t)T * (2 * d.hk * d.dk + d.hv * d.dv)) * sizeof(float);
+    if (T <= 0 || !gc_takes(d)) return 0;
+    return gc_rec_floats(d, T) * sizeof(float) + (size_t)T * (2 * d.hk * d.dk + d.hv * d.dv) * sizeof(uint16_t);
 }
 
 // Conv + SiLU of every channel of the call, once (phase A read it per element through gdn_pf_conv,
 // 4 dependent global loads each, and every k head's q and k once per v head sharing it: half of
 // phase A's stall samples). A thread owns one channel over GCV_ROWS tokens and slides the window
 // of the K - 1 previous raw inputs in registers; same products in the same order as gdn_pf_conv,
-// so the same floats. Conv widths above GCV_KMAX take gdn_pf_conv itself.
+// so the same floats. Conv widths above GCV_KMAX take gdn_pf_conv itself. cv: the outputs' bf16
+// bits (rb() rounded them already; the prefill runs in bf16 mode only, see qgemm_sep.cu).
 #define GCV_ROWS 32
 #define GCV_KMAX 8
+static __device__ __forceinline__ uint16_t gc_bits(float bf) { return (uint16_t)(__float_as_uint(bf) >> 16); }
 __global__ void __launch_bounds__(256)
     gdn_conv_all(int C, int K, int T, int pos, const uint16_t *qkv, const float *ring, const float *conv_w,
-                 float *cv) {
+                 uint16_t *cv) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x, t0 = blockIdx.y * GCV_ROWS, t1 = min(T, t0 + GCV_ROWS);
     if (c >= C) return;
     if (K > GCV_KMAX) {
-        for (int t = t0; t < t1; t++) cv[(long)t * C + c] = gdn_pf_conv(qkv, ring, conv_w, C, K, pos, t, c);
+        for (int t = t0; t < t1; t++) cv[(long)t * C + c] = gc_bits(gdn_pf_conv(qkv, ring, conv_w, C, K, pos, t, c));
         return;
     }
     float w[GCV_KMAX], win[GCV_KMAX]; // win[dd]: the raw input dd tokens back
@@ -276,7 +346,7 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
         for (int dd = 1; dd < GCV_KMAX; dd++)
             if (dd < K) y += w[dd] * win[dd];
-        cv[(long)t * C + c] = rb(silu_f(rb(y)));
+        cv[(long)t * C + c] = gc_bits(rb(silu_f(rb(y))));
 #pragma unroll
         for (int dd = GCV_KMAX - 1; dd > 1; dd--) win[dd] = win[dd - 1];
         win[1] = x;
@@ -284,21 +354,29 @@ __global__ void __launch_bounds__(256)
 }
 
 // Shared floats of phase A: Q (64 x ldk; later B, 64 x (GC_VT + 8), the right operand of X.B), K
-// (64 x ldk), A and X (64 x 68), 4 vectors of 64.
+// (64 x ldk), A and X (64 x 68), 6 vectors of 64.
 static size_t gc_prep_smem_floats(int dk) {
     const size_t ldk = ((dk + 7) & ~7) + 4;
-    return GC_C * (GC_VT + 8) + GC_C * ldk + 2 * GC_C * GC_LD64 + 4 * GC_C;
+    return GC_C * (GC_VT + 8) + GC_C * ldk + 2 * GC_C * GC_LD64 + 6 * GC_C;
 }
-// Shared floats of phase B: S (ncols x ldk), W and Qg (64 x ldk), Kd (64 x ldkb), M (64 x 68), U
-// and Delta (64 x (ncols + 8)).
+// Shared memory of phase B in floats: S (ncols x ldk), W (64 x ldk), Q and K in bf16 (64 x ldh
+// each), M (64 x 68), U, Delta and fk Delta (64 x (ncols + 8)), fq and fk (64).
 static size_t gc_scan_smem_floats(int dk, int ncols) {
-    const size_t dkp = (dk + 7) & ~7, ldk = dkp + 4, ldkb = ((dkp + 15) & ~15) + 8, ldn = ncols + 8;
-    return ncols * ldk + 2 * GC_C * ldk + GC_C * ldkb + GC_C * GC_LD64 + 2 * GC_C * ldn;
+    const size_t dkp = (dk + 7) & ~7, ldk = dkp + 4, ldh = dkp + 8, ldn = ncols + 8;
+    return ncols * ldk + GC_C * ldk + GC_C * ldh + GC_C * GC_LD64 + 3 * GC_C * ldn + 2 * GC_C;
+}
+
+// 8 bf16 (16 bytes) -> 8 floats in shared memory (dst 16-byte aligned), times scale.
+static __device__ __forceinline__ void gc_st8(float *dst, uint4 v, float scale) {
+    auto lo = [](uint32_t w) { return __uint_as_float(w << 16); };
+    auto hi = [](uint32_t w) { return __uint_as_float(w & 0xffff0000u); };
+    *(float4 *)dst = make_float4(scale * lo(v.x), scale * hi(v.x), scale * lo(v.y), scale * hi(v.y));
+    *(float4 *)(dst + 4) = make_float4(scale * lo(v.z), scale * hi(v.z), scale * lo(v.w), scale * hi(v.w));
 }
 
 // Phase A: one block per (chunk, v head), independent of the state; writes the chunk's record.
 __global__ void __launch_bounds__(GC_THREADS, 2)
-    gdn_chunk_prep(gdn_dims d, int T, const float *cv, const uint16_t *bb, const uint16_t *aa,
+    gdn_chunk_prep(gdn_dims d, int T, const uint16_t *cv, const uint16_t *bb, const uint16_t *aa,
                    const float *dt_bias, const float *A, float *scr) {
     extern __shared__ __align__(16) float sm[];
     const int ch = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
@@ -310,30 +388,27 @@ __global__ void __launch_bounds__(GC_THREADS, 2)
     float *Qs = sm, *Bs = sm, *Ks = sm + GC_C * ldb;
     float *Am = Ks + GC_C * ldk, *Xm = Am + GC_C * GC_LD64;
     float *bet = Xm + GC_C * GC_LD64, *gam = bet + GC_C, *eG = gam + GC_C, *eC = eG + GC_C;
+    float *iq = eC + GC_C, *ik = iq + GC_C; // 1 / |q| Dk^-1/2 and 1 / |k| per token
     float *rec = scr + ((long)ch * d.hv + h) * L.rec;
-    float *gW = rec, *gQ = rec + L.q, *gK = rec + L.k, *gM = rec + L.m, *gU = rec + L.u;
+    float *gW = rec, *gM = rec + L.m, *gU = rec + L.u;
 
-    // q and k after conv + SiLU (gdn_conv_all; the k head of this v head); zeros past the live rows
-    // and Dk. In 16-byte asynchronous copies when every piece is aligned (Dk and C multiples of 4:
-    // the scalar loads waited on memory for a sixth of phase A's samples), else one float a thread.
-    if (!(Dk & 3) && !(C & 3)) {
-        const int q4 = dkp / 4;
-        for (int w = tid; w < GC_C * 2 * q4; w += GC_THREADS) {
-            const int tt = w / (2 * q4), ci = w % (2 * q4);
-            const bool isk = ci >= q4;
-            const int i = (isk ? ci - q4 : ci) * 4;
-            const bool ok = tt < nc && i < Dk;
-            gc_cp16((isk ? Ks : Qs) + tt * ldk + i, ok ? cv + (long)(c0 + tt) * C + (isk ? d.hk * Dk : 0) + kh * Dk + i : cv, ok);
+    // q and k after conv + SiLU (gdn_conv_all, bf16; the k head of this v head) to fp32; zeros past
+    // the live rows. Dk is a multiple of 8 (gc_takes): 16-byte loads, all of a thread's issued
+    // before its first store (at most 8: 64 rows x 2 x 16 pieces over 256 threads).
+    {
+        const int q8 = Dk / 8, np = GC_C * 2 * q8;
+        uint4 raw[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int w = tid + j * GC_THREADS, tt = w / (2 * q8), ci = w % (2 * q8);
+            raw[j] = make_uint4(0, 0, 0, 0);
+            if (w < np && tt < nc)
+                raw[j] = __ldg((const uint4 *)(cv + (long)(c0 + tt) * C + (ci >= q8 ? d.hk * Dk : 0) + kh * Dk + (ci % q8) * 8));
         }
-        gc_cp_commit();
-    } else {
-        for (int w = tid; w < GC_C * 2 * dkp; w += GC_THREADS) {
-            const int tt = w / (2 * dkp), ci = w % (2 * dkp);
-            const bool isk = ci >= dkp;
-            const int i = isk ? ci - dkp : ci;
-            float y = 0.0f;
-            if (tt < nc && i < Dk) y = cv[(long)(c0 + tt) * C + (isk ? d.hk * Dk : 0) + kh * Dk + i];
-            (isk ? Ks : Qs)[tt * ldk + i] = y;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int w = tid + j * GC_THREADS, tt = w / (2 * q8), ci = w % (2 * q8);
+            if (w < np) gc_st8((ci >= q8 ? Ks : Qs) + tt * ldk + (ci % q8) * 8, raw[j], 1.0f);
         }
     }
     if (tid < GC_C) {
@@ -341,9 +416,9 @@ __global__ void __launch_bounds__(GC_THREADS, 2)
         bet[tid] = live ? gdn_pf_beta(bb[(long)(c0 + tid) * d.hv + h]) : 0.0f;
         gam[tid] = live ? gdn_pf_logdecay(aa[(long)(c0 + tid) * d.hv + h], dt_bias[h], A[h]) : 0.0f;
     }
-    gc_cp_wait<0>();
     __syncthreads();
-    // Gamma (warp 0, two tokens a lane), then the L2 norms (a warp per token).
+    // Gamma (warp 0, two tokens a lane), then the L2 norms (4 lanes a token, 8 tokens a warp: a warp a
+    // token waited on 8 serial reductions).
     if (warp == 0) {
         float g0 = gam[2 * lane], g1 = gam[2 * lane + 1], s = g0 + g1;
 #pragma unroll
@@ -357,17 +432,20 @@ __global__ void __launch_bounds__(GC_THREADS, 2)
         eC[2 * lane] = expf(fminf(GC - G0, 0.0f)), eC[2 * lane + 1] = expf(fminf(GC - G1, 0.0f));
         if (lane < 8) rec[L.e + lane] = lane ? 0.0f : expf(GC);
     }
-    for (int tt = warp; tt < nc; tt += GC_WARPS) {
+    {
+        const int tt = warp * 8 + (lane >> 2), p = lane & 3; // 8 warps x 8 tokens = GC_C
         float *q = Qs + tt * ldk, *k = Ks + tt * ldk;
         float sq = 0.0f, sk = 0.0f;
-        for (int i = lane; i < Dk; i += 32) sq += q[i] * q[i], sk += k[i] * k[i];
-        sq = warp_sum(sq), sk = warp_sum(sk);
-        for (int i = lane; i < Dk; i += 32) {
-            q[i] = q[i] / sqrtf(sq + 1e-6f) * rsqrtf((float)Dk);
-            k[i] = k[i] / sqrtf(sk + 1e-6f);
-        }
+        for (int i = p; i < Dk; i += 4) sq += q[i] * q[i], sk += k[i] * k[i];
+        sq += __shfl_xor_sync(0xffffffffu, sq, 1), sk += __shfl_xor_sync(0xffffffffu, sk, 1);
+        sq += __shfl_xor_sync(0xffffffffu, sq, 2), sk += __shfl_xor_sync(0xffffffffu, sk, 2);
+        const float rq = 1.0f / sqrtf(sq + 1e-6f) * rsqrtf((float)Dk), rk = 1.0f / sqrtf(sk + 1e-6f);
+        for (int i = p; i < Dk; i += 4) q[i] *= rq, k[i] *= rk;
+        if (p == 0) iq[tt] = tt < nc ? rq : 0.0f, ik[tt] = tt < nc ? rk : 0.0f;
     }
     __syncthreads();
+    if (tid < 2 * GC_C) // the row factors of phase B's products with the raw q and k
+        rec[tid < GC_C ? L.fq + tid : L.fk + tid - GC_C] = tid < GC_C ? eG[tid] * iq[tid] : eC[tid - GC_C] * ik[tid - GC_C];
     // A (into shared) and M (straight to the record), 64 x 64 in 16 x 8 tiles, one warp computing a
     // tile of both (they share the K fragments). Tiles t < 20 are the ones that reach the diagonal
     // (row block rb starts at rb (rb + 1)), the 12 after them lie wholly above it and are zero.
@@ -388,10 +466,6 @@ __global__ void __launch_bounds__(GC_THREADS, 2)
             Am[i * GC_LD64 + j] = j < i ? bet[i] * acc[e] * expf(gam[i] - gam[j]) : 0.0f;
             gM[i * GC_C + j] = j <= i ? accm[e] * expf(gam[i] - gam[j]) : 0.0f;
         }
-    }
-    for (int w = tid; w < GC_C * dkp; w += GC_THREADS) {
-        const int i = w / dkp, k = w % dkp;
-        gQ[w] = eG[i] * Qs[i * ldk + k], gK[w] = eC[i] * Ks[i * ldk + k];
     }
     __syncthreads();
     // B = beta e^Gamma K over Q's buffer (Q is spent); X = (I + A)^-1, lower unitriangular, by blocks
@@ -448,21 +522,18 @@ __global__ void __launch_bounds__(GC_THREADS, 2)
     for (int v0 = 0; v0 < dvp; v0 += GC_VT) {
         const int nv = min(GC_VT, dvp - v0);
         __syncthreads();
-        if (!(Dv & 3) && !(C & 3)) { // 16-byte loads (4 in flight a thread, not 1)
-            for (int w = tid; w < GC_C * (nv / 4); w += GC_THREADS) {
-                const int tt = w / (nv / 4), jj = (w % (nv / 4)) * 4;
-                float4 y = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                if (tt < nc && v0 + jj < Dv) {
-                    y = *(const float4 *)(cv + (long)(c0 + tt) * C + 2 * d.hk * Dk + h * Dv + v0 + jj);
-                    y.x *= bet[tt], y.y *= bet[tt], y.z *= bet[tt], y.w *= bet[tt];
-                }
-                *(float4 *)(Bs + tt * ldb + jj) = y;
+        if (!(Dv & 7)) { // 16-byte loads of 8 bf16 (the row starts are 16-byte aligned: C % 8 == 0)
+            for (int w = tid; w < GC_C * (nv / 8); w += GC_THREADS) {
+                const int tt = w / (nv / 8), jj = (w % (nv / 8)) * 8;
+                uint4 y = make_uint4(0, 0, 0, 0);
+                if (tt < nc && v0 + jj < Dv) y = __ldg((const uint4 *)(cv + (long)(c0 + tt) * C + 2 * d.hk * Dk + h * Dv + v0 + jj));
+                gc_st8(Bs + tt * ldb + jj, y, bet[tt]);
             }
         } else {
             for (int w = tid; w < GC_C * nv; w += GC_THREADS) {
                 const int tt = w / nv, jj = w % nv;
                 float y = 0.0f;
-                if (tt < nc && v0 + jj < Dv) y = bet[tt] * cv[(long)(c0 + tt) * C + 2 * d.hk * Dk + h * Dv + v0 + jj];
+                if (tt < nc && v0 + jj < Dv) y = bet[tt] * __uint_as_float((uint32_t)cv[(long)(c0 + tt) * C + 2 * d.hk * Dk + h * Dv + v0 + jj] << 16);
                 Bs[tt * ldb + jj] = y;
             }
         }
@@ -480,19 +551,22 @@ __global__ void __launch_bounds__(GC_THREADS, 2)
 
 // Phase B: grid (Hv, nsplit), a block owns `ncols` (a multiple of 16) value columns of one v head
 // and walks the chunks in order with its state slice in shared memory. Copies of the next chunk's
-// record overlap the current chunk's products: group 1 (W, Qg, U) is read only by step 1, group 2
-// (Kd, M) only by step 2, so each group is refilled while the other step runs.
+// record overlap the current chunk's products: group 1 (W, Q, U, fq, fk) is read only by step 1,
+// group 2 (K, M) only by step 2, so each group is refilled while the other step runs.
 __global__ void __launch_bounds__(GC_THREADS, 1)
-    gdn_chunk_scan(gdn_dims d, int T, const float *scr, float *state, uint16_t *o, int ncols) {
+    gdn_chunk_scan(gdn_dims d, int T, const float *scr, const uint16_t *cv, float *state, uint16_t *o, int ncols) {
     extern __shared__ __align__(16) float sm[];
     const int h = blockIdx.x, j0 = blockIdx.y * ncols, tid = threadIdx.x;
     const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;
     const gc_layout L = gc_lay(d);
-    const int Dk = d.dk, dkp = L.dkp, dvp = L.dvp, ldk = dkp + 4, ldkb = ((dkp + 15) & ~15) + 8;
+    const int Dk = d.dk, dkp = L.dkp, dvp = L.dvp, ldk = dkp + 4, ldh = dkp + 8;
+    const int C = 2 * d.hk * Dk + d.hv * d.dv, kh = h / (d.hv / d.hk);
     const int ldn = ncols + 8, nct = ncols / 8, nkt = dkp / 8, nch = (T + GC_C - 1) / GC_C;
     const int nlive = min(ncols, d.dv - j0); // live columns (the last block may have fewer)
-    float *Ss = sm, *Wb = Ss + ncols * ldk, *Qb = Wb + GC_C * ldk, *Kb = Qb + GC_C * ldk;
-    float *Mb = Kb + GC_C * ldkb, *Ub = Mb + GC_C * GC_LD64, *Db = Ub + GC_C * ldn;
+    float *Ss = sm, *Wb = Ss + ncols * ldk;
+    uint16_t *Qh = (uint16_t *)(Wb + GC_C * ldk), *Kh = Qh + GC_C * ldh;
+    float *Mb = (float *)(Kh + GC_C * ldh), *Ub = Mb + GC_C * GC_LD64, *Db = Ub + GC_C * ldn, *Fb = Db + GC_C * ldn;
+    float *fqv = Fb + GC_C * ldn, *fkv = fqv + GC_C;
     float *Sg = state + ((long)h * d.dv + j0) * Dk;
 
     // Each thread's part of a copy of 64 rows of q4 16-byte pieces: column piece tid % q4, rows
@@ -500,21 +574,29 @@ __global__ void __launch_bounds__(GC_THREADS, 1)
     // slots when done per piece); threads past the last whole row group idle.
     struct part { int r0, rs, c; };
     auto part_of = [&](int q4) { return part{tid < (GC_THREADS / q4) * q4 ? tid / q4 : GC_C, GC_THREADS / q4, (tid % q4) * 4}; };
-    const part pk = part_of(dkp / 4), pn = part_of(ncols / 4), pm = part_of(GC_C / 4);
+    const part pk = part_of(dkp / 4), ph = part_of(dkp / 8), pn = part_of(ncols / 4), pm = part_of(GC_C / 4);
+    const int hc = 2 * ph.c; // bf16 column of this thread's 16-byte piece of a q or k row
     const bool u_ok = j0 + pn.c < dvp;
+    // q (k) row r of chunk ch: the conv output of token c0 + r, k head kh; rows past T zero-filled.
+    auto raw = [&](int ch, int r, int sec) { return cv + (long)(ch * GC_C + r) * C + sec * d.hk * Dk + kh * Dk + hc; };
     auto load1 = [&](int ch) {
         const float *rec = scr + ((long)ch * d.hv + h) * L.rec;
-        for (int r = pk.r0; r < GC_C; r += pk.rs) {
-            gc_cp16(Wb + r * ldk + pk.c, rec + r * dkp + pk.c, true);
-            gc_cp16(Qb + r * ldk + pk.c, rec + L.q + r * dkp + pk.c, true);
+        for (int r = pk.r0; r < GC_C; r += pk.rs) gc_cp16(Wb + r * ldk + pk.c, rec + r * dkp + pk.c, true);
+        for (int r = ph.r0; r < GC_C; r += ph.rs) {
+            const bool live = ch * GC_C + r < T;
+            gc_cp16((float *)(Qh + r * ldh + hc), live ? (const float *)raw(ch, r, 0) : scr, live);
         }
         for (int r = pn.r0; r < GC_C; r += pn.rs)
             gc_cp16(Ub + r * ldn + pn.c, rec + L.u + (long)r * dvp + (u_ok ? j0 + pn.c : 0), u_ok);
+        if (tid < 32) gc_cp16((tid < 16 ? fqv : fkv - 16 * 4) + 4 * tid, rec + (tid < 16 ? L.fq : L.fk - 16 * 4) + 4 * tid, true);
         gc_cp_commit();
     };
     auto load2 = [&](int ch) {
         const float *rec = scr + ((long)ch * d.hv + h) * L.rec;
-        for (int r = pk.r0; r < GC_C; r += pk.rs) gc_cp16(Kb + r * ldkb + pk.c, rec + L.k + r * dkp + pk.c, true);
+        for (int r = ph.r0; r < GC_C; r += ph.rs) {
+            const bool live = ch * GC_C + r < T;
+            gc_cp16((float *)(Kh + r * ldh + hc), live ? (const float *)raw(ch, r, 1) : scr, live);
+        }
         for (int r = pm.r0; r < GC_C; r += pm.rs) gc_cp16(Mb + r * GC_LD64 + pm.c, rec + L.m + r * GC_C + pm.c, true);
         gc_cp_commit();
     };
@@ -534,29 +616,44 @@ __global__ void __launch_bounds__(GC_THREADS, 1)
         const float ecc = scr[((long)ch * d.hv + h) * L.rec + L.e]; // e^Gamma_C, needed in step 2
         gc_cp_wait<1>(); // group 1 of this chunk landed (group 2 may still be in flight)
         __syncthreads();
-        // Step 1: Oacc = Qg S0 (kept in registers) and Delta = U - W S0 (64 x ncols each); a unit
-        // does both products for its two column tiles (2 x 2 tiles sharing every fragment).
+        // Step 1: Oacc = fq (Q S0) (kept in registers) and Delta = U - W S0 (64 x ncols each); a unit
+        // does both products for its two column tiles, sharing the S0 fragments.
 #pragma unroll
         for (int r = 0; r < GC_MAXCOLS / 32; r++) {
             const int u = warp + GC_WARPS * r;
             if (u < nunit) {
                 const int rb = u / npair, cb = 2 * (u % npair);
-                float c4[4][4] = {};
-                gc_tiles<2, 2>(c4, Qb + rb * 16 * ldk, (int)(Wb - Qb), ldk, 1, Ss + cb * 8 * ldk, 8 * ldk, 1, ldk, dkp, 2);
+                float cq[2][4] = {}, cqs[2][4] = {}, cw[2][4] = {}, cws[2][4] = {};
+                GC_KLOOP
+                for (int k0 = 0; k0 < dkp; k0 += 8) {
+                    gc_fb fb[2];
+                    gc_fa fw;
+                    uint32_t fq[4];
+#pragma unroll
+                    for (int q = 0; q < 2; q++) gc_ldb(fb[q], Ss + (cb + q) * 8 * ldk, 1, ldk, k0);
+                    gc_lda(fw, Wb + rb * 16 * ldk, ldk, 1, k0);
+                    gc_lda_h(fq, Qh + rb * 16 * ldh, ldh, k0);
+#pragma unroll
+                    for (int q = 0; q < 2; q++) {
+                        gc_mma2a(cq[q], cqs[q], fq, fb[q]);
+                        gc_mma3(cw[q], cws[q], fw, fb[q]);
+                    }
+                }
 #pragma unroll
                 for (int q = 0; q < 2; q++)
 #pragma unroll
                     for (int e = 0; e < 4; e++) {
                         const int i = rb * 16 + g + (e >> 1) * 8, j = (cb + q) * 8 + 2 * t4 + (e & 1);
-                        oacc[r][q][e] = c4[q][e];
-                        Db[i * ldn + j] = Ub[i * ldn + j] - c4[2 + q][e];
+                        const float dl = Ub[i * ldn + j] - (cw[q][e] + cws[q][e]);
+                        oacc[r][q][e] = fqv[i] * (cq[q][e] + cqs[q][e]);
+                        Db[i * ldn + j] = dl, Fb[i * ldn + j] = fkv[i] * dl;
                     }
             }
         }
-        gc_cp_wait<0>(); // group 2 (Kd, M) landed
+        gc_cp_wait<0>(); // group 2 (K, M) landed
         __syncthreads();
         if (ch + 1 < nch) load1(ch + 1);
-        // Step 2: O = Oacc + M Delta (bf16 out), S = e^Gamma_C S + Delta^T Kd.
+        // Step 2: O = Oacc + M Delta (bf16 out), S = e^Gamma_C S + (fk Delta)^T K.
 #pragma unroll
         for (int r = 0; r < GC_MAXCOLS / 32; r++) {
             const int u = warp + GC_WARPS * r;
@@ -573,7 +670,7 @@ __global__ void __launch_bounds__(GC_THREADS, 1)
                     }
             }
         }
-        // State tiles four at a time along Dk (sharing the Delta^T fragments); fewer in the last
+        // State tiles four at a time along Dk (sharing the (fk Delta)^T fragments); fewer in the last
         // group when Dk / 8 is not a multiple of 4.
         const int nkq = (nkt + 3) / 4;
         for (int u = warp; u < (ncols / 16) * nkq; u += GC_WARPS) {
@@ -585,7 +682,7 @@ __global__ void __launch_bounds__(GC_THREADS, 1)
 #pragma unroll
                 for (int e = 0; e < 4; e++)
                     acc[q][e] = q < nb ? ecc * s1[(g + (e >> 1) * 8) * ldk + q * 8 + 2 * t4 + (e & 1)] : 0.0f;
-            gc_tiles<1, 4>(acc, Db + rb * 16, 0, 1, ldn, Kb + cb * 8, 8, ldkb, 1, GC_C, nb);
+            gc_tiles<1, 4, uint16_t>(acc, Fb + rb * 16, 0, 1, ldn, Kh + cb * 8, 8, ldh, 1, GC_C, nb);
 #pragma unroll
             for (int q = 0; q < 4; q++)
 #pragma unroll
@@ -602,7 +699,7 @@ void gdn_pf_chunked(gdn_dims d, int T, int pos, const uint16_t *qkv, const uint1
                     const uint16_t *a, const float *conv_w, const float *dt_bias, const float *A,
                     float *conv_ring, float *state, uint16_t *o, float *scratch, int nsplit, cudaStream_t st) {
     if (T <= 0) return;
-    if (d.dk > 128) {
+    if (!gc_takes(d)) {
         gdn_pf_scan(d, T, pos, qkv, b, a, conv_w, dt_bias, A, conv_ring, state, o, 0, st);
         return;
     }
@@ -612,7 +709,7 @@ void gdn_pf_chunked(gdn_dims d, int T, int pos, const uint16_t *qkv, const uint1
     if (ncols > GC_MAXCOLS) ncols = GC_MAXCOLS;
     nsplit = (d.dv + ncols - 1) / ncols;
     const int nch = (T + GC_C - 1) / GC_C, C = 2 * d.hk * d.dk + d.hv * d.dv;
-    float *cv = scratch + gc_rec_floats(d, T);
+    uint16_t *cv = (uint16_t *)(scratch + gc_rec_floats(d, T));
     gdn_conv_all<<<dim3((C + 255) / 256, (T + GCV_ROWS - 1) / GCV_ROWS), 256, 0, st>>>(C, d.kconv, T, pos, qkv,
                                                                                     conv_ring, conv_w, cv);
     PF_MARK("gdn conv + silu (all channels)");
@@ -622,7 +719,7 @@ void gdn_pf_chunked(gdn_dims d, int T, int pos, const uint16_t *qkv, const uint1
     cudaFuncSetAttribute(gdn_chunk_scan, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_b);
     gdn_chunk_prep<<<dim3(nch, d.hv), GC_THREADS, smem_a, st>>>(d, T, cv, b, a, dt_bias, A, scratch);
     PF_MARK("gdn chunked phase A (norms, WY, inverse)"); // the two phases apart in pfprof
-    gdn_chunk_scan<<<dim3(d.hv, nsplit), GC_THREADS, smem_b, st>>>(d, T, scratch, state, o, ncols);
+    gdn_chunk_scan<<<dim3(d.hv, nsplit), GC_THREADS, smem_b, st>>>(d, T, scratch, cv, state, o, ncols);
     PF_MARK("gdn chunked phase B (chunk-serial scan)");
     gdn_pf_ring(d, T, pos, qkv, conv_ring, st);
 }

@@ -268,10 +268,11 @@ void gdn_pf_ring(gdn_dims d, int T, int pos, const uint16_t *qkv, float *conv_ri
 // chunked form of spec §4 (chunks of 64 tokens, products on the tensor cores in 3xTF32, see the
 // file's comment): a conv pass over all channels, a parallel kernel over (chunk, v head) that
 // writes each chunk's state-independent matrices to `scratch`, then a sequential kernel over the
-// chunks that carries the state. scratch (records, then the T x C conv outputs): device
-// memory of gdn_pf_chunked_scratch(d, T) bytes (0 when Dk > 128), no initial contents needed.
-// nsplit: blocks per v head for the sequential kernel (<= 0: Dv / 32 rounded up; columns a block
-// rounded up to 16, at most 64). Takes Dk <= 128 and any Dv; larger Dk goes to gdn_pf_scan. Used by
+// chunks that carries the state. scratch (records, then the T x C conv outputs in bf16): device
+// memory of gdn_pf_chunked_scratch(d, T) bytes (0 for the shapes it does not take), no initial
+// contents needed. nsplit: blocks per v head for the sequential kernel (<= 0: Dv / 32 rounded up;
+// columns a block rounded up to 16, at most 64). Takes Dk <= 128 with Dk and the conv channels
+// multiples of 8, and any Dv; other shapes go to gdn_pf_scan. Used by
 // the prefill path for chunks of >= 64 tokens unless LILY_CUDA_GDN_CHUNKED=0
 // (LILY_CUDA_OPT_GDN_CHUNKED, bench flag "gdn_chunked").
 size_t gdn_pf_chunked_scratch(gdn_dims d, int T);

@@ -606,7 +606,8 @@ static void test_gdn_pf(rng &r) {
 // Cases: T = 1 (one partial chunk), 63/64/65 (chunk edges), 200, 1000 and 2048 (many chunks, state
 // carried across), pos > 0 (ring and state carried in), Hv = 2 Hk and wider groups, Hv = Hk,
 // Dk 16/24/32/40/64/128, Dv with uneven column splits and Dv > 128 (the parallel kernel builds U in
-// passes of 128 columns), the real dims (hk 16, hv 32, dk = dv = 128, T 200 and 2048). The scratch
+// passes of 128 columns), Dv = 20 (v rows not 16-byte aligned: phase A's scalar loads), Dk = 20
+// (not a multiple of 8: the call goes to the scan, so it equals the scan bitwise), the real dims (hk 16, hv 32, dk = dv = 128, T 200 and 2048). The scratch
 // of the parallel kernel starts as NaN, so a float it fails to write reaches the outputs. Then (not with `small`)
 // a timing table scan vs chunked at the real dims, printed only.
 static void test_gdn_chunked(rng &r) {
@@ -614,7 +615,7 @@ static void test_gdn_chunked(rng &r) {
                         {2, 4, 128, 128, 4, 64, 7, 0}, {4, 8, 128, 96, 4, 65, 0, 3},   {1, 2, 40, 40, 4, 200, 130, 3},
                         {16, 32, 128, 128, 4, 200, 5, 0}, {2, 4, 128, 128, 4, 1000, 77, 2}, {1, 4, 64, 128, 4, 130, 0, 8},
                         {2, 2, 128, 64, 4, 129, 64, 1},  {16, 32, 128, 128, 4, 2048, 300, 0}, {1, 1, 128, 40, 4, 100, 3, 3},
-                        {1, 2, 24, 200, 3, 70, 1, 0}};
+                        {1, 2, 24, 200, 3, 70, 1, 0},    {1, 2, 16, 20, 4, 70, 2, 0},   {1, 2, 20, 24, 4, 50, 0, 0}};
     int idx = 0;
     for (auto &k : cases) {
         if (g_small && idx++ >= 3) break;
@@ -914,6 +915,12 @@ void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
     const char *bw = getenv("LILY_CUDA_QG_BF16W");
     const int bw_default = bw ? atoi(bw) != 0 : 1;
     printf("prefill kernel tests, seed %llu%s\n", (unsigned long long)seed, bw_default ? ", bf16-weight wgmma GEMM" : "");
+    const char *only = getenv("LILY_GPU_PF"); // "gdn": the GDN prefill cases and their timing table only
+    if (only && !strcmp(only, "gdn")) {
+        test_gdn_pf(r);
+        test_gdn_chunked(r);
+        return;
+    }
     test_qgemm(r);
     lily_qg_bf16w = bw_default;
     const char *rs = getenv("LILY_CUDA_QG_RS");
