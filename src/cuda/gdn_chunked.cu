@@ -34,7 +34,8 @@
 // fp32 record matrix, none written by phase A) and a bf16 value is its own TF32 big part: those two
 // products take two MMAs a k-step instead of three, and no split.
 // The next chunk's record is copied in (cp.async) while the current chunk computes: W, Q, U, fq, fk
-// during step 2, K and M during the next step 1. No inverse, conv or norm is left in the serial
+// during step 2, K and M during the next step 1. (An L2 prefetch of each record a chunk before its
+// copies made phase B slower, 0.78 -> 0.85 ms a layer at 4K tokens: the copies do not wait on DRAM.) No inverse, conv or norm is left in the serial
 // chain, and the 4 column blocks of a head no longer each redo it. The ring is advanced afterwards by
 // gdn_pf_ring, as the scan does.
 //
@@ -54,21 +55,22 @@
 // GC_SPLIT=0 at compile time gives 1xTF32 for measuring what the split costs. The forward
 // substitution and the exponentials are fp32 on the CUDA cores.
 //
-// Shared memory (floats unless bf16). Row strides = 4 mod 8 for fp32 matrices read as A operands or
-// as transposed B (conflict-free fragment loads), = 8 mod 16 for row-major fp32 B, and 4 mod 32
-// words for the bf16 ones (Dk + 8 elements at Dk = 128).
+// Shared memory (floats unless bf16). Phase A: row strides = 4 mod 8 for matrices read as A operands
+// or as transposed B (conflict-free fragment loads), = 8 mod 16 for row-major B. Phase B: every
+// operand in the order its fragments are loaded (gc_lda_f and the like), conflict-free by layout.
 //   A: Q 64 x (Dk8 + 4), reused for the right operand B of X.B as 64 x 136; K 64 x (Dk8 + 4); A, X
 //      64 x 68; 6 x 64 vectors: 104 KB at Dk 128, two blocks an SM.
-//   B: S ncols x (Dk8 + 4); W 64 x (Dk8 + 4); Q and K bf16 64 x (Dk8 + 8); M 64 x 68; U, Delta,
-//      fk Delta 64 x (ncols + 8); fq, fk: 134 KB at Dk 128 and 32 columns (the default for Dv 128: 4
-//      blocks a head, 128 blocks, one wave on 132 SMs), 174 KB at 64 columns.
+//   B: S ncols x 2 (Dk8 + 8) ((big, rest) groups); W 64 x Dk8; Q and K bf16 64 x (Dk8 + 8); M 64 x
+//      64; U, Delta 64 x ncols; (fk Delta)^T split ncols x 128; fq, fk: 149 KB at Dk 128 and 32
+//      columns (the default for Dv 128: 4 blocks a head, 128 blocks, one wave on 132 SMs), 215 KB at
+//      64 columns.
 // ncols is rounded up to a multiple of 16 (the state update's row tiles), at most 64; so nsplit is
 // a request: blocks per head = Dv / ncols rounded up. Takes Dk <= 128 with Dk and C (the conv
 // channels) multiples of 8 (16-byte bf16 rows), and any Dv (columns past Dv in the last block are
 // zero padding); other shapes go to gdn_pf_scan.
 // ptxas (CUDA 13.0, sm_90a, 3xTF32, k-loops unrolled by 4): gdn_chunk_prep 96 registers,
-// gdn_chunk_scan 165 registers, no spills, no stack; dynamic shared memory 104,960 B (A, any Dk <=
-// 128) and 113,408 / 134,144 / 175,616 B (B at Dk 128 and 16 / 32 / 64 columns).
+// gdn_chunk_scan 150 registers, no spills, no stack; dynamic shared memory 104,960 B (A, any Dk <=
+// 128) and 118,272 / 152,064 / 219,648 B (B at Dk 128 and 16 / 32 / 64 columns).
 #include "prefill.cuh"
 #include "gdn_pf.cuh"
 
@@ -195,18 +197,8 @@ static __device__ __forceinline__ void gc_tile2a(float *c1, float *c2, const flo
 #pragma unroll
     for (int e = 0; e < 4; e++) c1[e] += s1[e], c2[e] += s2[e];
 }
-// Fragments from bf16 shared memory (the conv outputs): a bf16 value is exact in TF32 and is its own
-// big part; the small part is zero and its MMAs are left out (gc_mma2b, gc_mma2a).
-static __device__ __forceinline__ uint32_t gc_h(const uint16_t *p) { return (uint32_t)*p << 16; }
-static __device__ __forceinline__ void gc_lda_h(uint32_t *f, const uint16_t *a, int ars, int k0) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    f[0] = gc_h(a + g * ars + k0 + t), f[1] = gc_h(a + (g + 8) * ars + k0 + t);
-    f[2] = gc_h(a + g * ars + k0 + t + 4), f[3] = gc_h(a + (g + 8) * ars + k0 + t + 4);
-}
-static __device__ __forceinline__ void gc_ldb_h(gc_fb &f, const uint16_t *b, int bks, int k0) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    f.b[0] = gc_h(b + (k0 + t) * bks + g), f.b[1] = gc_h(b + (k0 + t + 4) * bks + g);
-}
+// The products with a bf16 operand (the conv outputs): a bf16 value is exact in TF32 and is its own
+// big part, so the terms with its small part are left out.
 // c += a.b, cs += a.s.b (B exact in TF32: a bf16 operand).
 static __device__ __forceinline__ void gc_mma2b(float *c, float *cs, const gc_fa &a, const gc_fb &b) {
 #if GC_SPLIT
@@ -226,43 +218,70 @@ static __device__ __forceinline__ void gc_mma2a(float *c, float *cs, const uint3
     gc_mma(c, a, b.b);
 }
 
-// A warp's MA x NB tiles at once: c[i NB + j] += A_i . B_j with A_i = a + i astep, B_j = b + j bstep
-// (strides as gc_tile); only the first nb B tiles are live. Each fragment is loaded and split once
-// for all the tiles it meets (phase B: 12 MMAs per 12 loaded elements instead of 6 per 10 or 8).
-// Same products in the same order per tile as gc_tile, so the same floats. TB = uint16_t: B is bf16
-// in shared memory, row-major (bns = 1), its small part zero.
-template <int MA, int NB, typename TB = float>
-static __device__ __forceinline__ void gc_tiles(float (*c)[4], const float *a, int astep, int ars, int aks,
-                                                const TB *b, int bstep, int bks, int bns, int kn, int nb) {
-    constexpr bool bh = sizeof(TB) == 2;
-    float cs[MA * NB][4];
+// Phase B's fragments. Within a k-step of 8 the products may take the k indices in any order as
+// long as A and B agree: lane (g, t) takes k = 2t for the fragment slots of k = t and 2t + 1 for
+// those of k = t + 4 (a0/a1 and b0 at 2t, a2/a3 and b1 at 2t + 1). Then the two k a lane needs are
+// adjacent, and a lane's A fragment of a tile is the 4 values it holds of the same tile as an MMA
+// result: so every operand is stored where one vector load puts it straight into the MMA's register
+// tuple (a 16-byte load of an A fragment, one of a state B fragment, 8 bytes of a Delta B fragment,
+// ldmatrix.trans for K's), without bank conflicts and without register moves.
+// A fragment of a tile stored in fragment order (gc_st_afrag), split at load.
+static __device__ __forceinline__ void gc_lda_f(gc_fa &f, const float *tile) {
+    const float4 v = *(const float4 *)(tile + (threadIdx.x & 31) * 4);
+    const float x[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-    for (int q = 0; q < MA * NB; q++) cs[q][0] = cs[q][1] = cs[q][2] = cs[q][3] = 0.0f;
-    GC_KLOOP
-    for (int k0 = 0; k0 < kn; k0 += 8) {
-        gc_fb fb[NB];
-        gc_fa fa[MA];
+    for (int i = 0; i < 4; i++) f.b[i] = gc_hi(x[i]), f.s[i] = gc_hi(x[i] - __uint_as_float(f.b[i]));
+}
+// A fragment stored split in fragment order: 128 big parts, then 128 small ones.
+static __device__ __forceinline__ void gc_lda_fs(gc_fa &f, const float *tile) {
+    const int lane = threadIdx.x & 31;
+    const float4 b = *(const float4 *)(tile + lane * 4), s = *(const float4 *)(tile + 128 + lane * 4);
+    f.b[0] = __float_as_uint(b.x), f.b[1] = __float_as_uint(b.y), f.b[2] = __float_as_uint(b.z), f.b[3] = __float_as_uint(b.w);
+    f.s[0] = __float_as_uint(s.x), f.s[1] = __float_as_uint(s.y), f.s[2] = __float_as_uint(s.z), f.s[3] = __float_as_uint(s.w);
+}
+// A fragment from bf16 rows a[r ld + k] (exact in TF32: no small part).
+static __device__ __forceinline__ void gc_lda_hp(uint32_t *f, const uint16_t *a, int ld, int k0) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const uint32_t p0 = *(const uint32_t *)(a + g * ld + k0 + 2 * t), p1 = *(const uint32_t *)(a + (g + 8) * ld + k0 + 2 * t);
+    f[0] = p0 << 16, f[1] = p1 << 16, f[2] = p0 & 0xffff0000u, f[3] = p1 & 0xffff0000u;
+}
+// The state: row j (a value column) of Dk values as groups of 4 floats (big(2p), big(2p + 1),
+// rest(2p), rest(2p + 1)) for the pair p = i / 2 (rest = x - big exactly, so big + rest is the fp32
+// state); gc_sidx is the float index of (j, i)'s big part, its rest 2 floats on. One group is a B
+// fragment's pair of step 1 and a result pair of the state update alike.
+static __device__ __forceinline__ int gc_sidx(int ld, int j, int i) { return j * ld + 2 * (i & ~1) + (i & 1); }
+// B fragment (k0.., column n0 + g) of the state: small = rest truncated to TF32.
+static __device__ __forceinline__ void gc_ldb_s(gc_fb &f, const float *s, int ld, int n0, int k0) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const float4 v = *(const float4 *)(s + gc_sidx(ld, n0 + g, k0 + 2 * t));
+    f.b[0] = __float_as_uint(v.x), f.b[1] = __float_as_uint(v.y), f.s[0] = gc_hi(v.z), f.s[1] = gc_hi(v.w);
+}
+// Delta as B fragments: tile (k-tile kt, n-tile nt) of 64 floats at (kt nct + nt) 64, lane (g, t)
+// holding (2t, g), (2t + 1, g); gc_didx is the float index of element (k, n).
+static __device__ __forceinline__ int gc_didx(int nct, int k, int n) {
+    return (((k >> 3) * nct + (n >> 3)) * 32 + (n & 7) * 4 + ((k & 7) >> 1)) * 2 + (k & 1);
+}
+static __device__ __forceinline__ void gc_ldb_d(gc_fb &f, const float *tile) {
+    const float2 v = *(const float2 *)(tile + (threadIdx.x & 31) * 2);
+    const float x[2] = {v.x, v.y};
 #pragma unroll
-        for (int j = 0; j < NB; j++)
-            if (j < nb) {
-                if constexpr (bh) gc_ldb_h(fb[j], (const uint16_t *)b + j * bstep, bks, k0);
-                else gc_ldb(fb[j], (const float *)b + j * bstep, bks, bns, k0);
-            }
+    for (int i = 0; i < 2; i++) f.b[i] = gc_hi(x[i]), f.s[i] = gc_hi(x[i] - __uint_as_float(f.b[i]));
+}
+// Four B tiles (k0..k0+7 x n0..n0+31) of bf16 rows b[k ld + n] by one ldmatrix.trans: lane (g, t)
+// gets the pair (2t, 2t + 1) of column n0 + 8j + g in r[j].
+static __device__ __forceinline__ void gc_ldb_h4(gc_fb *f, const uint16_t *b, int ld, int k0) {
+    const int lane = threadIdx.x & 31;
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(b + (k0 + (lane & 7)) * ld + 8 * (lane >> 3));
+    uint32_t r[4];
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
 #pragma unroll
-        for (int i = 0; i < MA; i++) gc_lda(fa[i], a + i * astep, ars, aks, k0);
-#pragma unroll
-        for (int i = 0; i < MA; i++)
-#pragma unroll
-            for (int j = 0; j < NB; j++)
-                if (j < nb) {
-                    if constexpr (bh) gc_mma2b(c[i * NB + j], cs[i * NB + j], fa[i], fb[j]);
-                    else gc_mma3(c[i * NB + j], cs[i * NB + j], fa[i], fb[j]);
-                }
-    }
-#pragma unroll
-    for (int q = 0; q < MA * NB; q++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) c[q][e] += cs[q][e];
+    for (int j = 0; j < 4; j++) f[j].b[0] = r[j] << 16, f[j].b[1] = r[j] & 0xffff0000u;
+}
+// A (big, rest) pair of one state value.
+static __device__ __forceinline__ float2 gc_pair(float x) {
+    const float b = __uint_as_float(gc_hi(x));
+    return make_float2(b, x - b);
 }
 
 // 16 bytes global -> shared, asynchronously (zero-filled when !valid; src must still be mapped).
@@ -359,11 +378,14 @@ static size_t gc_prep_smem_floats(int dk) {
     const size_t ldk = ((dk + 7) & ~7) + 4;
     return GC_C * (GC_VT + 8) + GC_C * ldk + 2 * GC_C * GC_LD64 + 6 * GC_C;
 }
-// Shared memory of phase B in floats: S (ncols x ldk), W (64 x ldk), Q and K in bf16 (64 x ldh
-// each), M (64 x 68), U, Delta and fk Delta (64 x (ncols + 8)), fq and fk (64).
+// Shared memory of phase B in floats: the state as (big, rest) groups (ncols x 2 ld8, gc_sidx), W
+// (64 x Dk8, fragment order), Q and K in bf16 (64 x ld8 each), M (64 x 64, fragment order), U and
+// Delta (64 x ncols each, fragment orders), (fk Delta)^T split (ncols x 128), fq and fk (64 each).
+// ld8 = Dk8 + 8: 2 ld8 = 16 mod 32 floats and ld8 / 2 = 4 mod 32 words (conflict-free state groups,
+// bf16 pairs and ldmatrix rows at Dk 128).
 static size_t gc_scan_smem_floats(int dk, int ncols) {
-    const size_t dkp = (dk + 7) & ~7, ldk = dkp + 4, ldh = dkp + 8, ldn = ncols + 8;
-    return ncols * ldk + GC_C * ldk + GC_C * ldh + GC_C * GC_LD64 + 3 * GC_C * ldn + 2 * GC_C;
+    const size_t dkp = (dk + 7) & ~7, ld8 = dkp + 8;
+    return 2 * ncols * ld8 + GC_C * dkp + GC_C * ld8 + GC_C * GC_C + 2 * GC_C * ncols + 128 * ncols + 2 * GC_C;
 }
 
 // 8 bf16 (16 bytes) -> 8 floats in shared memory (dst 16-byte aligned), times scale.
@@ -372,6 +394,17 @@ static __device__ __forceinline__ void gc_st8(float *dst, uint4 v, float scale) 
     auto hi = [](uint32_t w) { return __uint_as_float(w & 0xffff0000u); };
     *(float4 *)dst = make_float4(scale * lo(v.x), scale * hi(v.x), scale * lo(v.y), scale * hi(v.y));
     *(float4 *)(dst + 4) = make_float4(scale * lo(v.z), scale * hi(v.z), scale * lo(v.w), scale * hi(v.w));
+}
+
+// The record's W and M in the order phase B loads them as A fragments (gc_lda_f): the 16 x 8 tile
+// (rb, kt) of a matrix with nkt k-tiles a row block is 128 floats at ((rb nkt + kt) 32 + lane) 4,
+// lane (g, t) holding (g, 2t), (g + 8, 2t), (g, 2t + 1), (g + 8, 2t + 1). Those are the elements
+// this lane holds of the same tile as an MMA result (c[0], c[2], c[1], c[3]): one 16-byte store,
+// the warp's 512 bytes contiguous. U is stored the same way in the result's own order (c[0..3]),
+// which is how phase B's step 1 meets it.
+static __device__ __forceinline__ void gc_st_afrag(float *m, int nkt, int rb, int kt, const float *c) {
+    const int lane = threadIdx.x & 31;
+    *(float4 *)(m + ((rb * nkt + kt) * 32 + lane) * 4) = make_float4(c[0], c[2], c[1], c[3]);
 }
 
 // Phase A: one block per (chunk, v head), independent of the state; writes the chunk's record.
@@ -459,13 +492,15 @@ __global__ void __launch_bounds__(GC_THREADS, 2)
             const int u = t - 20;
             rb = u < 6 ? 0 : u < 10 ? 1 : 2, cb = 2 * rb + 2 + u - (rb == 0 ? 0 : rb == 1 ? 6 : 10);
         }
+        float mv[4];
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int i = rb * 16 + g + (e >> 1) * 8, j = cb * 8 + 2 * t4 + (e & 1);
             // Masked before the exp: exponents are <= 0 (spec §4 item 2).
             Am[i * GC_LD64 + j] = j < i ? bet[i] * acc[e] * expf(gam[i] - gam[j]) : 0.0f;
-            gM[i * GC_C + j] = j <= i ? accm[e] * expf(gam[i] - gam[j]) : 0.0f;
+            mv[e] = j <= i ? accm[e] * expf(gam[i] - gam[j]) : 0.0f;
         }
+        gc_st_afrag(gM, 8, rb, cb, mv);
     }
     __syncthreads();
     // B = beta e^Gamma K over Q's buffer (Q is spent); X = (I + A)^-1, lower unitriangular, by blocks
@@ -514,9 +549,7 @@ __global__ void __launch_bounds__(GC_THREADS, 2)
         const int rb = tile / (dkp / 8), cb = tile % (dkp / 8);
         float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         gc_tile(acc, Xm + rb * 16 * GC_LD64, GC_LD64, 1, Bs + cb * 8, ldb, 1, 16 * (rb + 1));
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            gW[(rb * 16 + g + (e >> 1) * 8) * dkp + cb * 8 + 2 * t4 + (e & 1)] = acc[e];
+        gc_st_afrag(gW, dkp / 8, rb, cb, acc);
     }
     // U = X (beta V), GC_VT columns a pass: beta v into B, then the product.
     for (int v0 = 0; v0 < dvp; v0 += GC_VT) {
@@ -542,9 +575,7 @@ __global__ void __launch_bounds__(GC_THREADS, 2)
             const int rb = tile / (nv / 8), cb = tile % (nv / 8);
             float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
             gc_tile(acc, Xm + rb * 16 * GC_LD64, GC_LD64, 1, Bs + cb * 8, ldb, 1, 16 * (rb + 1));
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                gU[(rb * 16 + g + (e >> 1) * 8) * dvp + v0 + cb * 8 + 2 * t4 + (e & 1)] = acc[e];
+            *(float4 *)(gU + ((rb * (dvp / 8) + v0 / 8 + cb) * 32 + lane) * 4) = make_float4(acc[0], acc[1], acc[2], acc[3]);
         }
     }
 }
@@ -552,58 +583,61 @@ __global__ void __launch_bounds__(GC_THREADS, 2)
 // Phase B: grid (Hv, nsplit), a block owns `ncols` (a multiple of 16) value columns of one v head
 // and walks the chunks in order with its state slice in shared memory. Copies of the next chunk's
 // record overlap the current chunk's products: group 1 (W, Q, U, fq, fk) is read only by step 1,
-// group 2 (K, M) only by step 2, so each group is refilled while the other step runs.
+// group 2 (K, M) only by step 2, so each group is refilled while the other step runs. Every operand
+// is stored in the order its fragments are loaded (see gc_lda_f): the state as (big, rest) groups,
+// split once by the state update instead of by each of step 1's four row-block warps, with big +
+// rest the fp32 state exactly; (fk Delta)^T split once where step 1 makes it.
 __global__ void __launch_bounds__(GC_THREADS, 1)
     gdn_chunk_scan(gdn_dims d, int T, const float *scr, const uint16_t *cv, float *state, uint16_t *o, int ncols) {
     extern __shared__ __align__(16) float sm[];
     const int h = blockIdx.x, j0 = blockIdx.y * ncols, tid = threadIdx.x;
     const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;
     const gc_layout L = gc_lay(d);
-    const int Dk = d.dk, dkp = L.dkp, dvp = L.dvp, ldk = dkp + 4, ldh = dkp + 8;
+    const int Dk = d.dk, dkp = L.dkp, dvp = L.dvp, ld8 = dkp + 8, lds = 2 * ld8;
     const int C = 2 * d.hk * Dk + d.hv * d.dv, kh = h / (d.hv / d.hk);
-    const int ldn = ncols + 8, nct = ncols / 8, nkt = dkp / 8, nch = (T + GC_C - 1) / GC_C;
+    const int nct = ncols / 8, nkt = dkp / 8, nch = (T + GC_C - 1) / GC_C;
     const int nlive = min(ncols, d.dv - j0); // live columns (the last block may have fewer)
-    float *Ss = sm, *Wb = Ss + ncols * ldk;
-    uint16_t *Qh = (uint16_t *)(Wb + GC_C * ldk), *Kh = Qh + GC_C * ldh;
-    float *Mb = (float *)(Kh + GC_C * ldh), *Ub = Mb + GC_C * GC_LD64, *Db = Ub + GC_C * ldn, *Fb = Db + GC_C * ldn;
-    float *fqv = Fb + GC_C * ldn, *fkv = fqv + GC_C;
+    float *S2 = sm, *Wf = S2 + ncols * lds;
+    uint16_t *Qh = (uint16_t *)(Wf + GC_C * dkp), *Kh = Qh + GC_C * ld8;
+    float *Mf = (float *)(Kh + GC_C * ld8), *Uf = Mf + GC_C * GC_C, *Dn = Uf + GC_C * ncols, *F2 = Dn + GC_C * ncols;
+    float *fqv = F2 + 128 * ncols, *fkv = fqv + GC_C;
     float *Sg = state + ((long)h * d.dv + j0) * Dk;
 
-    // Each thread's part of a copy of 64 rows of q4 16-byte pieces: column piece tid % q4, rows
-    // tid / q4 + k (256 / q4), fixed for the whole scan (the divisions were a tenth of its issue
-    // slots when done per piece); threads past the last whole row group idle.
-    struct part { int r0, rs, c; };
-    auto part_of = [&](int q4) { return part{tid < (GC_THREADS / q4) * q4 ? tid / q4 : GC_C, GC_THREADS / q4, (tid % q4) * 4}; };
-    const part pk = part_of(dkp / 4), ph = part_of(dkp / 8), pn = part_of(ncols / 4), pm = part_of(GC_C / 4);
-    const int hc = 2 * ph.c; // bf16 column of this thread's 16-byte piece of a q or k row
-    const bool u_ok = j0 + pn.c < dvp;
+    // Copies: W and M are whole contiguous matrices; U is 4 contiguous runs of nct tiles (one a row
+    // block; tiles past Dv8 zero-filled); q and k rows of 16-byte pieces: column piece tid % q8, rows
+    // tid / q8 + k (256 / q8), fixed for the whole scan; threads past the last whole row group idle.
+    const int q8 = dkp / 8, hr0 = tid < (GC_THREADS / q8) * q8 ? tid / q8 : GC_C, hrs = GC_THREADS / q8, hc = (tid % q8) * 8;
     // q (k) row r of chunk ch: the conv output of token c0 + r, k head kh; rows past T zero-filled.
     auto raw = [&](int ch, int r, int sec) { return cv + (long)(ch * GC_C + r) * C + sec * d.hk * Dk + kh * Dk + hc; };
     auto load1 = [&](int ch) {
         const float *rec = scr + ((long)ch * d.hv + h) * L.rec;
-        for (int r = pk.r0; r < GC_C; r += pk.rs) gc_cp16(Wb + r * ldk + pk.c, rec + r * dkp + pk.c, true);
-        for (int r = ph.r0; r < GC_C; r += ph.rs) {
+        for (int w = tid; w < GC_C * dkp / 4; w += GC_THREADS) gc_cp16(Wf + 4 * w, rec + 4 * w, true);
+        for (int r = hr0; r < GC_C; r += hrs) {
             const bool live = ch * GC_C + r < T;
-            gc_cp16((float *)(Qh + r * ldh + hc), live ? (const float *)raw(ch, r, 0) : scr, live);
+            gc_cp16((float *)(Qh + r * ld8 + hc), live ? (const float *)raw(ch, r, 0) : scr, live);
         }
-        for (int r = pn.r0; r < GC_C; r += pn.rs)
-            gc_cp16(Ub + r * ldn + pn.c, rec + L.u + (long)r * dvp + (u_ok ? j0 + pn.c : 0), u_ok);
+        for (int w = tid; w < 4 * nct * 32; w += GC_THREADS) { // (row block, tile, lane's 4 floats)
+            const int rb = w / (nct * 32), tl = (w / 32) % nct, ut = j0 / 8 + tl;
+            const bool ok = ut < dvp / 8;
+            gc_cp16(Uf + 4 * w, rec + L.u + ((long)(rb * (dvp / 8) + (ok ? ut : 0)) * 32 + (w & 31)) * 4, ok);
+        }
         if (tid < 32) gc_cp16((tid < 16 ? fqv : fkv - 16 * 4) + 4 * tid, rec + (tid < 16 ? L.fq : L.fk - 16 * 4) + 4 * tid, true);
         gc_cp_commit();
     };
     auto load2 = [&](int ch) {
         const float *rec = scr + ((long)ch * d.hv + h) * L.rec;
-        for (int r = ph.r0; r < GC_C; r += ph.rs) {
+        for (int r = hr0; r < GC_C; r += hrs) {
             const bool live = ch * GC_C + r < T;
-            gc_cp16((float *)(Kh + r * ldh + hc), live ? (const float *)raw(ch, r, 1) : scr, live);
+            gc_cp16((float *)(Kh + r * ld8 + hc), live ? (const float *)raw(ch, r, 1) : scr, live);
         }
-        for (int r = pm.r0; r < GC_C; r += pm.rs) gc_cp16(Mb + r * GC_LD64 + pm.c, rec + L.m + r * GC_C + pm.c, true);
+        for (int w = tid; w < GC_C * GC_C / 4; w += GC_THREADS) gc_cp16(Mf + 4 * w, rec + L.m + 4 * w, true);
         gc_cp_commit();
     };
 
     for (int w = tid; w < ncols * dkp; w += GC_THREADS) {
         const int j = w / dkp, i = w % dkp;
-        Ss[j * ldk + i] = (j < nlive && i < Dk) ? Sg[(long)j * Dk + i] : 0.0f;
+        const float2 p = gc_pair((j < nlive && i < Dk) ? Sg[(long)j * Dk + i] : 0.0f);
+        S2[gc_sidx(lds, j, i)] = p.x, S2[gc_sidx(lds, j, i) + 2] = p.y;
     }
     load1(0);
     load2(0);
@@ -630,9 +664,9 @@ __global__ void __launch_bounds__(GC_THREADS, 1)
                     gc_fa fw;
                     uint32_t fq[4];
 #pragma unroll
-                    for (int q = 0; q < 2; q++) gc_ldb(fb[q], Ss + (cb + q) * 8 * ldk, 1, ldk, k0);
-                    gc_lda(fw, Wb + rb * 16 * ldk, ldk, 1, k0);
-                    gc_lda_h(fq, Qh + rb * 16 * ldh, ldh, k0);
+                    for (int q = 0; q < 2; q++) gc_ldb_s(fb[q], S2, lds, (cb + q) * 8, k0);
+                    gc_lda_f(fw, Wf + (rb * nkt + k0 / 8) * 128);
+                    gc_lda_hp(fq, Qh + rb * 16 * ld8, ld8, k0);
 #pragma unroll
                     for (int q = 0; q < 2; q++) {
                         gc_mma2a(cq[q], cqs[q], fq, fb[q]);
@@ -640,14 +674,22 @@ __global__ void __launch_bounds__(GC_THREADS, 1)
                     }
                 }
 #pragma unroll
-                for (int q = 0; q < 2; q++)
+                for (int q = 0; q < 2; q++) {
+                    const float4 uv = *(const float4 *)(Uf + ((rb * nct + cb + q) * 32 + lane) * 4);
+                    const float u4[4] = {uv.x, uv.y, uv.z, uv.w};
 #pragma unroll
                     for (int e = 0; e < 4; e++) {
                         const int i = rb * 16 + g + (e >> 1) * 8, j = (cb + q) * 8 + 2 * t4 + (e & 1);
-                        const float dl = Ub[i * ldn + j] - (cw[q][e] + cws[q][e]);
+                        const float dl = u4[e] - (cw[q][e] + cws[q][e]), fd = fkv[i] * dl;
+                        const float fdb = __uint_as_float(gc_hi(fd));
                         oacc[r][q][e] = fqv[i] * (cq[q][e] + cqs[q][e]);
-                        Db[i * ldn + j] = dl, Fb[i * ldn + j] = fkv[i] * dl;
+                        Dn[gc_didx(nct, i, j)] = dl;
+                        // (fk Delta)^T as the state update's A fragments: tile (j / 16, i / 8), lane
+                        // ((j % 8), (i % 8) / 2), slot (j % 16) / 8 + 2 (i % 2); big parts, then small.
+                        float *f2 = F2 + ((j >> 4) * 8 + (i >> 3)) * 256 + ((j & 7) * 4 + ((i & 7) >> 1)) * 4 + ((j >> 3) & 1) + 2 * (i & 1);
+                        f2[0] = fdb, f2[128] = __uint_as_float(gc_hi(fd - fdb));
                     }
+                }
             }
         }
         gc_cp_wait<0>(); // group 2 (K, M) landed
@@ -659,40 +701,68 @@ __global__ void __launch_bounds__(GC_THREADS, 1)
             const int u = warp + GC_WARPS * r;
             if (u < nunit) {
                 const int rb = u / npair, cb = 2 * (u % npair);
-                gc_tiles<1, 2>(oacc[r], Mb + rb * 16 * GC_LD64, 0, GC_LD64, 1, Db + cb * 8, 8, ldn, 1, 16 * (rb + 1), 2);
+                float os[2][4] = {};
+                GC_KLOOP
+                for (int k0 = 0; k0 < 16 * (rb + 1); k0 += 8) {
+                    gc_fa fa;
+                    gc_fb fb[2];
+#pragma unroll
+                    for (int q = 0; q < 2; q++) gc_ldb_d(fb[q], Dn + ((k0 / 8) * nct + cb + q) * 64);
+                    gc_lda_f(fa, Mf + (rb * 8 + k0 / 8) * 128);
+#pragma unroll
+                    for (int q = 0; q < 2; q++) gc_mma3(oacc[r][q], os[q], fa, fb[q]);
+                }
 #pragma unroll
                 for (int q = 0; q < 2; q++)
 #pragma unroll
                     for (int e = 0; e < 4; e++) {
                         const int i = rb * 16 + g + (e >> 1) * 8, j = (cb + q) * 8 + 2 * t4 + (e & 1);
                         if (i < nc && j < nlive)
-                            o[(long)(c0 + i) * d.hv * d.dv + h * d.dv + j0 + j] = lily_f32_to_bf16(oacc[r][q][e]);
+                            o[(long)(c0 + i) * d.hv * d.dv + h * d.dv + j0 + j] = lily_f32_to_bf16(oacc[r][q][e] + os[q][e]);
                     }
             }
         }
-        // State tiles four at a time along Dk (sharing the (fk Delta)^T fragments); fewer in the last
-        // group when Dk / 8 is not a multiple of 4.
+        // State tiles four at a time along Dk (one ldmatrix of K and the (fk Delta)^T fragments shared
+        // by the four); fewer live in the last group when Dk / 8 is not a multiple of 4 (the
+        // ldmatrix then reads past them, inside shared memory, and those values go unused).
         const int nkq = (nkt + 3) / 4;
         for (int u = warp; u < (ncols / 16) * nkq; u += GC_WARPS) {
             const int rb = u / nkq, cb = 4 * (u % nkq), nb = min(4, nkt - cb);
-            float *s1 = Ss + rb * 16 * ldk + cb * 8;
-            float acc[4][4];
+            float acc[4][4], cs[4][4] = {};
 #pragma unroll
             for (int q = 0; q < 4; q++)
 #pragma unroll
-                for (int e = 0; e < 4; e++)
-                    acc[q][e] = q < nb ? ecc * s1[(g + (e >> 1) * 8) * ldk + q * 8 + 2 * t4 + (e & 1)] : 0.0f;
-            gc_tiles<1, 4, uint16_t>(acc, Fb + rb * 16, 0, 1, ldn, Kh + cb * 8, 8, ldh, 1, GC_C, nb);
+                for (int hh = 0; hh < 2; hh++) {
+                    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                    if (q < nb) v = *(const float4 *)(S2 + gc_sidx(lds, rb * 16 + g + 8 * hh, (cb + q) * 8 + 2 * t4));
+                    acc[q][2 * hh] = ecc * (v.x + v.z), acc[q][2 * hh + 1] = ecc * (v.y + v.w);
+                }
+            GC_KLOOP
+            for (int k0 = 0; k0 < GC_C; k0 += 8) {
+                gc_fa fa;
+                gc_fb fb[4];
+                gc_lda_fs(fa, F2 + (rb * 8 + k0 / 8) * 256);
+                gc_ldb_h4(fb, Kh + cb * 8, ld8, k0);
+#pragma unroll
+                for (int q = 0; q < 4; q++)
+                    if (q < nb) gc_mma2b(acc[q], cs[q], fa, fb[q]);
+            }
 #pragma unroll
             for (int q = 0; q < 4; q++)
 #pragma unroll
-                for (int e = 0; e < 4; e++)
-                    if (q < nb) s1[(g + (e >> 1) * 8) * ldk + q * 8 + 2 * t4 + (e & 1)] = acc[q][e];
+                for (int hh = 0; hh < 2; hh++)
+                    if (q < nb) {
+                        const float2 p0 = gc_pair(acc[q][2 * hh] + cs[q][2 * hh]), p1 = gc_pair(acc[q][2 * hh + 1] + cs[q][2 * hh + 1]);
+                        *(float4 *)(S2 + gc_sidx(lds, rb * 16 + g + 8 * hh, (cb + q) * 8 + 2 * t4)) = make_float4(p0.x, p1.x, p0.y, p1.y);
+                    }
         }
         __syncthreads();
         if (ch + 1 < nch) load2(ch + 1);
     }
-    for (int w = tid; w < nlive * Dk; w += GC_THREADS) Sg[w] = Ss[(w / Dk) * ldk + w % Dk];
+    for (int w = tid; w < nlive * Dk; w += GC_THREADS) {
+        const int j = w / Dk, i = w % Dk;
+        Sg[w] = S2[gc_sidx(lds, j, i)] + S2[gc_sidx(lds, j, i) + 2];
+    }
 }
 
 void gdn_pf_chunked(gdn_dims d, int T, int pos, const uint16_t *qkv, const uint16_t *b,
