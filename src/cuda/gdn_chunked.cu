@@ -34,10 +34,11 @@
 // fp32 record matrix, none written by phase A) and a bf16 value is its own TF32 big part: those two
 // products take two MMAs a k-step instead of three, and no split.
 // The next chunk's record is copied in (cp.async) while the current chunk computes: W, Q, U, fq, fk
-// during step 2, K and M during the next step 1. (An L2 prefetch of each record a chunk before its
-// copies made phase B slower, 0.78 -> 0.85 ms a layer at 4K tokens: the copies do not wait on DRAM.) No inverse, conv or norm is left in the serial
-// chain, and the 4 column blocks of a head no longer each redo it. The ring is advanced afterwards by
-// gdn_pf_ring, as the scan does.
+// during step 2, K and M during the next step 1. Measured and dropped (0.78 ms a layer at 4K tokens
+// with these copies): an L2 prefetch of each record a chunk before its copies (0.85 ms: the copies do
+// not wait on DRAM), and bulk copies on mbarriers, one a contiguous range and a q or k row each (0.80
+// ms). No inverse, conv or norm is left in the serial chain, and the 4 column blocks of a head no
+// longer each redo it. The ring is advanced afterwards by gdn_pf_ring, as the scan does.
 //
 // Scratch: gdn_pf_chunked_scratch(d, T) bytes = chunks x Hv records (64 x (Dk + 64 + Dv + 2) + 8
 // floats, ~82 KB at Dk = Dv = 128) + the conv outputs in bf16 (T x C, 16 KB a token at C = 8192):
@@ -509,11 +510,16 @@ __global__ void __launch_bounds__(GC_THREADS, 2)
     //   the four diagonal blocks: X_ij = -sum_{m=j}^{i-1} A_im X_mj within the block, 4 lanes of one
     //   warp per column (m split mod 4), 16 rows in order, __syncwarp only;
     //   then the blocks below, one block diagonal at a time: X_IJ = -X_II T_IJ with T_IJ = sum over
-    //   K = J..I-1 of A_IK X_KJ (T parked in A's unused upper block (J, I)).
+    //   K = J..I-1 of A_IK X_KJ (T parked in A's unused upper block (J, I)), both as MMAs, a warp per
+    //   16 x 8 tile (the CUDA-core loops were a fifth of phase A's stall samples).
     // Only X's lower blocks are written: the products below read row block rb up to column 16 rb + 15.
-    for (int w = tid; w < GC_C * dkp; w += GC_THREADS) {
-        const int i = w / dkp, k = w % dkp;
-        Bs[i * ldb + k] = bet[i] * eG[i] * Ks[i * ldk + k];
+    { // B by rows of 16-byte pieces, each thread's piece fixed (a division per element was 8 % of phase A)
+        const int q4 = dkp / 4, rs = GC_THREADS / q4, c = (tid % q4) * 4;
+        for (int i = tid < rs * q4 ? tid / q4 : GC_C; i < GC_C; i += rs) {
+            const float f = bet[i] * eG[i];
+            const float4 k4 = *(const float4 *)(Ks + i * ldk + c);
+            *(float4 *)(Bs + i * ldb + c) = make_float4(f * k4.x, f * k4.y, f * k4.z, f * k4.w);
+        }
     }
     {
         const int j = warp * 8 + (lane >> 2), p = lane & 3, i0 = j & ~15;
@@ -528,19 +534,21 @@ __global__ void __launch_bounds__(GC_THREADS, 2)
         }
     }
     __syncthreads();
-    for (int dd = 1; dd < 4; dd++) { // blocks (J + dd, J), J < 4 - dd; element e: J = e / 256, (r, c)
-        for (int e = tid; e < (4 - dd) * 256; e += GC_THREADS) {
-            const int J = e >> 8, I = J + dd, r = (e >> 4) & 15, c = e & 15;
-            float s = 0.0f;
-            for (int m = 16 * J; m < 16 * I; m++) s += Am[(16 * I + r) * GC_LD64 + m] * Xm[m * GC_LD64 + 16 * J + c];
-            Am[(16 * J + r) * GC_LD64 + 16 * I + c] = s;
+    for (int dd = 1; dd < 4; dd++) { // blocks (J + dd, J), J < 4 - dd: warp w takes J = w / 2, columns 8 (w % 2)
+        const int J = warp >> 1, I = J + dd, c8 = 8 * (warp & 1);
+        const bool mine = warp < 2 * (4 - dd);
+        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (mine) { // T_IJ = A[I rows, 16 J .. 16 I) X[16 J .. 16 I, J cols], into A's block (J, I)
+            gc_tile(acc, Am + 16 * I * GC_LD64 + 16 * J, GC_LD64, 1, Xm + 16 * J * GC_LD64 + 16 * J + c8, GC_LD64, 1, 16 * dd);
+#pragma unroll
+            for (int e = 0; e < 4; e++) Am[(16 * J + g + (e >> 1) * 8) * GC_LD64 + 16 * I + c8 + 2 * t4 + (e & 1)] = acc[e];
         }
         __syncthreads();
-        for (int e = tid; e < (4 - dd) * 256; e += GC_THREADS) {
-            const int J = e >> 8, I = J + dd, r = (e >> 4) & 15, c = e & 15;
-            float s = 0.0f;
-            for (int m = 0; m <= r; m++) s += Xm[(16 * I + r) * GC_LD64 + 16 * I + m] * Am[(16 * J + m) * GC_LD64 + 16 * I + c];
-            Xm[(16 * I + r) * GC_LD64 + 16 * J + c] = -s;
+        if (mine) { // X_IJ = -X_II T_IJ (X_II's upper triangle is zero)
+            acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
+            gc_tile(acc, Xm + 16 * I * GC_LD64 + 16 * I, GC_LD64, 1, Am + 16 * J * GC_LD64 + 16 * I + c8, GC_LD64, 1, 16);
+#pragma unroll
+            for (int e = 0; e < 4; e++) Xm[(16 * I + g + (e >> 1) * 8) * GC_LD64 + 16 * J + c8 + 2 * t4 + (e & 1)] = -acc[e];
         }
         __syncthreads();
     }
