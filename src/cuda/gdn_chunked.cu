@@ -91,6 +91,32 @@
 #define GC_PRAGMA(x) _Pragma(#x)
 #define GC_KLOOP_(n) GC_PRAGMA(unroll n)
 #define GC_KLOOP GC_KLOOP_(GC_UNROLL)
+// GC_TRACE=1 (dev builds only): phase B's warps time the sections of each chunk with clock64 and
+// gdn_pf_chunked prints their means for the 4096-token, 4-block-a-head calls (the prefill tests'
+// timing table). Off, the stamps compile to nothing (the same SASS). What it showed (2026-12-01,
+// cycles a warp a chunk, ~12K in all with the stamps): waits for the copies ~1,000, step 1 ~4,700,
+// load1 + M Delta ~3,200, the state update ~2,500, barriers ~2,300. dev/mma/mma_rate: mma.sync
+// m16n8k8 TF32 takes 24.5 cycles of latency and at best 12 cycles a warp at 2 warps a scheduler
+// (317 TFLOP/s on the GPU; bf16 m16n8k16 633), so phase B's ~254 MMAs a warp a chunk need ~3,000
+// cycles of the tensor pipe: 3xTF32 on mma.sync costs a quarter of a chunk at best, and the rest is
+// latency with 2 warps a scheduler. Units of two row blocks (0 + 3, 1 + 2) to even out M Delta's
+// k-steps measured slower (0.727 -> 0.760 ms a layer): the second row block's W split costs more
+// than the barrier it saves.
+#ifndef GC_TRACE
+#define GC_TRACE 0
+#endif
+#if GC_TRACE
+#define GC_NSEC 8
+__device__ unsigned long long gc_trace_cyc[GC_NSEC + 1];
+#define GC_STAMP(k)                                                                  \
+    do {                                                                             \
+        const long long now_ = clock64();                                            \
+        if ((threadIdx.x & 31) == 0) atomicAdd(&gc_trace_cyc[k], (unsigned long long)(now_ - t_)); \
+        t_ = now_;                                                                   \
+    } while (0)
+#else
+#define GC_STAMP(k) do { } while (0)
+#endif
 #ifndef GC_SPLIT
 #define GC_SPLIT 1     // 1 = 3xTF32 products (about fp32), 0 = 1xTF32
 #endif
@@ -653,11 +679,16 @@ __global__ void __launch_bounds__(GC_THREADS, 1)
     // warp + 8 r, 4 x nct / 2 <= 16 of them. This warp's output tiles stay in registers between them.
     const int npair = nct / 2, nunit = 4 * npair;
     float oacc[GC_MAXCOLS / 32][2][4];
+#if GC_TRACE
+    long long t_ = clock64();
+#endif
     for (int ch = 0; ch < nch; ch++) {
         const int c0 = ch * GC_C, nc = min(GC_C, T - c0);
         const float ecc = scr[((long)ch * d.hv + h) * L.rec + L.e]; // e^Gamma_C, needed in step 2
         gc_cp_wait<1>(); // group 1 of this chunk landed (group 2 may still be in flight)
+        GC_STAMP(0);
         __syncthreads();
+        GC_STAMP(1);
         // Step 1: Oacc = fq (Q S0) (kept in registers) and Delta = U - W S0 (64 x ncols each); a unit
         // does both products for its two column tiles, sharing the S0 fragments.
 #pragma unroll
@@ -700,8 +731,11 @@ __global__ void __launch_bounds__(GC_THREADS, 1)
                 }
             }
         }
+        GC_STAMP(2);
         gc_cp_wait<0>(); // group 2 (K, M) landed
+        GC_STAMP(3);
         __syncthreads();
+        GC_STAMP(4);
         if (ch + 1 < nch) load1(ch + 1);
         // Step 2: O = Oacc + M Delta (bf16 out), S = e^Gamma_C S + (fk Delta)^T K.
 #pragma unroll
@@ -730,6 +764,7 @@ __global__ void __launch_bounds__(GC_THREADS, 1)
                     }
             }
         }
+        GC_STAMP(5);
         // State tiles four at a time along Dk (one ldmatrix of K and the (fk Delta)^T fragments shared
         // by the four); fewer live in the last group when Dk / 8 is not a multiple of 4 (the
         // ldmatrix then reads past them, inside shared memory, and those values go unused).
@@ -764,8 +799,13 @@ __global__ void __launch_bounds__(GC_THREADS, 1)
                         *(float4 *)(S2 + gc_sidx(lds, rb * 16 + g + 8 * hh, (cb + q) * 8 + 2 * t4)) = make_float4(p0.x, p1.x, p0.y, p1.y);
                     }
         }
+        GC_STAMP(6);
         __syncthreads();
         if (ch + 1 < nch) load2(ch + 1);
+        GC_STAMP(7);
+#if GC_TRACE
+        if ((threadIdx.x & 31) == 0) atomicAdd(&gc_trace_cyc[GC_NSEC], 1ull);
+#endif
     }
     for (int w = tid; w < nlive * Dk; w += GC_THREADS) {
         const int j = w / Dk, i = w % Dk;
@@ -799,5 +839,19 @@ void gdn_pf_chunked(gdn_dims d, int T, int pos, const uint16_t *qkv, const uint1
     PF_MARK("gdn chunked phase A (norms, WY, inverse)"); // the two phases apart in pfprof
     gdn_chunk_scan<<<dim3(d.hv, nsplit), GC_THREADS, smem_b, st>>>(d, T, scratch, cv, state, o, ncols);
     PF_MARK("gdn chunked phase B (chunk-serial scan)");
+#if GC_TRACE
+    if (T == 4096 && nsplit == 4) {
+        unsigned long long c[GC_NSEC + 1];
+        cudaMemcpyFromSymbol(c, gc_trace_cyc, sizeof c);
+        static const char *nm[GC_NSEC] = {"wait group 1", "barrier", "step 1", "wait group 2", "barrier", "load1 + O",
+                                          "state update", "barrier + load2"};
+        printf("phase B sections, cycles a warp a chunk (%llu warp-chunks):", c[GC_NSEC]);
+        for (int k = 0; k < GC_NSEC; k++) printf(" %s %.0f;", nm[k], (double)c[k] / (double)(c[GC_NSEC] ? c[GC_NSEC] : 1));
+        printf("\n");
+        void *sym;
+        cudaGetSymbolAddress(&sym, gc_trace_cyc);
+        cudaMemset(sym, 0, sizeof c);
+    }
+#endif
     gdn_pf_ring(d, T, pos, qkv, conv_ring, st);
 }
