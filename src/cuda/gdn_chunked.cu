@@ -321,9 +321,10 @@ template <int N> static __device__ __forceinline__ void gc_cp_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-// The scratch record of one (chunk, v head), in floats: W (64 x dkp), M (64 x 64), U (64 x dvp),
-// e^Gamma_C (padded to 8), fq and fk (64 each). Rows padded to multiples of 8 floats and zero-filled
-// past Dk / Dv, so phase B copies whole 16-byte pieces and every record stays 32-byte aligned.
+// The scratch record of one (chunk, v head), in floats: W (64 x dkp), M (64 x 64) and U (64 x dvp)
+// as 16 x 8 tiles in fragment order (gc_st_afrag), e^Gamma_C (padded to 8), fq and fk (64 each). U's
+// columns past Dv are zeros; every piece is a multiple of 8 floats, so phase B copies whole 16-byte
+// pieces and every record stays 32-byte aligned.
 struct gc_layout {
     int dkp, dvp;
     long m, u, e, fq, fk, rec;
