@@ -607,9 +607,10 @@ static void test_gdn_pf(rng &r) {
 // carried across), pos > 0 (ring and state carried in), Hv = 2 Hk and wider groups, Hv = Hk,
 // Dk 16/24/32/40/64/128, Dv with uneven column splits and Dv > 128 (the parallel kernel builds U in
 // passes of 128 columns), Dv = 20 (v rows not 16-byte aligned: phase A's scalar loads), Dk = 20
-// (not a multiple of 8: the call goes to the scan, so it equals the scan bitwise), the real dims (hk 16, hv 32, dk = dv = 128, T 200 and 2048). The scratch
-// of the parallel kernel starts as NaN, so a float it fails to write reaches the outputs. Then (not with `small`)
-// a timing table scan vs chunked at the real dims, printed only.
+// (not a multiple of 8: gdn_pf_chunked hands the call to the scan), the real dims (hk 16, hv 32,
+// dk = dv = 128, T 200 and 2048). The scratch of the parallel kernel starts as NaN, so a float it
+// fails to write reaches the outputs. Then (not with `small`) a timing table scan vs chunked at the
+// real dims, printed only.
 static void test_gdn_chunked(rng &r) {
     gdn_case cases[] = {{2, 4, 64, 64, 4, 37, 0, 0},   {1, 2, 32, 64, 3, 1, 3, 0},     {2, 4, 16, 32, 4, 63, 9, 0},
                         {2, 4, 128, 128, 4, 64, 7, 0}, {4, 8, 128, 96, 4, 65, 0, 3},   {1, 2, 40, 40, 4, 200, 130, 3},
