@@ -17,9 +17,32 @@ safe_end() { pkill -P $SAFE 2>/dev/null; kill $SAFE 2>/dev/null; tar czf $OUT/lo
 # line each (logs in $L/prefill.txt, e2e.txt, fixtures.txt).
 pf_checks() {
     timeout 240 $B/lily-gpu-test prefill $(date +%s) > $L/prefill.txt 2>&1; el "prefill rc=$?"; grep -E "FAIL|passed" $L/prefill.txt | cut -c1-220 | head
-    timeout 60 $B/lily-gpu-test e2e $(date +%s) > $L/e2e.txt 2>&1; el "e2e rc=$?"; grep -E "FAIL|passed" $L/e2e.txt | cut -c1-260
+    e2e_fix
+}
+# e2e_fix: e2e and the HF fixtures of $B, one summary line each.
+e2e_fix() {
+    timeout 90 $B/lily-gpu-test e2e $(date +%s) > $L/e2e.txt 2>&1; el "e2e rc=$?"; grep -E "FAIL|passed" $L/e2e.txt | cut -c1-260
     local fix; fix=$(for d in tests/fixtures/models/*/; do [ -f "$d/ref_logits.f32" ] && echo "${d%/}"; done)
     timeout 150 $B/lily-gpu-test fixtures $fix > $L/fixtures.txt 2>&1; el "fixtures rc=$?"; grep -E "FAIL|passed" $L/fixtures.txt | cut -c1-220
+}
+# gdn_checks: the GDN prefill tests of $B and their timing table (LILY_GPU_PF=gdn), then racecheck and
+# memcheck of their small cases; returns non-zero when a test failed.
+gdn_checks() {
+    LILY_GPU_PF=gdn timeout 120 $B/lily-gpu-test prefill $(date +%s) > $L/gdn.txt 2>&1; local rc=$?; el "gdn prefill tests rc=$rc"
+    grep -E "FAIL|passed" $L/gdn.txt | cut -c1-240 | head -20; grep -A12 "GDN prefill (Hv" $L/gdn.txt
+    if grep -q FAIL $L/gdn.txt || [ $rc -ne 0 ]; then return 1; fi
+    LILY_GPU_PF=gdn timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 $B/lily-gpu-test prefill 5 small > $L/rc.txt 2>&1; el "racecheck gdn rc=$?"; tail -1 $L/rc.txt
+    LILY_GPU_PF=gdn timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 $B/lily-gpu-test prefill 5 small > $L/mc.txt 2>&1; el "memcheck gdn rc=$?"; tail -1 $L/mc.txt
+}
+# gdn_tables NAME BIN NAME BIN: the GDN timing table's chunked rows of two lily-gpu-test builds, twice,
+# alternating (each build's GDN tests with one seed run first; their summary line is printed).
+gdn_tables() {
+    local i; for i in 1 2; do
+        LILY_GPU_PF=gdn timeout 120 $2 prefill 11 > $L/gdn_$1$i.txt 2>&1; el "$1 rc=$? $(grep -E 'passed' $L/gdn_$1$i.txt | tail -1)"
+        grep -E "^\| chunked \| (1024|4096)" $L/gdn_$1$i.txt | sed "s/^/$1 /"
+        LILY_GPU_PF=gdn timeout 120 $4 prefill 11 > $L/gdn_$3$i.txt 2>&1; el "$3 rc=$? $(grep -E 'passed' $L/gdn_$3$i.txt | tail -1)"
+        grep -E "^\| chunked \| (1024|4096)" $L/gdn_$3$i.txt | sed "s/^/$3 /"
+    done
 }
 # A/B of two builds (cvt.sh, fast*.sh and the like): ab_old unpacks the previous build, carried as
 # .carry/lily_old.xz, to /tmp/lily_old; ab_checks runs all kernel tests, e2e and the HF fixtures of
@@ -28,13 +51,11 @@ pf_checks() {
 ab_old() { xz -dc $C/lily_old.xz > /tmp/lily_old && chmod +x /tmp/lily_old; }
 ab_checks() {
     timeout 150 $B/lily-gpu-test kernels $(date +%s) > $L/kernels.txt 2>&1; el "kernels rc=$?"; grep -E "FAIL|passed|bf16 rounding" $L/kernels.txt | cut -c1-200
-    timeout 90 $B/lily-gpu-test e2e $(date +%s) > $L/e2e.txt 2>&1; el "e2e rc=$?"; grep -E "FAIL|passed" $L/e2e.txt | cut -c1-200
-    local fix; fix=$(for d in tests/fixtures/models/*/; do [ -f "$d/ref_logits.f32" ] && echo "${d%/}"; done)
-    timeout 150 $B/lily-gpu-test fixtures $fix > $L/fixtures.txt 2>&1; el "fixtures rc=$?"; grep -E "FAIL|passed" $L/fixtures.txt | cut -c1-220
+    e2e_fix
 }
-ab_bench() {
-    local t=$1; shift
-    for i in 1 2; do
+ab_bench() { # AB_N: rounds (default 2)
+    local t=$1 i; shift
+    for i in $(seq ${AB_N:-2}); do
         timeout $t /tmp/lily_old bench "$@" --out $L/old$i 2>&1 | grep -E "^(decode|prefill) " | sed "s/^/old /"
         timeout $t $B/lily bench "$@" --out $L/new$i 2>&1 | grep -E "^(decode|prefill) " | sed "s/^/new /"
     done; el bench
@@ -56,7 +77,7 @@ env_ab() {
 pf_prof() { timeout 120 $B/lily-gpu-test pfprof /tmp/big 4K > $L/pfprof.txt 2>&1; el "pfprof rc=$?"; grep -E "\|" $L/pfprof.txt | head -${1:-30}; }
 # The closing calls' shared checks: demo fidelity on CUDA (demo_fid); memcheck of the small prefill
 # tests and racecheck of the MoE kernels (san_checks); the full-size prefill logits of a 300-token
-# prompt from /tmp/lily_old and $B, compared bitwise (cmp_old_logits; after synth and ab_old); the
+# prompt from /tmp/lily_old and $B, compared bitwise, else by cmp_logits.py (cmp_old_logits; after synth and ab_old); the
 # tokenizer files beside /tmp/big for `lily serve` (srv_tok).
 demo_fid() {
     LILY_BIN=$B/lily LILY_TEST_BACKEND=cuda timeout 120 python3 -m pytest -q tests/py/test_demo_fidelity.py > $L/demo.txt 2>&1; el "demo fidelity (cuda) rc=$?"; tail -1 $L/demo.txt
@@ -69,6 +90,7 @@ cmp_old_logits() {
     local ids; ids=$(python3 -c "print(','.join(str((i*7919)%240000+5) for i in range(300)))")
     timeout 60 /tmp/lily_old logits --model /tmp/big --backend cuda --ids $ids --out /tmp/lg_old.f32 > $L/lgo.txt 2>&1; el "old logits rc=$?"
     timeout 60 $B/lily logits --model /tmp/big --backend cuda --ids $ids --out /tmp/lg_new.f32 > $L/lgn.txt 2>&1; el "new logits rc=$?"
-    cmp /tmp/lg_old.f32 /tmp/lg_new.f32 && echo "full-size prefill logits (300 tokens): bitwise equal to the session's base"
+    if cmp -s /tmp/lg_old.f32 /tmp/lg_new.f32; then echo "full-size prefill logits (300 tokens): bitwise equal to the session's base"
+    else python3 $C/cmp_logits.py /tmp/lg_old.f32 /tmp/lg_new.f32 248320; fi # not bitwise: how far (rel. L2, argmax)
 }
 srv_tok() { xz -dc $C/tok/tokenizer.json.xz > /tmp/big/tokenizer.json && cp $C/tok/tokenizer_config.json /tmp/big/; }

@@ -14,9 +14,5 @@ for u in 2 4; do cmp -s $L/lines1.txt $L/lines$u.txt && echo "unroll $u: test li
 grep -c FAIL $L/gdn4.txt
 wait $SP; el synth
 pf_prof 8
-P="--model /tmp/big --backend cuda --no-plot --reps 1 --warmup 1 --prefill 512,4K,32K --decode none"
-for i in 1 2; do
-  timeout 100 /tmp/lily_old bench $P --out $L/old$i 2>&1 | grep -E "^prefill " | sed "s/^/base /"
-  timeout 100 $B/lily bench $P --out $L/new$i 2>&1 | grep -E "^prefill " | sed "s/^/new  /"
-done; el bench
+ab_bench 100 --model /tmp/big --backend cuda --no-plot --reps 1 --warmup 1 --prefill 512,4K,32K --decode none
 safe_end

@@ -5,9 +5,5 @@
 . .carry/common.sh; synth_bg; safe_start 300; ab_old; wait $SP; el synth
 LILY_GPU_PF=gdn timeout 120 $B/lily-gpu-test prefill 11 > $L/gdn.txt 2>&1; el "gdn rc=$? $(grep -E 'passed' $L/gdn.txt | tail -1)"
 grep -E "^\| (chunked|scan) \| 4096" $L/gdn.txt
-P="--model /tmp/big --backend cuda --no-plot --reps 1 --warmup 1 --prefill 512,4K,32K --decode none"
-for i in 1 2 3; do
-  timeout 100 /tmp/lily_old bench $P --out $L/old$i 2>&1 | grep -E "^prefill " | sed "s/^/base /"
-  timeout 100 $B/lily bench $P --out $L/new$i 2>&1 | grep -E "^prefill " | sed "s/^/new  /"
-done; el bench
+AB_N=3 ab_bench 100 --model /tmp/big --backend cuda --no-plot --reps 1 --warmup 1 --prefill 512,4K,32K --decode none
 safe_end

@@ -74,6 +74,7 @@
 // 128) and 118,272 / 152,064 / 219,648 B (B at Dk 128 and 16 / 32 / 64 columns).
 #include "prefill.cuh"
 #include "gdn_pf.cuh"
+#include "qgemm_wg.cuh" // the cp.async wrappers (wg_cp16, wg_commit, wg_cpwait)
 
 #define GC_C 64        // tokens per chunk
 #define GC_WARPS 8
@@ -140,6 +141,14 @@ static __device__ __forceinline__ void gc_mma(float *c, const uint32_t *a, const
 // each instead of a ~4-instruction conversion sequence (the scan's issue slots were a quarter
 // conversions); |x - big - small| < 2^-20 |x|, against 2^-22 with rounding, still about fp32.
 static __device__ __forceinline__ uint32_t gc_hi(float x) { return __float_as_uint(x) & 0xffffe000u; }
+// x as the big and small TF32 parts of a 3xTF32 operand (GC_SPLIT=0: x rounded to TF32, no small part).
+static __device__ __forceinline__ void gc_split(float x, uint32_t &b, uint32_t &s) {
+#if GC_SPLIT
+    b = gc_hi(x), s = gc_hi(x - __uint_as_float(b));
+#else
+    b = gc_tf32(x), s = 0u;
+#endif
+}
 
 // mma fragments of one k-step of 8, as TF32 big parts (b) and, with GC_SPLIT, the TF32 remainders (s).
 struct gc_fa {
@@ -155,28 +164,14 @@ static __device__ __forceinline__ void gc_lda(gc_fa &f, const float *a, int ars,
     const float x[4] = {a[g * ars + (k0 + t) * aks], a[(g + 8) * ars + (k0 + t) * aks],
                         a[g * ars + (k0 + t + 4) * aks], a[(g + 8) * ars + (k0 + t + 4) * aks]};
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-#if GC_SPLIT
-        f.b[i] = gc_hi(x[i]);
-        f.s[i] = gc_hi(x[i] - __uint_as_float(f.b[i]));
-#else
-        f.b[i] = gc_tf32(x[i]);
-#endif
-    }
+    for (int i = 0; i < 4; i++) gc_split(x[i], f.b[i], f.s[i]);
 }
 // B (8 x 8 at row k0): B(k, n) = b[k * bks + n * bns].
 static __device__ __forceinline__ void gc_ldb(gc_fb &f, const float *b, int bks, int bns, int k0) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const float x[2] = {b[(k0 + t) * bks + g * bns], b[(k0 + t + 4) * bks + g * bns]};
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
-#if GC_SPLIT
-        f.b[i] = gc_hi(x[i]);
-        f.s[i] = gc_hi(x[i] - __uint_as_float(f.b[i]));
-#else
-        f.b[i] = gc_tf32(x[i]);
-#endif
-    }
+    for (int i = 0; i < 2; i++) gc_split(x[i], f.b[i], f.s[i]);
 }
 // c += big.big, cs += small.big + big.small (a second accumulator: two independent mma chains, and
 // the small terms summed among themselves before they meet the large ones).
@@ -257,7 +252,7 @@ static __device__ __forceinline__ void gc_lda_f(gc_fa &f, const float *tile) {
     const float4 v = *(const float4 *)(tile + (threadIdx.x & 31) * 4);
     const float x[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-    for (int i = 0; i < 4; i++) f.b[i] = gc_hi(x[i]), f.s[i] = gc_hi(x[i] - __uint_as_float(f.b[i]));
+    for (int i = 0; i < 4; i++) gc_split(x[i], f.b[i], f.s[i]);
 }
 // A fragment stored split in fragment order: 128 big parts, then 128 small ones.
 static __device__ __forceinline__ void gc_lda_fs(gc_fa &f, const float *tile) {
@@ -292,7 +287,7 @@ static __device__ __forceinline__ void gc_ldb_d(gc_fb &f, const float *tile) {
     const float2 v = *(const float2 *)(tile + (threadIdx.x & 31) * 2);
     const float x[2] = {v.x, v.y};
 #pragma unroll
-    for (int i = 0; i < 2; i++) f.b[i] = gc_hi(x[i]), f.s[i] = gc_hi(x[i] - __uint_as_float(f.b[i]));
+    for (int i = 0; i < 2; i++) gc_split(x[i], f.b[i], f.s[i]);
 }
 // Four B tiles (k0..k0+7 x n0..n0+31) of bf16 rows b[k ld + n] by one ldmatrix.trans: lane (g, t)
 // gets the pair (2t, 2t + 1) of column n0 + 8j + g in r[j].
@@ -309,16 +304,6 @@ static __device__ __forceinline__ void gc_ldb_h4(gc_fb *f, const uint16_t *b, in
 static __device__ __forceinline__ float2 gc_pair(float x) {
     const float b = __uint_as_float(gc_hi(x));
     return make_float2(b, x - b);
-}
-
-// 16 bytes global -> shared, asynchronously (zero-filled when !valid; src must still be mapped).
-static __device__ __forceinline__ void gc_cp16(float *dst, const float *src, bool valid) {
-    const uint32_t s = (uint32_t)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(valid ? 16 : 0));
-}
-static __device__ __forceinline__ void gc_cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> static __device__ __forceinline__ void gc_cp_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
 // The scratch record of one (chunk, v head), in floats: W (64 x dkp), M (64 x 64) and U (64 x dvp)
@@ -646,27 +631,27 @@ __global__ void __launch_bounds__(GC_THREADS, 1)
     auto raw = [&](int ch, int r, int sec) { return cv + (long)(ch * GC_C + r) * C + sec * d.hk * Dk + kh * Dk + hc; };
     auto load1 = [&](int ch) {
         const float *rec = scr + ((long)ch * d.hv + h) * L.rec;
-        for (int w = tid; w < GC_C * dkp / 4; w += GC_THREADS) gc_cp16(Wf + 4 * w, rec + 4 * w, true);
+        for (int w = tid; w < GC_C * dkp / 4; w += GC_THREADS) wg_cp16(Wf + 4 * w, rec + 4 * w, true);
         for (int r = hr0; r < GC_C; r += hrs) {
             const bool live = ch * GC_C + r < T;
-            gc_cp16((float *)(Qh + r * ld8 + hc), live ? (const float *)raw(ch, r, 0) : scr, live);
+            wg_cp16(Qh + r * ld8 + hc, live ? (const void *)raw(ch, r, 0) : scr, live);
         }
         for (int w = tid; w < 4 * nct * 32; w += GC_THREADS) { // (row block, tile, lane's 4 floats)
             const int rb = w / (nct * 32), tl = (w / 32) % nct, ut = j0 / 8 + tl;
             const bool ok = ut < dvp / 8;
-            gc_cp16(Uf + 4 * w, rec + L.u + ((long)(rb * (dvp / 8) + (ok ? ut : 0)) * 32 + (w & 31)) * 4, ok);
+            wg_cp16(Uf + 4 * w, rec + L.u + ((long)(rb * (dvp / 8) + (ok ? ut : 0)) * 32 + (w & 31)) * 4, ok);
         }
-        if (tid < 32) gc_cp16((tid < 16 ? fqv : fkv - 16 * 4) + 4 * tid, rec + (tid < 16 ? L.fq : L.fk - 16 * 4) + 4 * tid, true);
-        gc_cp_commit();
+        if (tid < 32) wg_cp16((tid < 16 ? fqv : fkv - 16 * 4) + 4 * tid, rec + (tid < 16 ? L.fq : L.fk - 16 * 4) + 4 * tid, true);
+        wg_commit();
     };
     auto load2 = [&](int ch) {
         const float *rec = scr + ((long)ch * d.hv + h) * L.rec;
         for (int r = hr0; r < GC_C; r += hrs) {
             const bool live = ch * GC_C + r < T;
-            gc_cp16((float *)(Kh + r * ld8 + hc), live ? (const float *)raw(ch, r, 1) : scr, live);
+            wg_cp16(Kh + r * ld8 + hc, live ? (const void *)raw(ch, r, 1) : scr, live);
         }
-        for (int w = tid; w < GC_C * GC_C / 4; w += GC_THREADS) gc_cp16(Mf + 4 * w, rec + L.m + 4 * w, true);
-        gc_cp_commit();
+        for (int w = tid; w < GC_C * GC_C / 4; w += GC_THREADS) wg_cp16(Mf + 4 * w, rec + L.m + 4 * w, true);
+        wg_commit();
     };
 
     for (int w = tid; w < ncols * dkp; w += GC_THREADS) {
@@ -686,7 +671,7 @@ __global__ void __launch_bounds__(GC_THREADS, 1)
     for (int ch = 0; ch < nch; ch++) {
         const int c0 = ch * GC_C, nc = min(GC_C, T - c0);
         const float ecc = scr[((long)ch * d.hv + h) * L.rec + L.e]; // e^Gamma_C, needed in step 2
-        gc_cp_wait<1>(); // group 1 of this chunk landed (group 2 may still be in flight)
+        wg_cpwait<1>(); // group 1 of this chunk landed (group 2 may still be in flight)
         GC_STAMP(0);
         __syncthreads();
         GC_STAMP(1);
@@ -733,7 +718,7 @@ __global__ void __launch_bounds__(GC_THREADS, 1)
             }
         }
         GC_STAMP(2);
-        gc_cp_wait<0>(); // group 2 (K, M) landed
+        wg_cpwait<0>(); // group 2 (K, M) landed
         GC_STAMP(3);
         __syncthreads();
         GC_STAMP(4);
