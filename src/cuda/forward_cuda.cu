@@ -310,6 +310,9 @@ static int init_cuda(const lily_model *m, void **out) {
     // Rastered GEMM blocks: prefill 4K +1.3 %, 32K +3.4 % (the MoE's GEMMs; docs/PERF.md, eleventh session).
     cx->opt[LILY_CUDA_OPT_QG_RASTER] = env_int("LILY_CUDA_QG_RASTER", 1);
     cx->opt[LILY_CUDA_OPT_QG_WSW] = env_int("LILY_CUDA_QG_WSW", 1) != 0; // qgone +2-3 % (docs/PERF.md)
+    // The MoE down projection on the persistent kernel: pfprof 4K 13.78 -> 11.80 ms (the gate|up on it
+    // lost, 17.29 -> 19.84; docs/PERF.md, sixteenth session).
+    cx->opt[LILY_CUDA_OPT_QG_WSP] = env_int("LILY_CUDA_QG_WSP", 1) & 3;
     lily_cuda_moe_fused_tma = env_int("LILY_CUDA_MOE_FUSED_TMA", 1) != 0; // timing knob (bitwise the same)
     *out = cx;
 #define FAIL(x) do { rc = (x); if (rc) { free_ctx(cx); *out = NULL; return rc; } } while (0)
@@ -989,6 +992,7 @@ static const struct {
     {"snap_dev", LILY_CUDA_OPT_SNAP_DEV, 0, 1},
     {"pf_side", LILY_CUDA_OPT_PF_SIDE, 0, 1},     {"qg_raster", LILY_CUDA_OPT_QG_RASTER, 0, 1},
     {"attn_tc", LILY_CUDA_OPT_ATTN_TC, 0, 1},       {"qg_wsw", LILY_CUDA_OPT_QG_WSW, 0, 1},
+    {"qg_wsp", LILY_CUDA_OPT_QG_WSP, 0, 1},
 };
 
 extern "C" int lily_cuda_set_opt(void *ctx, int opt, int value);

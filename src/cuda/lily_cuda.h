@@ -133,6 +133,10 @@ enum lily_cuda_opt {
     LILY_CUDA_OPT_QG_WSW = 39,      // prefill: 1 = the wide tile's calls on the warp-specialised kernel
                                     // (qgemm_wsw.cu; same bits); 0 = qgemm_wg.cu's (LILY_CUDA_QG_WSW;
                                     // flag qg_wsw; default 1)
+    LILY_CUDA_OPT_QG_WSP = 40,      // prefill: the MoE's grouped GEMMs on the persistent warp-specialised
+                                    // kernel (qgemm_wsp.cu), a bit mask: 1 = the down projection (then
+                                    // on the merged map: 192-row tiles), 2 = the gate|up
+                                    // (LILY_CUDA_QG_WSP; flag qg_wsp; default 1)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

@@ -157,6 +157,11 @@ extern int lily_qg_raster;
 // LILY_CUDA_QG_WSW, option LILY_CUDA_OPT_QG_WSW, flag qg_wsw; this variable's own 0 is what kernel
 // tests start from.
 extern int lily_qg_wsw;
+// The MoE's grouped GEMMs on the merged map (192-row tiles) on the persistent warp-specialised kernel
+// (qgemm_wsp.cu), a bit mask: 1 = the down projection (which then takes the merged map too, whatever
+// lily_moe_tails >= 2 says), 2 = the gate|up. LILY_CUDA_QG_WSP, option LILY_CUDA_OPT_QG_WSP, flag
+// qg_wsp; engine default 1; this variable's own 0 is what kernel tests start from.
+extern int lily_qg_wsp;
 bool qgemm_wg_takes(const qg_args &a, int bm);
 void qgemm_wg_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st);
 // qgemm_rs.cu: the bf16-weight calls with the operands swapped (weights dequantised into the MMA's

@@ -270,6 +270,7 @@ int forward_chunks(cuda_ctx *cx, cuda_state *s, const int *tokens, int n, float 
     lily_qg_fill = cx->opt[LILY_CUDA_OPT_QG_FILL];        // and whether narrow dense GEMMs do
     lily_qg_raster = cx->opt[LILY_CUDA_OPT_QG_RASTER];    // and in which order their blocks run
     lily_qg_wsw = cx->opt[LILY_CUDA_OPT_QG_WSW];          // and whether the wide tile is warp-specialised
+    lily_qg_wsp = cx->opt[LILY_CUDA_OPT_QG_WSP];          // and whether the MoE's GEMMs are persistent
     lily_fa_wg = cx->opt[LILY_CUDA_OPT_FA_WG];            // and which flash attention kernel
     const int C = cx->pf.C;
     if (cx->opt[LILY_CUDA_OPT_SEP_DEQUANT] && (rc = sep_reserve(cx, C))) return rc;

@@ -153,18 +153,37 @@ __device__ __forceinline__ void wg_mma256(float *d, uint64_t da, uint64_t db, in
                  : WG_D128
                  : "l"(da), "l"(db), "r"(acc));
 }
+// 128 columns without ones columns (qgemm_wsp.cu): d (64 x 128 per warpgroup, fp32, 64 registers a
+// thread) = (acc ? d : 0) + A (64 x 16) . B (16 x 128).
+#define WG_D64 \
+    WG_F4(0), WG_F4(4), WG_F4(8), WG_F4(12), WG_F4(16), WG_F4(20), WG_F4(24), WG_F4(28), \
+    WG_F4(32), WG_F4(36), WG_F4(40), WG_F4(44), WG_F4(48), WG_F4(52), WG_F4(56), WG_F4(60)
+__device__ __forceinline__ void wg_mma128(float *d, uint64_t da, uint64_t db, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+                 "%64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : WG_D64
+                 : "l"(da), "l"(db), "r"(acc));
+}
 // Register fences of the accumulator as wg_fence / wg_commit_mma / wg_wait_mma(1), for NR = 68 (the
-// m64n136 accumulator) or 128 (m64n256).
+// m64n136 accumulator), 64 (m64n128) or 128 (m64n256).
 template <int NR> __device__ __forceinline__ void wgx_fence(float *d) {
     if constexpr (NR == 128) asm volatile("wgmma.fence.sync.aligned;\n" : WG_D128 ::"memory");
+    else if constexpr (NR == 64) asm volatile("wgmma.fence.sync.aligned;\n" : WG_D64 ::"memory");
     else wg_fence(d);
 }
 template <int NR> __device__ __forceinline__ void wgx_commit(float *d) {
     if constexpr (NR == 128) asm volatile("wgmma.commit_group.sync.aligned;\n" : WG_D128 ::"memory");
+    else if constexpr (NR == 64) asm volatile("wgmma.commit_group.sync.aligned;\n" : WG_D64 ::"memory");
     else wg_commit_mma(d);
 }
 template <int NR, int LEFT> __device__ __forceinline__ void wgx_wait(float *d) {
     if constexpr (NR == 128) asm volatile("wgmma.wait_group.sync.aligned %128;\n" : WG_D128 : "n"(LEFT) : "memory");
+    else if constexpr (NR == 64) asm volatile("wgmma.wait_group.sync.aligned %64;\n" : WG_D64 : "n"(LEFT) : "memory");
     else if constexpr (LEFT == 1) wg_wait_mma1(d);
     else wg_wait_mma(d);
 }
@@ -248,13 +267,12 @@ __device__ __forceinline__ void wg_store2(const qg_args &a, int p, int col, floa
 __device__ __forceinline__ int wg_tile_ix(const qg_args &a) { return a.raster ? blockIdx.y : blockIdx.x; }
 __device__ __forceinline__ int wg_col_ix(const qg_args &a) { return a.raster ? blockIdx.x : blockIdx.y; }
 
-// The rows of X this block multiplies: dense (row tile wg_tile_ix of BM rows) or grouped (a tile of one
-// expert's group, found in the tile map). False when the block has nothing to do (grouped mode,
-// tiles past the real count).
-__device__ __forceinline__ bool wg_block_rows(const qg_args &a, int BM, int *m0, int *rows, int *grp) {
+// The rows of X that row tile `tile` multiplies: dense (BM rows from tile * BM) or grouped (a tile of one
+// expert's group, found in the tile map). False when there is nothing to do (grouped mode, tiles past
+// the real count). wg_block_rows: the block's own row tile (wg_tile_ix); qgemm_wsp.cu's blocks walk several.
+__device__ __forceinline__ bool wg_tile_rows(const qg_args &a, int BM, int tile, int *m0, int *rows, int *grp) {
     *grp = 0;
     if (a.tile_off) {
-        const int tile = wg_tile_ix(a);
         if (tile >= __ldg(a.tile_off + a.n_groups)) return false;
         int lo = 0, hi = a.n_groups;
         if (a.n_groups <= 1024) {
@@ -283,10 +301,13 @@ __device__ __forceinline__ bool wg_block_rows(const qg_args &a, int BM, int *m0,
             *rows = min(BM, end - *m0);
         }
     } else {
-        *m0 = wg_tile_ix(a) * BM;
+        *m0 = tile * BM;
         *rows = min(BM, a.M - *m0);
     }
     return true;
+}
+__device__ __forceinline__ bool wg_block_rows(const qg_args &a, int BM, int *m0, int *rows, int *grp) {
+    return wg_tile_rows(a, BM, wg_tile_ix(a), m0, rows, grp);
 }
 
 // acc += s*part + b*sum for one 64-k stage: part from the m64n136 MMA (columns 128..135 hold the
@@ -421,6 +442,10 @@ struct wg_tmaps {
 };
 // qgemm_wsw.cu: the wide tile's call (128 rows, bf16 weights, tensor maps made) in warp-specialised form.
 void qgemm_wsw_launch(const qg_args &a, int grid_x, cudaStream_t st, const wg_tmaps &tm);
+// qgemm_wsp.cu: a merged-map call (192-row tiles, qg_args.tile_rest; bf16 weights; tensor maps made with
+// 64-row X boxes and 128-column code boxes) on the persistent warp-specialised kernel; false when its
+// epilogue is not one the kernel has (QG_SCALE_BF16, QG_GLU). max_tiles: the map's bound on row tiles.
+bool qgemm_wsp_launch(const qg_args &a, int max_tiles, cudaStream_t st, const wg_tmaps &tm);
 
 // Block set-up after wg_block_rows: a_row[r] = the X row of tile row r (-1 past the tile's rows),
 // and the ones columns (128..135) of all 4 k16 steps of nbuf bf16 B buffers `stride` bytes apart

@@ -794,6 +794,8 @@ static void test_attn_pf(rng &r) {
 
 // ---------------------------------------------------------------------------------------------
 // Speed at the Qwen3.6-35B-A3B shapes with random weights, against the ceilings measured now.
+static void bench_moe(rng &r, bool quick, bool only4k);
+static void bench_gdn(rng &r);
 static void bench_prefill(rng &r, bool quick) {
     lily_ceilings ce;
     memset(&ce, 0, sizeof ce);
@@ -834,7 +836,17 @@ static void bench_prefill(rng &r, bool quick) {
         free_all();
     }
     CK(cudaGetLastError());
-    // The MoE block at full size.
+    bench_moe(r, quick, false);
+    bench_gdn(r);
+}
+
+// The MoE block at full size (quick: the auto tile only). LILY_GPU_PF=moe runs only this, at 4096 tokens
+// (for a profiler: two calls, the second the one to look at).
+static void bench_moe(rng &r, bool quick, bool only4k) {
+    lily_ceilings ce;
+    memset(&ce, 0, sizeof ce);
+    if (!only4k) lily_ceilings_cuda(NULL, &ce);
+    const double peak = ce.gemm_tflops > 0 ? ce.gemm_tflops : 790.0;
     const int H = 2048, I = 512, E = 256, K = 8, Is = 512;
     std::vector<host_mat> g(E), u(E), dn(E);
     for (int e = 0; e < E; e++) {
@@ -863,8 +875,14 @@ static void bench_prefill(rng &r, bool quick) {
     CK(cudaMemset(res, 0, (size_t)Tmax * H * 4));
     float *out = poisoned<float>((size_t)Tmax * H);
     printf("\n| MoE block (router+routing+experts+shared+combine) | T | tile | ms | tok/s | TFLOP/s | %% of GEMM ceiling |\n|---|---|---|---|---|---|---|\n");
-    int Ts[] = {256, 1024, 4096};
-    for (int T : Ts) {
+    if (only4k) {
+        for (int i = 0; i < 2; i++) moe_pf_forward(w, dx, Tmax, res, out, &s, 0, 0);
+        CK(cudaDeviceSynchronize());
+        double ms = gpu_time_ms([&] { moe_pf_forward(w, dx, Tmax, res, out, &s, 0, 0); }, 5);
+        printf("| MoE | %d | %d (auto) | %.3f | %.0f | | |\n", Tmax, moe_pf_tile(w, Tmax), ms, Tmax / (ms * 1e-3));
+    }
+    for (int T : {256, 1024, 4096}) {
+        if (only4k) break;
         double flop = 2.0 * T * ((double)K * 3 * I * H + 3.0 * Is * H + (double)E * H);
         // negative: 64/128 on the mma.sync kernel; +1000: on the warp-specialised wgmma kernel
         int tiles[] = {0, 16, 32, 64, 128, -64, -128, 1064, 1128};
@@ -888,7 +906,10 @@ static void bench_prefill(rng &r, bool quick) {
     report(!count_nonfinite(o.data(), o.size()), "MoE block at full size, T=%d: finite outputs", Tmax);
     cudaFree(base);
     free_all();
-    // GDN scan at full size.
+}
+
+// The GDN scan at full size.
+static void bench_gdn(rng &r) {
     gdn_dims d = {16, 32, 128, 128, 4};
     printf("\n| GDN chunk scan (Hv 32, Dk=Dv 128) | T | nsplit | ms | tok/s per layer |\n|---|---|---|---|---|\n");
     for (int T : {256, 4096}) {
@@ -920,6 +941,14 @@ void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
     if (only && !strcmp(only, "gdn")) {
         test_gdn_pf(r);
         test_gdn_chunked(r);
+        return;
+    }
+    if (only && !strcmp(only, "moe")) { // the MoE block at 4096 tokens with the engine's GEMM defaults
+        lily_qg_bf16w = bw_default, lily_qg_wide = 1, lily_moe_gather = 1, lily_moe_tails = 2, lily_qg_tma128 = 1;
+        lily_qg_raster = 1, lily_qg_wsw = 1;
+        const char *wsp = getenv("LILY_CUDA_QG_WSP");
+        lily_qg_wsp = wsp ? atoi(wsp) & 3 : 1;
+        bench_moe(r, true, true);
         return;
     }
     test_qgemm(r);
@@ -979,6 +1008,16 @@ void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
     printf("(the same MoE cases on the wide tile warp-specialised (qgemm_wsw.cu) wherever they take 128-row tiles and tensor-map loads)\n");
     test_moe_pf(r);
     lily_qg_wsw = 0;
+    // The persistent kernel (qgemm_wsp.cu) on the merged map (tails mode 2): the down projection, the
+    // gate|up, both.
+    const int tails_was = lily_moe_tails;
+    for (int m : {1, 2, 3}) {
+        lily_moe_tails = 2, lily_qg_wsp = m;
+        printf("(the same MoE cases with %s on the persistent warp-specialised kernel (qgemm_wsp.cu))\n",
+               m == 1 ? "the down projection" : m == 2 ? "the gate|up" : "both grouped GEMMs");
+        test_moe_pf(r);
+    }
+    lily_qg_wsp = 0, lily_moe_tails = tails_was;
     lily_moe_gather = gather_saved;
     lily_qg_wide = 0, lily_qg_tma128 = 1;
     printf("(the same MoE cases on the 128-column bf16-weight tile with tensor-map loads where the rows are in order)\n");
