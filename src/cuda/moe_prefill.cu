@@ -333,10 +333,10 @@ static int dense_gemm(const moe_pf_scratch *s, const qg_args &g, cudaStream_t st
 }
 
 // Whether a grouped GEMM of the block takes the merged map (lily_moe_tails 2: gate|up, 3: both; the down
-// projection in mode 2 too when the persistent kernel takes it, lily_qg_wsp bit 0) on 192-row tiles
+// projection in mode 2 too where the persistent kernel takes it, qgemm_wsp_takes) on 192-row tiles
 // (bf16 weights; not the ablations' other kernels).
 static bool moe_pf_merged(const qg_args &g, int tile_m, bool down) {
-    const int mode = down && lily_moe_tails == 2 && (lily_qg_wsp & 1) ? 3 : lily_moe_tails;
+    const int mode = down && lily_moe_tails == 2 && qgemm_wsp_takes(g) ? 3 : lily_moe_tails;
     return tile_m == 128 && mode >= (down ? 3 : 2) && lily_qg_wgmma && lily_qg_bf16w && !qgemm_rs_on() && !qgemm_ws_on() &&
            qgemm_wg_takes(g, 192);
 }

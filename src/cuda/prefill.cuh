@@ -162,6 +162,13 @@ extern int lily_qg_wsw;
 // lily_moe_tails >= 2 says), 2 = the gate|up. LILY_CUDA_QG_WSP, option LILY_CUDA_OPT_QG_WSP, flag
 // qg_wsp; engine default 1; this variable's own 0 is what kernel tests start from.
 extern int lily_qg_wsp;
+// Whether a grouped call goes to that kernel: its bit is set and its groups average at most 256 rows
+// (chunks up to 8K tokens at top-8 of 256 experts). With more, qgemm_wg.cu's 128-row tiles are as fast
+// or faster: the down projection of a 16K-token chunk 43.82 -> 44.27 ms, of 8K 23.95 -> 22.21, of 4K
+// 13.78 -> 11.73 (pfprof, docs/PERF.md, sixteenth session).
+static inline bool qgemm_wsp_takes(const qg_args &a) {
+    return (lily_qg_wsp & (a.epi == QG_GLU ? 2 : 1)) && a.tile_off && (long)a.M <= 256L * a.n_groups;
+}
 bool qgemm_wg_takes(const qg_args &a, int bm);
 void qgemm_wg_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st);
 // qgemm_rs.cu: the bf16-weight calls with the operands swapped (weights dequantised into the MMA's

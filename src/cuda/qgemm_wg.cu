@@ -393,7 +393,7 @@ void qgemm_wg_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st) {
     // would take 144 and one block). The wide tile: one block an SM (4 stages measured no faster).
     if (bm == 192) { // the merged map (qg_args.tile_rest): 3 warpgroups, bf16 weights only (qgemm_wg_takes)
         wg_tmaps tm;
-        if ((lily_qg_wsp & (a.epi == QG_GLU ? 2 : 1)) && wg_make_tmaps(a, &tm, 128, 64) && qgemm_wsp_launch(a, grid_x, st, tm))
+        if (qgemm_wsp_takes(a) && wg_make_tmaps(a, &tm, 128, 64) && qgemm_wsp_launch(a, grid_x, st, tm))
             return; // persistent, warp-specialised (qgemm_wsp.cu)
         if (qgemm_wide_takes(a, grid_x)) {
             if (wg_make_tmaps(a, &tm, 256, 64)) wg_launch_t<3, 1, true, 256, 3, true>(a, grid_x, st, &tm);
