@@ -312,7 +312,7 @@ static int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_QG_WSW] = env_int("LILY_CUDA_QG_WSW", 1) != 0; // qgone +2-3 % (docs/PERF.md)
     // The MoE down projection on the persistent kernel: pfprof 4K 13.78 -> 11.80 ms (the gate|up on it
     // lost, 17.29 -> 19.84; docs/PERF.md, sixteenth session).
-    cx->opt[LILY_CUDA_OPT_QG_WSP] = env_int("LILY_CUDA_QG_WSP", 1) & 7;
+    cx->opt[LILY_CUDA_OPT_QG_WSP] = env_int("LILY_CUDA_QG_WSP", 1) & 3;
     lily_cuda_moe_fused_tma = env_int("LILY_CUDA_MOE_FUSED_TMA", 1) != 0; // timing knob (bitwise the same)
     *out = cx;
 #define FAIL(x) do { rc = (x); if (rc) { free_ctx(cx); *out = NULL; return rc; } } while (0)

@@ -37,11 +37,10 @@ __global__ void route_kernel(const float *logits, int T, int E, int K, int norm,
 // One block of >= E threads (E <= 1024): row offsets and tile offsets of each expert group; with
 // tails (moe_pf_tails_on), the 128-row tiles over each group's first c - tail rows, where its tail
 // starts (grp_mid) and the tail launch's tile offsets; and the merged map's tile offsets
-// (moe_pf_merged_tiles, lily_moe_tails 2 and 3), and the all-rows map's (128-row tiles, a group's last
-// one 1..128 rows: qgemm_wsp.cu's gate|up).
+// (moe_pf_merged_tiles, lily_moe_tails 2 and 3).
 __global__ void scan_kernel(const int *counts, int E, int tile_m, int tails, int *grp_off, int *tile_off,
-                            int *cursor, int *grp_mid, int *tile_off_b, int *tile_off_m, int *tile_off_a) {
-    __shared__ int sr[1024], st[1024], sb[1024], sm[1024], sa[1024];
+                            int *cursor, int *grp_mid, int *tile_off_b, int *tile_off_m) {
+    __shared__ int sr[1024], st[1024], sb[1024], sm[1024];
     const int e = threadIdx.x;
     const bool split = moe_pf_tails_on(tails, tile_m);
     const int c = e < E ? counts[e] : 0, tail = split ? moe_pf_tail_rows(c) : 0;
@@ -49,13 +48,12 @@ __global__ void scan_kernel(const int *counts, int E, int tile_m, int tails, int
     st[e] = (c - tail + tile_m - 1) / tile_m;
     sb[e] = tail > 0;
     sm[e] = moe_pf_merged_tiles(c);
-    sa[e] = (c + 127) / 128;
     __syncthreads();
     for (int o = 1; o < blockDim.x; o <<= 1) { // Hillis-Steele inclusive scan
         int a = e >= o ? sr[e - o] : 0, b = e >= o ? st[e - o] : 0, d = e >= o ? sb[e - o] : 0;
-        int f = e >= o ? sm[e - o] : 0, h = e >= o ? sa[e - o] : 0;
+        int f = e >= o ? sm[e - o] : 0;
         __syncthreads();
-        sr[e] += a, st[e] += b, sb[e] += d, sm[e] += f, sa[e] += h;
+        sr[e] += a, st[e] += b, sb[e] += d, sm[e] += f;
         __syncthreads();
     }
     if (e < E) {
@@ -63,11 +61,10 @@ __global__ void scan_kernel(const int *counts, int E, int tile_m, int tails, int
         tile_off[e + 1] = st[e];
         tile_off_b[e + 1] = sb[e];
         tile_off_m[e + 1] = sm[e];
-        tile_off_a[e + 1] = sa[e];
         grp_mid[e] = sr[e] - tail;
         cursor[e] = 0;
     }
-    if (e == 0) grp_off[0] = 0, tile_off[0] = 0, tile_off_b[0] = 0, tile_off_m[0] = 0, tile_off_a[0] = 0;
+    if (e == 0) grp_off[0] = 0, tile_off[0] = 0, tile_off_b[0] = 0, tile_off_m[0] = 0;
 }
 
 __global__ void scatter_kernel(const int *ids, int n_pairs, int K, const int *grp_off, int *cursor,
@@ -204,7 +201,7 @@ static size_t al(size_t n) { return (n + 255) & ~(size_t)255; }
 
 size_t moe_pf_scratch_bytes(const moe_pf_w &w, int t_max) {
     size_t T = (size_t)t_max, R = T * w.topk;
-    return al(T * w.E * 4) + al(R * 4) + al(R * 4) + 8 * al((size_t)(w.E + 1) * 4) + 2 * al(R * 4) +
+    return al(T * w.E * 4) + al(R * 4) + al(R * 4) + 7 * al((size_t)(w.E + 1) * 4) + 2 * al(R * 4) +
            al(R * w.I * 2) + al(R * w.H * 2) + al(T * (w.Is ? w.Is : 1) * 2) + al(T * w.H * 4) + al(T * 4);
 }
 
@@ -222,7 +219,6 @@ void moe_pf_scratch_init(moe_pf_scratch *s, void *base, const moe_pf_w &w, int t
     s->grp_mid = (int *)take((size_t)(w.E + 1) * 4); // between ids and sorted_pair: the host route mirrors them
     s->tile_off_b = (int *)take((size_t)(w.E + 1) * 4);
     s->tile_off_m = (int *)take((size_t)(w.E + 1) * 4);
-    s->tile_off_a = (int *)take((size_t)(w.E + 1) * 4);
     s->sorted_tok = (int *)take(R * 4);
     s->sorted_pair = (int *)take(R * 4);
     s->h = (uint16_t *)take(R * w.I * 2);
@@ -240,7 +236,7 @@ void moe_pf_route(const moe_pf_w &w, int T, int tile_m, moe_pf_scratch *s, cudaS
     int threads = 32;
     while (threads < w.E) threads *= 2;
     scan_kernel<<<1, threads, 0, st>>>(s->counts, w.E, tile_m, lily_moe_tails, s->grp_off, s->tile_off, s->cursor,
-                                       s->grp_mid, s->tile_off_b, s->tile_off_m, s->tile_off_a);
+                                       s->grp_mid, s->tile_off_b, s->tile_off_m);
     int n = T * w.topk;
     scatter_kernel<<<(n + 255) / 256, 256, 0, st>>>(s->ids, n, w.topk, s->grp_off, s->cursor, s->sorted_tok,
                                                     s->sorted_pair);
@@ -272,7 +268,6 @@ int moe_pf_route_host(const moe_pf_w &w, int T, int tile_m, moe_pf_scratch *s, c
     int *ids = (int *)at(s->ids), *counts = (int *)at(s->counts), *cursor = (int *)at(s->cursor);
     int *grp_off = (int *)at(s->grp_off), *tile_off = (int *)at(s->tile_off);
     int *grp_mid = (int *)at(s->grp_mid), *tile_off_b = (int *)at(s->tile_off_b), *tile_off_m = (int *)at(s->tile_off_m);
-    int *tile_off_a = (int *)at(s->tile_off_a);
     int *sorted_tok = (int *)at(s->sorted_tok), *sorted_pair = (int *)at(s->sorted_pair);
     float *wts = (float *)at(s->wts), *lg_all = (float *)(b0 + mirror);
     CU_TRY(cudaMemcpyAsync(lg_all, s->logits, (size_t)T * E * 4, cudaMemcpyDeviceToHost, st));
@@ -312,7 +307,7 @@ int moe_pf_route_host(const moe_pf_w &w, int T, int tile_m, moe_pf_scratch *s, c
             counts[ik[t]]++;
         }
     }
-    grp_off[0] = 0, tile_off[0] = 0, tile_off_b[0] = 0, tile_off_m[0] = 0, tile_off_a[0] = 0;
+    grp_off[0] = 0, tile_off[0] = 0, tile_off_b[0] = 0, tile_off_m[0] = 0;
     const bool split = moe_pf_tails_on(lily_moe_tails, tile_m);
     for (int e = 0; e < E; e++) {
         const int tail = split ? moe_pf_tail_rows(counts[e]) : 0;
@@ -320,7 +315,6 @@ int moe_pf_route_host(const moe_pf_w &w, int T, int tile_m, moe_pf_scratch *s, c
         tile_off[e + 1] = tile_off[e] + (counts[e] - tail + tile_m - 1) / tile_m;
         tile_off_b[e + 1] = tile_off_b[e] + (tail > 0);
         tile_off_m[e + 1] = tile_off_m[e] + moe_pf_merged_tiles(counts[e]);
-        tile_off_a[e + 1] = tile_off_a[e] + (counts[e] + 127) / 128;
         grp_mid[e] = grp_off[e + 1] - tail;
         cursor[e] = 0;
     }
@@ -354,13 +348,6 @@ static bool moe_pf_merged(const qg_args &g, int tile_m, bool down) {
 static int grouped_gemm(qg_args g, const moe_pf_scratch *s, int tile_m, int max_tiles, cudaStream_t st,
                         const char *const names[4]) {
     int rc;
-    if (g.epi == QG_GLU && tile_m == 128 && qgemm_wsp_takes(g) && lily_qg_wgmma && lily_qg_bf16w && !qgemm_rs_on() &&
-        !qgemm_ws_on()) { // the persistent kernel's 128-row tiles (qgemm_wg.cu sends them there)
-        g.tile_off = s->tile_off_a;
-        rc = qgemm_launch(g, 128, max_tiles, st);
-        PF_MARK(names[0]);
-        return rc;
-    }
     if (moe_pf_merged(g, tile_m, g.epi != QG_GLU)) {
         g.tile_off = s->tile_off_m;
         rc = qgemm_launch(g, 192, max_tiles, st);

@@ -157,21 +157,17 @@ extern int lily_qg_raster;
 // LILY_CUDA_QG_WSW, option LILY_CUDA_OPT_QG_WSW, flag qg_wsw; this variable's own 0 is what kernel
 // tests start from.
 extern int lily_qg_wsw;
-// The persistent warp-specialised kernels (qgemm_wsp.cu), a bit mask: 1 = the MoE down projection on
-// the merged map (192-row tiles, three consumer warpgroups; it then takes the merged map whatever
-// lily_moe_tails >= 2 says), 2 = the MoE gate|up on the all-rows map (128-row tiles, two consumer
-// warpgroups, m64n256), 4 = dense wide-tile calls (QG_BF16, QG_RESID, QG_GLU) on the same kernel.
-// LILY_CUDA_QG_WSP, option LILY_CUDA_OPT_QG_WSP, flag qg_wsp; engine default 1; this variable's own 0
-// is what kernel tests start from.
+// The MoE's grouped GEMMs on the merged map (192-row tiles) on the persistent warp-specialised kernel
+// (qgemm_wsp.cu), a bit mask: 1 = the down projection (which then takes the merged map too, whatever
+// lily_moe_tails >= 2 says), 2 = the gate|up. LILY_CUDA_QG_WSP, option LILY_CUDA_OPT_QG_WSP, flag
+// qg_wsp; engine default 1; this variable's own 0 is what kernel tests start from.
 extern int lily_qg_wsp;
-// Whether a call goes to those kernels: its bit is set and, grouped, its groups average at most 256
-// rows (chunks up to 8K tokens at top-8 of 256 experts). With more, qgemm_wg.cu's 128-row tiles are as
-// fast or faster: the down projection of a 16K-token chunk 43.82 -> 44.27 ms, of 8K 23.95 -> 22.21, of
-// 4K 13.78 -> 11.73 (pfprof, docs/PERF.md, sixteenth session).
+// Whether a grouped call goes to that kernel: its bit is set and its groups average at most 256 rows
+// (chunks up to 8K tokens at top-8 of 256 experts). With more, qgemm_wg.cu's 128-row tiles are as fast
+// or faster: the down projection of a 16K-token chunk 43.82 -> 44.27 ms, of 8K 23.95 -> 22.21, of 4K
+// 13.78 -> 11.73 (pfprof, docs/PERF.md, sixteenth session).
 static inline bool qgemm_wsp_takes(const qg_args &a) {
-    if (!a.tile_off) return (lily_qg_wsp & 4) && (a.epi == QG_BF16 || a.epi == QG_RESID || a.epi == QG_GLU) && !a.x_rows && !a.y_rows;
-    return (lily_qg_wsp & (a.epi == QG_GLU ? 2 : 1)) && (a.epi == QG_GLU || a.epi == QG_SCALE_BF16) &&
-           (long)a.M <= 256L * a.n_groups;
+    return (lily_qg_wsp & (a.epi == QG_GLU ? 2 : 1)) && a.tile_off && (long)a.M <= 256L * a.n_groups;
 }
 bool qgemm_wg_takes(const qg_args &a, int bm);
 void qgemm_wg_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st);
@@ -227,7 +223,6 @@ struct moe_pf_scratch {
     int *grp_mid;       // (E) moe_pf_tails: where each group's tail of 1..64 rows starts (else its end)
     int *tile_off_b;    // (E + 1) moe_pf_tails: tile offsets of the tails' 64-row launch (0 or 1 a group)
     int *tile_off_m;    // (E + 1) tile offsets of the merged map (moe_pf_merged_tiles a group)
-    int *tile_off_a;    // (E + 1) tile offsets of the all-rows map (128-row tiles, the last 1..128 rows)
     int *sorted_tok;    // (t_max*topk) token of each sorted row
     int *sorted_pair;   // (t_max*topk) token*topk + slot of each sorted row
     uint16_t *h;        // (t_max*topk, I) bf16 expert hidden rows, sorted order

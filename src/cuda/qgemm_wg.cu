@@ -405,8 +405,6 @@ void qgemm_wg_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st) {
     } else if (lily_qg_bf16w) {
         wg_tmaps tm;
         if (bm == 128 && qgemm_wide_takes(a, grid_x)) {
-            if (!a.tile_rest && qgemm_wsp_takes(a) && wg_make_tmaps(a, &tm, 256, 64) && qgemm_wsp_launch(a, grid_x, st, tm))
-                return; // persistent, warp-specialised (qgemm_wsp.cu: two consumer warpgroups, m64n256)
             if (wg_make_tmaps(a, &tm, 256)) {
                 if (lily_qg_wsw) qgemm_wsw_launch(a, grid_x, st, tm); // warp-specialised (qgemm_wsw.cu)
                 else wg_launch_t<2, 1, true, 256, 3, true>(a, grid_x, st, &tm);

@@ -50,170 +50,132 @@ int lily_qg_wsp = 0;
 // LILY_WSP_ABL (timing only, wrong results): parts of the kernel left out, to see what bounds it.
 enum { WSP_ABL_X = 1, WSP_ABL_DQ = 2, WSP_ABL_MMA = 4 };
 
+#define WSP_BM 192
+#define WSP_BN 128
+#define WSP_XS 5 // X slots (released by the consumers)
+#define WSP_CS 6 // code slots (released by the dequantising threads)
+#define WSP_SR 8 // scale words: a ring a dequantising thread keeps for its own column
+#define WSP_NB 4 // bf16 B buffers
+#define WSP_NCONS 384 // consumer threads (warpgroups 0..2)
+#define WSP_NDQ 128   // dequantising threads (warpgroup 3), then one issuing warp
+#define WSP_THREADS (WSP_NCONS + WSP_NDQ + 32)
 #define WSP_MAXT 256 // tiles a block's list holds
 
-// NCW consumer warpgroups: 3 (192-row merged tiles, 128 columns, m64n128k16: the down projection) or 2
-// (128-row tiles, 256 columns, m64n256k16: the gate|up on the all-rows map, dense calls). Then NDQ
-// dequantising threads (128, or 96 where the consumers' 128 accumulators need 168 registers a thread at
-// 384 threads) and one issuing warp.
-template <int NCW> struct wsp_cfg {
-    static constexpr int BM = 64 * NCW;
-    static constexpr int BN = NCW == 3 ? 128 : 256;
-    static constexpr int NR = BN / 2; // accumulator registers a consumer thread
-    static constexpr int NCONS = 128 * NCW;
-    static constexpr int NDQ = NCW == 3 ? 128 : 96;
-    static constexpr int THREADS = NCONS + NDQ + 32;
-    static constexpr int XS = NCW == 3 ? 5 : 4, CS = NCW == 3 ? 6 : 5, SR = NCW == 3 ? 8 : 6, NB = NCW == 3 ? 4 : 3;
-    static constexpr int COLS_DQ = (BN + NDQ - 1) / NDQ; // columns a dequantising thread takes, at most
-    static constexpr int X_BYTES = BM * 128;             // bf16 X rows, 64 k, 128-byte swizzle (boxes of 64 rows)
-    static constexpr int C_BYTES = BN * 32;              // 4-bit codes, 64 k per column
-    static constexpr int BQ_STEP = (BN / 8) * 256;       // bf16 B of one k16 step
+struct wsp_cfg {
+    static constexpr int X_BYTES = WSP_BM * 128; // bf16 X rows, 64 k, 128-byte swizzle (3 boxes of 64 rows)
+    static constexpr int C_BYTES = WSP_BN * 32;  // 4-bit codes, 64 k per column
+    static constexpr int BQ_STEP = (WSP_BN / 8) * 256; // bf16 B of one k16 step
     static constexpr int BQ_BYTES = 4 * BQ_STEP;
-    static constexpr int C_OFF = XS * X_BYTES;
-    static constexpr int S_OFF = C_OFF + CS * C_BYTES;
-    static constexpr int B_OFF = S_OFF + SR * BN * 4;
-    static constexpr int T_OFF = B_OFF + NB * BQ_BYTES;
+    static constexpr int C_OFF = WSP_XS * X_BYTES;
+    static constexpr int S_OFF = C_OFF + WSP_CS * C_BYTES;
+    static constexpr int B_OFF = S_OFF + WSP_SR * WSP_BN * 4;
+    static constexpr int T_OFF = B_OFF + WSP_NB * BQ_BYTES;
     static constexpr int BAR_OFF = T_OFF + WSP_MAXT * 16;
-    static constexpr int SMEM = BAR_OFF + 2 * (XS + CS + NB) * 8 + 1024; // + slack to align to 1024
-    static_assert(X_BYTES % 1024 == 0, "X slots keep the swizzle atom's 1024-byte alignment");
-    static_assert(SMEM <= 227 * 1024, "one block an SM");
+    static constexpr int SMEM = BAR_OFF + 2 * (WSP_XS + WSP_CS + WSP_NB) * 8 + 1024; // + slack to align to 1024
 };
+static_assert(wsp_cfg::X_BYTES % 1024 == 0, "X slots keep the swizzle atom's 1024-byte alignment");
+static_assert(wsp_cfg::SMEM <= 227 * 1024, "one block an SM");
 
 // Row tile and column tile of tile ti of the launch: false past the map's count.
 struct wsp_tile {
     int m0, rows, grp, n0;
 };
-__device__ __forceinline__ bool wsp_tile_at(const qg_args &a, int BM, int ti, int ncol, int cols, wsp_tile *t) {
+__device__ __forceinline__ bool wsp_tile_at(const qg_args &a, int ti, int ncol, int cols, wsp_tile *t) {
     const int rt = ti / ncol;
-    if (!wg_tile_rows(a, BM, rt, &t->m0, &t->rows, &t->grp)) return false;
+    if (!wg_tile_rows(a, WSP_BM, rt, &t->m0, &t->rows, &t->grp)) return false;
     t->n0 = (ti - rt * ncol) * cols;
     return true;
 }
 
-// One output pair (columns col, col + 1 of output row orow) through epilogue EPI (not QG_GLU): the
-// values and rounding of qg_store2_at.
 template <int EPI>
-__device__ __forceinline__ void wsp_store2(const qg_args &a, int orow, int col, float sc, float v0, float v1) {
-    const long at = (long)orow * a.ldy + col;
-    if (EPI == QG_SCALE_BF16) *(uint32_t *)((uint16_t *)a.y + at) = wg_pack(sc * rb(v0), sc * rb(v1));
-    if (EPI == QG_BF16) *(uint32_t *)((uint16_t *)a.y + at) = wg_pack(v0, v1);
-    if (EPI == QG_RESID) {
-        const float2 rs = *(const float2 *)(a.res + at);
-        *(float2 *)((float *)a.y + at) = make_float2(rb(rs.x + rb(v0)), rb(rs.y + rb(v1)));
-    }
-}
-
-template <int NCW, int EPI>
-__global__ void __launch_bounds__(wsp_cfg<NCW>::THREADS, 1)
-    qgemm_wsp_kernel(qg_args a, int swap, int abl, const __grid_constant__ wg_tmaps tm) {
-    using C = wsp_cfg<NCW>;
-    constexpr int BM = C::BM, BN = C::BN, NR = C::NR, XS = C::XS, CS = C::CS, SR = C::SR, NB = C::NB;
-    constexpr int NCONS = C::NCONS, NDQ = C::NDQ;
+__global__ void __launch_bounds__(WSP_THREADS, 1) qgemm_wsp_kernel(qg_args a, int swap, int abl, const __grid_constant__ wg_tmaps tm) {
+    using C = wsp_cfg;
     constexpr bool glu = EPI == QG_GLU;
-    constexpr int cols = glu ? BN / 2 : BN; // output columns a tile
+    constexpr int cols = glu ? WSP_BN / 2 : WSP_BN; // output columns a tile
     extern __shared__ __align__(128) char smem_raw[];
     char *smem = (char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
-    uint64_t *xfull = (uint64_t *)(smem + C::BAR_OFF), *xempty = xfull + XS;
-    uint64_t *cfull = xempty + XS, *cempty = cfull + CS;
-    uint64_t *bfull = cempty + CS, *bempty = bfull + NB;
+    uint64_t *xfull = (uint64_t *)(smem + C::BAR_OFF), *xempty = xfull + WSP_XS;
+    uint64_t *cfull = xempty + WSP_XS, *cempty = cfull + WSP_CS;
+    uint64_t *bfull = cempty + WSP_CS, *bempty = bfull + WSP_NB;
     wsp_tile *tiles = (wsp_tile *)(smem + C::T_OFF);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     if (tid == 0) {
-        for (int s = 0; s < XS; s++) mb_init(&xfull[s], 1), mb_init(&xempty[s], NCONS);
-        for (int s = 0; s < CS; s++) mb_init(&cfull[s], 1), mb_init(&cempty[s], NDQ);
-        for (int s = 0; s < NB; s++) mb_init(&bfull[s], NDQ), mb_init(&bempty[s], NCONS);
+        for (int s = 0; s < WSP_XS; s++) mb_init(&xfull[s], 1), mb_init(&xempty[s], WSP_NCONS);
+        for (int s = 0; s < WSP_CS; s++) mb_init(&cfull[s], 1), mb_init(&cempty[s], WSP_NDQ);
+        for (int s = 0; s < WSP_NB; s++) mb_init(&bfull[s], WSP_NDQ), mb_init(&bempty[s], WSP_NCONS);
         mb_init_fence();
     }
     const int KT = a.K / WG_BK, ncol = (a.N + cols - 1) / cols;
-    const int nrt = a.tile_off ? __ldg(a.tile_off + a.n_groups) : (a.M + BM - 1) / BM;
-    const int ntiles = nrt * ncol, G = gridDim.x;
+    const int ntiles = __ldg(a.tile_off + a.n_groups) * ncol, G = gridDim.x;
     const int mine = (int)blockIdx.x < ntiles ? min((ntiles - 1 - (int)blockIdx.x) / G + 1, WSP_MAXT) : 0;
     const int S = mine * KT; // this block's stages
     // The block's tile list, found once (a warp a tile: the map search takes a warp).
-    for (int i = warp; i < mine; i += C::THREADS / 32) {
+    for (int i = warp; i < mine; i += WSP_THREADS / 32) {
         wsp_tile t;
-        wsp_tile_at(a, BM, (int)blockIdx.x + i * G, ncol, cols, &t);
+        wsp_tile_at(a, (int)blockIdx.x + i * G, ncol, cols, &t);
         if (lane == 0) tiles[i] = t;
     }
     __syncthreads();
 
-    if (tid >= NCONS + NDQ) {
+    if (tid >= WSP_NCONS + WSP_NDQ) {
         // ---- the issuing thread: codes and X of stage after stage, as far ahead as their rings allow ----
         if (lane != 0) return;
         for (int c = 0, i = 0, ck = 0; c < S; c++) {
             const wsp_tile t = tiles[i];
-            const int cs = c % CS, xs = c % XS;
-            if (c >= CS) mb_wait(&cempty[cs], (c / CS - 1) & 1);
+            const int cs = c % WSP_CS, xs = c % WSP_XS;
+            if (c >= WSP_CS) mb_wait(&cempty[cs], (c / WSP_CS - 1) & 1);
             char *Cs = smem + C::C_OFF + cs * C::C_BYTES;
             const int wr = (int)((long)t.grp * a.N + t.n0);
             mb_expect_tx(&cfull[cs], C::C_BYTES);
             tma_g2s_2d(Cs, &tm.w, ck * 32, wr, &cfull[cs]);
-            if (glu) tma_g2s_2d(Cs + (BN / 2) * 32, &tm.w2, ck * 32, wr, &cfull[cs]);
-            if (c >= XS) mb_wait(&xempty[xs], (c / XS - 1) & 1);
+            if (glu) tma_g2s_2d(Cs + (WSP_BN / 2) * 32, &tm.w2, ck * 32, wr, &cfull[cs]);
+            if (c >= WSP_XS) mb_wait(&xempty[xs], (c / WSP_XS - 1) & 1);
             char *Xs = smem + xs * C::X_BYTES;
-            const int nx = (abl & WSP_ABL_X) ? 0 : min((t.rows + 63) / 64, NCW); // the live warpgroups' boxes
+            const int nx = (abl & WSP_ABL_X) ? 0 : (t.rows + 63) / 64; // the live warpgroups' boxes
             mb_expect_tx(&xfull[xs], nx * 8192);
             for (int j = 0; j < nx; j++) tma_g2s_2d(Xs + j * 8192, &tm.x, ck * WG_BK, t.m0 + 64 * j, &xfull[xs]);
             if (++ck == KT) ck = 0, i++;
         }
         return;
     }
-    if (tid >= NCONS) {
-        // ---- dequantising threads: columns pt, pt + NDQ, ... of every tile ----
-        const int pt = tid - NCONS;
+    if (tid >= WSP_NCONS) {
+        // ---- dequantising threads: column pt of every tile ----
+        const int pt = tid - WSP_NCONS;
         const int ng = a.K / a.w.group, gshift = 31 - __clz(a.w.group);
-        const uint32_t sm0 = wg_smem(smem), Sw = sm0 + C::S_OFF; // scale words: BN a stage
-        auto scale_copy = [&](int c) { // stage c's scale|bias words of this thread's columns into ring slot c % SR
+        const uint32_t sm0 = wg_smem(smem);
+        const uint32_t Sw = sm0 + C::S_OFF + 4 * pt; // this thread's scale words, WSP_BN * 4 bytes a stage apart
+        auto scale_copy = [&](int c) { // stage c's scale|bias word of this thread's column into ring slot c % SR
             const int i = c / KT, ck = c - i * KT;
             const wsp_tile &t = tiles[i];
-#pragma unroll
-            for (int u = 0; u < C::COLS_DQ; u++) {
-                const int j = pt + NDQ * u;
-                if (j >= BN) break;
-                // (The scale pointer picked directly: a dq_mat reference picked the same way crashed cicc in
-                // the <2, QG_GLU> instantiation, CUDA 13.0.)
-                const uint32_t *sb = (glu && j >= BN / 2) ? a.w2.sb : a.w.sb;
-                const int n = t.n0 + (glu ? (j & (BN / 2 - 1)) : j);
-                const bool ok = n < a.N;
-                const uint32_t *src = sb + (ok ? ((long)t.grp * a.N + n) * ng + ((ck * WG_BK) >> gshift) : 0);
-                asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(Sw + ((c % SR) * BN + j) * 4), "l"(src),
-                             "r"(ok ? 4 : 0));
-            }
+            const dq_mat &m = (glu && pt >= WSP_BN / 2) ? a.w2 : a.w;
+            const int n = t.n0 + (glu ? (pt & (WSP_BN / 2 - 1)) : pt);
+            const bool ok = n < a.N;
+            const uint32_t *src = m.sb + (ok ? ((long)t.grp * a.N + n) * ng + ((ck * WG_BK) >> gshift) : 0);
+            asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(Sw + (c % WSP_SR) * WSP_BN * 4), "l"(src),
+                         "r"(ok ? 4 : 0));
         };
 #pragma unroll 1
-        for (int c = 0; c < SR - 1; c++) {
+        for (int c = 0; c < WSP_SR - 1; c++) {
             if (c < S) scale_copy(c);
             wg_commit();
         }
         for (int g = 0; g < S; g++) {
-            const int cs = g % CS, b = g % NB;
-            mb_wait(&cfull[cs], (g / CS) & 1); // the codes of stage g have landed
-            wg_cpwait<SR - 2>();                // and this thread's scale words
-            if (g >= NB) mb_wait(&bempty[b], (g / NB - 1) & 1); // stage g - NB's MMAs are done
+            const int cs = g % WSP_CS, b = g % WSP_NB;
+            mb_wait(&cfull[cs], (g / WSP_CS) & 1); // the codes of stage g have landed
+            wg_cpwait<WSP_SR - 2>();                // and this thread's scale word
+            if (g >= WSP_NB) mb_wait(&bempty[b], (g / WSP_NB - 1) & 1); // stage g - NB's MMAs are done
             const uint32_t Cs = sm0 + C::C_OFF + cs * C::C_BYTES, B = sm0 + C::B_OFF + b * C::BQ_BYTES;
-            uint4 w[C::COLS_DQ][2]; // every word first: the shared stores below are compiler barriers
-            uint32_t sbw[C::COLS_DQ];
-#pragma unroll
-            for (int u = 0; u < C::COLS_DQ; u++) {
-                const int j = pt + NDQ * u;
-                if (j >= BN) break;
-                w[u][0] = wg_lds128(Cs + j * 32), w[u][1] = wg_lds128(Cs + j * 32 + 16);
-                sbw[u] = wg_lds32(Sw + ((g % SR) * BN + j) * 4);
-            }
+            const uint4 w0 = wg_lds128(Cs + pt * 32), w1 = wg_lds128(Cs + pt * 32 + 16);
+            const uint32_t sbw = wg_lds32(Sw + (g % WSP_SR) * WSP_BN * 4);
             if (!(abl & WSP_ABL_DQ)) {
-#pragma unroll
-                for (int u = 0; u < C::COLS_DQ; u++) {
-                    const int j = pt + NDQ * u;
-                    if (j >= BN) break;
-                    wg_dq_half<true>(B, C::BQ_STEP, j, 0, w[u][0], sbw[u]);
-                    wg_dq_half<true>(B, C::BQ_STEP, j, 1, w[u][1], sbw[u]);
-                }
+                wg_dq_half<true>(B, C::BQ_STEP, pt, 0, w0, sbw);
+                wg_dq_half<true>(B, C::BQ_STEP, pt, 1, w1, sbw);
             }
             wg_fence_proxy(); // the bf16 B, for the consumers' MMAs
             mb_arrive(&bfull[b]);
             mb_arrive(&cempty[cs]); // this thread is done with the slot's codes
-            // Stage g + SR - 1's words into the ring slot stage g - 1 held (this thread read them last pass).
-            if (g + SR - 1 < S) scale_copy(g + SR - 1);
+            // Stage g + SR - 1's word into the ring slot stage g - 1 held (this thread read it last pass).
+            if (g + WSP_SR - 1 < S) scale_copy(g + WSP_SR - 1);
             wg_commit();
         }
         wg_cpwait<0>();
@@ -223,9 +185,9 @@ __global__ void __launch_bounds__(wsp_cfg<NCW>::THREADS, 1)
     const int wg = warp >> 2, g8 = lane >> 2, t = lane & 3;
     const int r0 = 64 * wg + 16 * (warp & 3) + g8; // this thread's rows r0, r0 + 8 of a tile
     const uint64_t da0 = wg_desc_sw128(smem + wg * 8192), db0 = wg_desc(smem + C::B_OFF, 128, 256, swap);
-    float acc[NR];
+    float acc[64];
 #pragma unroll
-    for (int i = 0; i < NR; i++) acc[i] = 0.0f;
+    for (int i = 0; i < 64; i++) acc[i] = 0.0f;
     int g = 0; // the block's stage
     for (int i = 0; i < mine; i++) {
         const wsp_tile tl = tiles[i];
@@ -245,69 +207,63 @@ __global__ void __launch_bounds__(wsp_cfg<NCW>::THREADS, 1)
             }
         }
         for (int kt = 0; kt < KT; kt++, g++) {
-            const int xs = g % XS, b = g % NB;
-            mb_wait(&xfull[xs], (g / XS) & 1);
-            mb_wait(&bfull[b], (g / NB) & 1);
+            const int xs = g % WSP_XS, b = g % WSP_NB;
+            mb_wait(&xfull[xs], (g / WSP_XS) & 1);
+            mb_wait(&bfull[b], (g / WSP_NB) & 1);
             if (on) {
-                wgx_fence<NR>(acc);
+                wgx_fence<64>(acc);
 #pragma unroll
-                for (int s = 0; s < 4; s++) {
-                    const uint64_t da = da0 + ((xs * C::X_BYTES + s * 32) >> 4), db = db0 + ((b * C::BQ_BYTES + s * C::BQ_STEP) >> 4);
-                    if constexpr (NR == 64) wg_mma128(acc, da, db, kt > 0 || s > 0);
-                    else wg_mma256(acc, da, db, kt > 0 || s > 0);
-                }
-                wgx_commit<NR>(acc);
+                for (int s = 0; s < 4; s++)
+                    wg_mma128(acc, da0 + ((xs * C::X_BYTES + s * 32) >> 4), db0 + ((b * C::BQ_BYTES + s * C::BQ_STEP) >> 4),
+                              kt > 0 || s > 0);
+                wgx_commit<64>(acc);
             }
-            wgx_wait<NR, 1>(acc); // stage g - 1's MMAs are complete: release its X slot and B buffer
-            if (kt > 0) mb_arrive(&xempty[(g - 1) % XS]), mb_arrive(&bempty[(g - 1) % NB]);
+            wgx_wait<64, 1>(acc); // stage g - 1's MMAs are complete: release its X slot and B buffer
+            if (kt > 0) mb_arrive(&xempty[(g - 1) % WSP_XS]), mb_arrive(&bempty[(g - 1) % WSP_NB]);
         }
-        wgx_wait<NR, 0>(acc); // the tile's last stage: release it now, before the stores
-        mb_arrive(&xempty[(g - 1) % XS]), mb_arrive(&bempty[(g - 1) % NB]);
+        wgx_wait<64, 0>(acc); // the tile's last stage: release it now, before the stores
+        mb_arrive(&xempty[(g - 1) % WSP_XS]), mb_arrive(&bempty[(g - 1) % WSP_NB]);
         if (!on) continue;
-        constexpr int NJ = BN / 8; // column groups of 8 (QG_GLU: the first half gate, the second up)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             if (orow[h] < 0) continue;
+            uint16_t *yr = (uint16_t *)a.y + (long)orow[h] * a.ldy;
+            if (EPI == QG_GLU) {
 #pragma unroll
-            for (int j = 0; j < (glu ? NJ / 2 : NJ); j++) {
-                const int col = tl.n0 + 8 * j + 2 * t;
-                if (col >= a.N) continue;
-                const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
-                if constexpr (glu) {
-                    const float u0 = acc[4 * (j + NJ / 2) + 2 * h], u1 = acc[4 * (j + NJ / 2) + 2 * h + 1];
-                    *(uint32_t *)((uint16_t *)a.y + (long)orow[h] * a.ldy + col) = wg_pack(qg_glu(v0, u0), qg_glu(v1, u1));
-                } else {
-                    wsp_store2<EPI>(a, orow[h], col, sc[h], v0, v1);
+                for (int j = 0; j < 8; j++) {
+                    const int col = tl.n0 + 8 * j + 2 * t;
+                    if (col < a.N)
+                        *(uint32_t *)(yr + col) = wg_pack(qg_glu(acc[4 * j + 2 * h], acc[4 * (j + 8) + 2 * h]),
+                                                          qg_glu(acc[4 * j + 2 * h + 1], acc[4 * (j + 8) + 2 * h + 1]));
+                }
+            } else {
+#pragma unroll
+                for (int j = 0; j < 16; j++) {
+                    const int col = tl.n0 + 8 * j + 2 * t;
+                    if (col < a.N)
+                        *(uint32_t *)(yr + col) = wg_pack(sc[h] * rb(acc[4 * j + 2 * h]), sc[h] * rb(acc[4 * j + 2 * h + 1]));
                 }
             }
         }
     }
 }
 
-template <int NCW, int EPI> static void wsp_launch_t(const qg_args &a, int grid, cudaStream_t st, int abl, const wg_tmaps &tm) {
+bool qgemm_wsp_launch(const qg_args &a, int max_tiles, cudaStream_t st, const wg_tmaps &tm) {
+    if ((a.epi != QG_SCALE_BF16 && a.epi != QG_GLU) || !a.tile_off || !a.tile_rest) return false;
     static bool attr = false;
     if (!attr) {
-        cudaFuncSetAttribute(qgemm_wsp_kernel<NCW, EPI>, cudaFuncAttributeMaxDynamicSharedMemorySize, wsp_cfg<NCW>::SMEM);
+        cudaFuncSetAttribute(qgemm_wsp_kernel<QG_SCALE_BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, wsp_cfg::SMEM);
+        cudaFuncSetAttribute(qgemm_wsp_kernel<QG_GLU>, cudaFuncAttributeMaxDynamicSharedMemorySize, wsp_cfg::SMEM);
         attr = true;
     }
-    qgemm_wsp_kernel<NCW, EPI><<<grid, wsp_cfg<NCW>::THREADS, wsp_cfg<NCW>::SMEM, st>>>(a, lily_qg_wg_desc_swap, abl, tm);
-}
-
-bool qgemm_wsp_launch(const qg_args &a, int max_tiles, cudaStream_t st, const wg_tmaps &tm) {
-    // The merged map (192-row tiles) takes the 3-warpgroup kernel, the rest the 2-warpgroup one.
-    const int ncw = a.tile_rest ? 3 : 2;
-    if (ncw == 3 ? a.epi != QG_SCALE_BF16 : (a.epi != QG_GLU && a.epi != QG_BF16 && a.epi != QG_RESID)) return false;
-    if (a.tile_off && !a.tile_rest && a.epi != QG_GLU) return false; // grouped 128-row tiles: the gate|up only
-    const int cols = ncw == 3 ? 128 : a.epi == QG_GLU ? 128 : 256;
+    const int cols = a.epi == QG_GLU ? WSP_BN / 2 : WSP_BN;
     const long most = (long)max_tiles * ((a.N + cols - 1) / cols);
     const int grid = (int)(most < cuda_sm_count() ? most : cuda_sm_count());
     if (grid <= 0) return true;
     if ((most + grid - 1) / grid > WSP_MAXT) return false; // more tiles a block than its list holds
     static int abl = -1;
     if (abl < 0) abl = getenv("LILY_WSP_ABL") ? atoi(getenv("LILY_WSP_ABL")) : 0;
-    if (ncw == 3) wsp_launch_t<3, QG_SCALE_BF16>(a, grid, st, abl, tm);
-    else if (a.epi == QG_GLU) wsp_launch_t<2, QG_GLU>(a, grid, st, abl, tm);
-    else if (a.epi == QG_BF16) wsp_launch_t<2, QG_BF16>(a, grid, st, abl, tm);
-    else wsp_launch_t<2, QG_RESID>(a, grid, st, abl, tm);
+    if (a.epi == QG_GLU) qgemm_wsp_kernel<QG_GLU><<<grid, WSP_THREADS, wsp_cfg::SMEM, st>>>(a, lily_qg_wg_desc_swap, abl, tm);
+    else qgemm_wsp_kernel<QG_SCALE_BF16><<<grid, WSP_THREADS, wsp_cfg::SMEM, st>>>(a, lily_qg_wg_desc_swap, abl, tm);
     return true;
 }
