@@ -8,7 +8,9 @@
 // pipeline's fill and the epilogue on every tile: pfprof 4K, down 10.64 ms + tails 3.14 ms for 2.75
 // TFLOP, ~200 TFLOP/s against ~415 for the dense GEMMs (docs/PERF.md, sixteenth session). Here the next
 // tile's copies and dequantisation run while the consumers finish this one, and the output leaves by
-// stores nothing waits for.
+// stores nothing waits for. Measured (pfprof, the down projection): 4K 13.78 -> 11.73 ms, 8K 23.95 ->
+// 22.21; a 16K-token chunk 43.82 -> 44.27, so it takes groups of at most 256 rows on average
+// (qgemm_wsp_takes).
 //
 //   one issuing thread (warp 16, lane 0): stage after stage, the codes (tensor map) into a ring of CS
 //     code slots and the X boxes of the tile's live warpgroups (64 rows each) into a ring of XS X slots,
@@ -28,21 +30,23 @@
 // column tiles side by side, so its X rows come from L2).
 //
 // Rounding as qgemm_wg.cu (bf16 weights, one fp32 accumulator over all of K, the epilogues of
-// qg_store2_at / qg_glu); the instruction is m64n128k16 instead of m64n136k16 / m64n256k16, so the
-// outputs are compared with the CPU reference, not bitwise with the other kernels.
+// qg_store2_at / qg_glu); the instruction is m64n128k16 instead of m64n136k16 / m64n256k16. The tests
+// compare with the CPU reference; the full-size logits of a prompt on 128-row MoE tiles came out bitwise
+// equal to qgemm_wg.cu's (docs/PERF.md).
 //
 // The first form had one producer warpgroup issue the copies in its dequantisation loop, a shared slot
 // of X and codes released by both sides, and each tile's map search in the loop: the dequantisation
 // waited for the consumers' releases and the copies ran 3 stages ahead; no faster than qgemm_wg.cu
-// (docs/PERF.md, sixteenth session).
+// (docs/PERF.md, sixteenth session). A 2-warpgroup form (128-row tiles, m64n256k16, 96 dequantising
+// threads) for the gate|up and the dense calls was slower still (commit ad78162, reverted).
 //
 // Registers: 544 threads, one block an SM: at most 120 a thread (the consumers' 64 accumulators).
 // Shared memory: XS X slots of 24 KB (3 boxes of 8 KB, 128-byte swizzle), CS code slots of 4 KB, the
 // scale-word rings (4 KB), NB B buffers of 16 KB, the tile list (4 KB).
 //
 // Switch: LILY_CUDA_QG_WSP (option LILY_CUDA_OPT_QG_WSP, flag qg_wsp; lily_qg_wsp): bit 0 the down
-// projection (then on the merged map too; the default), bit 1 the gate|up (slower than qgemm_wg.cu's
-// 3-warpgroup wide tile, whose m64n256 reads half the X per product).
+// projection (then on the merged map too; the default), bit 1 the gate|up (pfprof 4K 17.29 -> 19.84 ms:
+// slower than qgemm_wg.cu's 3-warpgroup wide tile, whose m64n256 reads half the X per product).
 #include "qgemm_wg.cuh"
 
 int lily_qg_wsp = 0;
