@@ -236,15 +236,7 @@ __global__ void __launch_bounds__(wg_cfg<WGS, BN, NST, TMA>::THREADS, MINB)
         for (int kt = 0; kt < KT; kt++) {
             const int st = kt % WG_STAGES, b = kt & 1;
             if (mma_on) { // warp-uniform: the whole warpgroup takes the same branch
-                wgx_fence<NR>(part);
-#pragma unroll
-                for (int s = 0; s < 4; s++) {
-                    const uint64_t da = da0 + ((st * C::STAGE + s * (TMA ? 32 : 256)) >> 4);
-                    const uint64_t db = db0 + ((b * C::BQ_BYTES + s * C::BQ_STEP) >> 4);
-                    if constexpr (BN == WG_BN) wg_mma(part, da, db, kt > 0 || s > 0);
-                    else wg_mma256(part, da, db, kt > 0 || s > 0);
-                }
-                wgx_commit<NR>(part);
+                wgx_stage<NR>(part, da0, st * C::STAGE, TMA ? 32 : 256, db0, b * C::BQ_BYTES, C::BQ_STEP, kt);
                 // Stage kt-1's MMA, the last reader of its A slot and of B buffer b^1, is complete in
                 // every warpgroup: then the slot is refilled and the buffer rewritten.
                 wgx_wait<NR, 1>(part);

@@ -188,6 +188,24 @@ template <int NR, int LEFT> __device__ __forceinline__ void wgx_wait(float *d) {
     else wg_wait_mma(d);
 }
 
+// One 64-k stage kt of a warpgroup's MMAs: fence, the 4 k16 steps, commit. Step s reads A at byte
+// a_off + s a_step from descriptor da0 and B at b_off + s b_step from db0; the accumulator starts from
+// zero at step 0 of stage 0. NR picks the instruction: 68 m64n136, 64 m64n128, 128 m64n256. The caller
+// waits for the group (wgx_wait).
+template <int NR>
+__device__ __forceinline__ void wgx_stage(float *d, uint64_t da0, int a_off, int a_step, uint64_t db0, int b_off, int b_step,
+                                          int kt) {
+    wgx_fence<NR>(d);
+#pragma unroll
+    for (int s = 0; s < 4; s++) {
+        const uint64_t a = da0 + ((a_off + s * a_step) >> 4), b = db0 + ((b_off + s * b_step) >> 4);
+        if constexpr (NR == 128) wg_mma256(d, a, b, kt > 0 || s > 0);
+        else if constexpr (NR == 64) wg_mma128(d, a, b, kt > 0 || s > 0);
+        else wg_mma(d, a, b, kt > 0 || s > 0);
+    }
+    wgx_commit<NR>(d);
+}
+
 __device__ __forceinline__ uint32_t wg_bf2_fma(uint32_t a, uint32_t b, uint32_t c) {
     uint32_t d;
     asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));

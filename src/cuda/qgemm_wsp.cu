@@ -214,14 +214,7 @@ __global__ void __launch_bounds__(WSP_THREADS, 1) qgemm_wsp_kernel(qg_args a, in
             const int xs = g % WSP_XS, b = g % WSP_NB;
             mb_wait(&xfull[xs], (g / WSP_XS) & 1);
             mb_wait(&bfull[b], (g / WSP_NB) & 1);
-            if (on) {
-                wgx_fence<64>(acc);
-#pragma unroll
-                for (int s = 0; s < 4; s++)
-                    wg_mma128(acc, da0 + ((xs * C::X_BYTES + s * 32) >> 4), db0 + ((b * C::BQ_BYTES + s * C::BQ_STEP) >> 4),
-                              kt > 0 || s > 0);
-                wgx_commit<64>(acc);
-            }
+            if (on) wgx_stage<64>(acc, da0, xs * C::X_BYTES, 32, db0, b * C::BQ_BYTES, C::BQ_STEP, kt);
             wgx_wait<64, 1>(acc); // stage g - 1's MMAs are complete: release its X slot and B buffer
             if (kt > 0) mb_arrive(&xempty[(g - 1) % WSP_XS]), mb_arrive(&bempty[(g - 1) % WSP_NB]);
         }

@@ -147,12 +147,7 @@ __global__ void __launch_bounds__(WSW_THREADS, 1) qgemm_wsw_kernel(qg_args a, in
             const int ls = kt % WSW_LS, b = kt % WSW_NB;
             mb_wait(&lfull[ls], (kt / WSW_LS) & 1);
             mb_wait(&bfull[b], (kt / WSW_NB) & 1);
-            wgx_fence<128>(acc);
-#pragma unroll
-            for (int s = 0; s < 4; s++)
-                wg_mma256(acc, da0 + ((ls * C::LSTAGE + s * 32) >> 4), db0 + ((b * C::BQ_BYTES + s * C::BQ_STEP) >> 4),
-                          kt > 0 || s > 0);
-            wgx_commit<128>(acc);
+            wgx_stage<128>(acc, da0, ls * C::LSTAGE, 32, db0, b * C::BQ_BYTES, C::BQ_STEP, kt);
             wgx_wait<128, 1>(acc); // stage kt - 1's MMAs are complete: release its X slot and B buffer
             if (kt > 0) mb_arrive(&lempty[(kt - 1) % WSW_LS]), mb_arrive(&bempty[(kt - 1) % WSW_NB]);
         }
