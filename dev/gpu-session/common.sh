@@ -16,7 +16,7 @@ safe_end() { pkill -P $SAFE 2>/dev/null; kill $SAFE 2>/dev/null; tar czf $OUT/lo
 # pf_checks: the prefill kernel tests, e2e and the HF fixtures of the carried build, one summary
 # line each (logs in $L/prefill.txt, e2e.txt, fixtures.txt).
 pf_checks() {
-    timeout 240 $B/lily-gpu-test prefill $(date +%s) > $L/prefill.txt 2>&1; el "prefill rc=$?"; grep -E "FAIL|passed" $L/prefill.txt | cut -c1-220 | head
+    timeout 300 $B/lily-gpu-test prefill $(date +%s) > $L/prefill.txt 2>&1; el "prefill rc=$?"; grep -E "FAIL|passed" $L/prefill.txt | cut -c1-220 | head
     e2e_fix
 }
 # e2e_fix: e2e and the HF fixtures of $B, one summary line each.

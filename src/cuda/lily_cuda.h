@@ -137,6 +137,11 @@ enum lily_cuda_opt {
                                     // kernel (qgemm_wsp.cu), a bit mask: 1 = the down projection (then
                                     // on the merged map: 192-row tiles), 2 = the gate|up
                                     // (LILY_CUDA_QG_WSP; flag qg_wsp; default 1)
+    LILY_CUDA_OPT_QG_SPLITK = 41,   // prefill: 1 = dense GEMMs of at most 512 columns whose tiles would
+                                    // leave SMs idle split K over several blocks (qgemm.cu, qgemm_splitk:
+                                    // the router, GDN b and a, attention k and v of short prompts); 0 =
+                                    // one block a tile walks all of K (LILY_CUDA_QG_SPLITK; flag
+                                    // qg_splitk; default 1)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

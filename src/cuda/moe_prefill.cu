@@ -227,7 +227,7 @@ void moe_pf_scratch_init(moe_pf_scratch *s, void *base, const moe_pf_w &w, int t
     s->sh_y = (float *)take(T * w.H * 4);
     s->sh_s = (float *)take(T * 4);
     s->t_max = t_max;
-    s->host = NULL, s->sep = NULL, s->side = NULL;
+    s->host = NULL, s->sep = NULL, s->side = NULL, s->part = NULL, s->part_cap = 0;
 }
 
 void moe_pf_route(const moe_pf_w &w, int T, int tile_m, moe_pf_scratch *s, cudaStream_t st) {
@@ -423,7 +423,7 @@ int moe_pf_forward(const moe_pf_w &w, const uint16_t *xn, int T, const float *re
     qg_args g;
     memset(&g, 0, sizeof g);
     g.x = xn, g.ldx = w.H, g.w = w.router, g.M = T, g.N = w.E, g.K = w.H, g.epi = QG_F32;
-    g.y = s->logits, g.ldy = w.E;
+    g.y = s->logits, g.ldy = w.E, g.part = s->part, g.part_cap = s->part_cap;
     if ((rc = dense_gemm(s, g, st))) return rc;
     PF_MARK("moe router gemm (8-bit)");
     if (s->host) {

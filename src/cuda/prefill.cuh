@@ -57,6 +57,9 @@ struct qg_args {
     int raster;         // wgmma kernels: 1 = launched as (column tiles, row tiles), so that the blocks of one
                         // row tile run side by side and its X rows come from L2 (set by the launcher,
                         // lily_qg_raster; qgemm_wg.cu)
+    float *part;        // dense calls: scratch of part_cap floats for split-K partial sums (qgemm_splitk;
+    long part_cap;      // NULL: the call never splits); a stream's calls may share it (one at a time)
+    long split_off;     // set by qgemm_launch on a split call's parts: floats between two parts' outputs
     int tile_rest;      // grouped mode, tile_m 192 (the wgmma kernel of 3 warpgroups): a group's tiles start
                         // every 128 rows and its last tile takes every row left, up to 192 (the MoE's
                         // merged tails, moe_pf_merged_tiles); set by qgemm_launch
@@ -116,6 +119,17 @@ extern int lily_qg_fill;
 int qgemm_fill_tile(int M, int N, int bm);
 // A tile height every pick returns (16/32/64/128; 0 = none; -1 = not read yet: LILY_CUDA_QG_TILE).
 extern int lily_qg_tile_force;
+// Split-K for thin dense calls (qgemm.cu): with lily_qg_splitk set (option LILY_CUDA_OPT_QG_SPLITK,
+// LILY_CUDA_QG_SPLITK, flag qg_splitk; engine default 1; this variable's own 0 is what kernel tests
+// start from), a dense call of at most 512 columns given a.part, with a plain epilogue (bf16, fp32,
+// raw, residual), whose tiles would leave SMs idle, runs as qgemm_splitk_parts(...) blocks a tile, each
+// over a range of whole 64-k stages into fp32 partial sums, then one pass adds the parts in order and
+// applies the epilogue. Returns the number of parts (1 = not split) for a call; 2 forces a split of
+// every call that qualifies by shape (tests).
+extern int lily_qg_splitk;
+int qgemm_splitk_parts(const qg_args &a, int *bm);
+// Floats of partial sums a stream's split calls need at most for chunks of T tokens (the caller's a.part).
+long qgemm_splitk_cap(int T);
 
 // ---- qgemm_wg.cu: the same products on the warpgroup MMA (wgmma) for 4-bit weights, group % 64 == 0,
 // tiles of 64 or 128 rows; qgemm_launch sends every call it takes there while lily_qg_wgmma is set
@@ -239,6 +253,10 @@ struct moe_pf_scratch {
     // owns the stream and both events (ev[0] fork, ev[1] join).
     cudaStream_t side;
     cudaEvent_t ev[2];
+    // Split-K scratch for the router's GEMM (qgemm_splitk_parts; the main stream's, set by the caller;
+    // NULL = never split).
+    float *part;
+    long part_cap;
 };
 // Host routing staging: pinned memory, made at the first use and grown as needed.
 struct moe_pf_host {

@@ -18,16 +18,18 @@
 // permuted the same way with two byte-permutes per register from a 16-byte shared-memory load.
 // 8-bit codes go through fp32 (q up to 255 is not a 0x43xx mantissa) with the same slot order.
 //
-// Block tile: BM (16/32/64/128) rows x 128 output columns x 64 k per stage, 3-stage cp.async
-// pipeline for X rows, code rows and scale words. Warps: 4 across N (32 columns each), 1 or 2 down M.
-// QG_GLU: the 128 columns are 64 gate rows then the same 64 up rows, combined in the epilogue.
+// Block tile: BM (16/32/64/128) rows x 128 output columns x 64 k per stage, a 3-stage cp.async
+// pipeline (qg_cfg::STAGES) for X rows, code rows and scale words. Warps: 4 across N (32 columns
+// each), 1 or 2 down M. QG_GLU: the 128 columns are 64 gate rows then the same 64 up rows, combined in
+// the epilogue. Thin dense calls of short prompts split K over several blocks (qgemm_splitk below).
+#include <algorithm>
+
 #include <cuda_bf16.h>
 
 #include "qgemm_wg.cuh" // cp.async and bf16x2 helpers (wg_cp16, wg_bf2_fma, ...)
 
 #define QG_BK 64
 #define QG_BN 128
-#define QG_STAGES 3
 
 __device__ __forceinline__ void mma16816(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
@@ -66,7 +68,11 @@ struct qg_cfg {
     static constexpr int B_BYTES = QG_BN * B_ROW;
     static constexpr int S_BYTES = QG_BN * 2 * 4;         // two scale|bias words per row
     static constexpr int STAGE = A_BYTES + B_BYTES + S_BYTES;
-    static constexpr int SMEM = QG_STAGES * STAGE + BM * 4 + 16;
+    // Stages in flight. 5 at 16 rows and 4 at 32 measured slower than 3 (prefill 256 tokens 12,075 /
+    // 12,054 -> 11,829 / 11,795 tok/s; docs/PERF.md, seventeenth session), though the 16-row MoE GEMM
+    // alone gained (gate|up 7.82 -> 7.55 ms at 256 tokens).
+    static constexpr int STAGES = 3;
+    static constexpr int SMEM = STAGES * STAGE + BM * 4 + 16;
 };
 
 template <int MF, int WM, int BITS, int GPS>
@@ -74,6 +80,7 @@ __global__ void __launch_bounds__(qg_cfg<MF, WM, BITS>::THREADS) qgemm_kernel(qg
     using C = qg_cfg<MF, WM, BITS>;
     constexpr int BM = C::BM, NF = 4;
     extern __shared__ __align__(16) char smem[];
+    constexpr int QG_STAGES = C::STAGES;
     int *a_row = (int *)(smem + QG_STAGES * C::STAGE);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wn = warp & 3, wm = warp >> 2, g = lane >> 2, t = lane & 3;
@@ -103,34 +110,67 @@ __global__ void __launch_bounds__(qg_cfg<MF, WM, BITS>::THREADS) qgemm_kernel(qg
     __syncthreads();
 
     const long wrow0 = (long)grp * a.N; // this group's first weight row
-    const long row_bytes = (long)a.K * BITS / 8;
-    const int ng = a.K / a.w.group;
-    const int KT = a.K / QG_BK;
+    const int kw = a.w.cols;            // the weight rows' full width (a split-K call reads part of it)
+    const long row_bytes = (long)kw * BITS / 8;
+    const int ng = kw / a.w.group;
+    const int k0 = blockIdx.z * a.K;    // split-K (qgemm_splitk): this block's part of k
+    const int KT = min(a.K, kw - k0) / QG_BK;
+    const int gshift = __ffs(a.w.group) - 1; // group: 32, 64 or 128
 
+    // Each thread's copies of a stage, found once (a stage's sources are the first stage's moved along
+    // k): the stage loop then only adds offsets. Finding them in the loop (a division, the gate/up
+    // select and the row lookups per copy) was most of the 16-row tile's instructions a stage, which
+    // bound the MoE's small groups (256-token prompts) near 1.1 TB/s.
+    constexpr int NX = BM * 8 / C::THREADS, CPR = C::B_ROW / 16, NB = QG_BN * CPR / C::THREADS,
+                  NS = QG_BN * 2 / C::THREADS;
+    static_assert(BM * 8 % C::THREADS == 0 && QG_BN * CPR % C::THREADS == 0 && QG_BN * 2 % C::THREADS == 0,
+                  "copies a thread");
+    const char *xsrc[NX], *bsrc[NB];
+    const uint32_t *ssrc[NS];
+    int xdst[NX], bdst[NB], sdst[NS], sh[NS];
+    uint32_t okm = 0; // bit i: copy i reads real data (X: NX bits, then codes: NB, then scales: NS)
+#pragma unroll
+    for (int u = 0; u < NX; u++) {
+        const int i = tid + u * C::THREADS, r = i >> 3, c = i & 7, xr = a_row[r];
+        xsrc[u] = (const char *)(a.x + (xr >= 0 ? (long)xr * a.ldx + k0 + c * 8 : 0));
+        xdst[u] = r * 128 + ((c ^ (r & 1)) << 4);
+        okm |= (uint32_t)(xr >= 0) << u;
+    }
+#pragma unroll
+    for (int u = 0; u < NB; u++) {
+        const int i = tid + u * C::THREADS, j = i / CPR, c = i % CPR;
+        const bool second = glu && j >= 64;
+        const int n = n0 + (glu ? (j & 63) : j);
+        const bool ok = n < a.N;
+        const char *codes = (const char *)(second ? a.w2.codes : a.w.codes);
+        bsrc[u] = codes + (ok ? (wrow0 + n) * row_bytes + (long)k0 * BITS / 8 + c * 16 : 0);
+        bdst[u] = C::A_BYTES + j * C::B_ROW + c * 16;
+        okm |= (uint32_t)ok << (NX + u);
+    }
+#pragma unroll
+    for (int u = 0; u < NS; u++) {
+        const int i = tid + u * C::THREADS, j = i >> 1, h = i & 1;
+        const bool second = glu && j >= 64;
+        const int n = n0 + (glu ? (j & 63) : j);
+        const bool ok = n < a.N;
+        ssrc[u] = (second ? a.w2.sb : a.w.sb) + (ok ? (wrow0 + n) * ng : 0);
+        sdst[u] = C::A_BYTES + C::B_BYTES + i * 4;
+        sh[u] = k0 + 32 * h; // the scale word of k (kt * 64 + sh) is word (k >> gshift) of the row
+        okm |= (uint32_t)ok << (NX + NB + u);
+    }
     auto load_stage = [&](int st, int kt) {
-        char *As = smem + st * C::STAGE, *Bs = As + C::A_BYTES;
-        uint32_t *Ss = (uint32_t *)(Bs + C::B_BYTES);
-        for (int i = tid; i < BM * 8; i += C::THREADS) {
-            int r = i >> 3, c = i & 7, xr = a_row[r];
-            const uint16_t *src = a.x + (xr >= 0 ? (long)xr * a.ldx + kt * QG_BK + c * 8 : 0);
-            wg_cp16(As + r * 128 + ((c ^ (r & 1)) << 4), src, xr >= 0);
+        char *S0 = smem + st * C::STAGE;
+#pragma unroll
+        for (int u = 0; u < NX; u++) wg_cp16(S0 + xdst[u], xsrc[u] + ((okm >> u) & 1 ? kt * 128 : 0), (okm >> u) & 1);
+#pragma unroll
+        for (int u = 0; u < NB; u++) {
+            const bool ok = (okm >> (NX + u)) & 1;
+            wg_cp16(S0 + bdst[u], bsrc[u] + (ok ? kt * C::B_ROW : 0), ok);
         }
-        constexpr int CPR = C::B_ROW / 16;
-        for (int i = tid; i < QG_BN * CPR; i += C::THREADS) {
-            int j = i / CPR, c = i % CPR;
-            const dq_mat &m = (glu && j >= 64) ? a.w2 : a.w;
-            int n = n0 + (glu ? (j & 63) : j);
-            bool ok = n < a.N;
-            const char *src = (const char *)m.codes + (ok ? (wrow0 + n) * row_bytes + kt * C::B_ROW + c * 16 : 0);
-            wg_cp16(Bs + j * C::B_ROW + c * 16, src, ok);
-        }
-        for (int i = tid; i < QG_BN * 2; i += C::THREADS) {
-            int j = i >> 1, h = i & 1;
-            const dq_mat &m = (glu && j >= 64) ? a.w2 : a.w;
-            int n = n0 + (glu ? (j & 63) : j);
-            bool ok = n < a.N;
-            const uint32_t *src = m.sb + (ok ? (wrow0 + n) * ng + (kt * QG_BK + 32 * h) / m.group : 0);
-            wg_cp4(Ss + i, src, ok);
+#pragma unroll
+        for (int u = 0; u < NS; u++) {
+            const bool ok = (okm >> (NX + NB + u)) & 1;
+            wg_cp4(S0 + sdst[u], ssrc[u] + (ok ? (kt * QG_BK + sh[u]) >> gshift : 0), ok);
         }
     };
 
@@ -278,17 +318,18 @@ __global__ void __launch_bounds__(qg_cfg<MF, WM, BITS>::THREADS) qgemm_kernel(qg
             if (r >= rows) continue;
             const int p = m0 + r, orow = a.y_rows ? __ldg(a.y_rows + p) : p;
             const float sc = a.epi == QG_SCALE_BF16 ? __ldg(a.scale + orow) : 1.0f;
+            const long zoff = (long)blockIdx.z * a.split_off; // split-K: this part's partial sums
 #pragma unroll
             for (int nf = 0; nf < NF; nf++) {
                 const int col = n0 + wn * 32 + nf * 8 + 2 * t;
                 if (col >= a.N) continue;
-                qg_store2_at(a, (long)orow * a.ldy + col, [&] { return sc; }, acc[mf][nf][2 * hr], acc[mf][nf][2 * hr + 1]);
+                qg_store2_at(a, zoff + (long)orow * a.ldy + col, [&] { return sc; }, acc[mf][nf][2 * hr], acc[mf][nf][2 * hr + 1]);
             }
         }
 }
 
 template <int MF, int WM, int BITS, int GPS>
-static void launch_t(const qg_args &a, int grid_x, cudaStream_t st) {
+static void launch_t(const qg_args &a, int grid_x, int grid_z, cudaStream_t st) {
     using C = qg_cfg<MF, WM, BITS>;
     static bool attr = false;
     if (!attr) {
@@ -296,18 +337,93 @@ static void launch_t(const qg_args &a, int grid_x, cudaStream_t st) {
         attr = true;
     }
     int cols_per_tile = a.epi == QG_GLU ? QG_BN / 2 : QG_BN;
-    dim3 grid(grid_x, (a.N + cols_per_tile - 1) / cols_per_tile);
+    dim3 grid(grid_x, (a.N + cols_per_tile - 1) / cols_per_tile, grid_z);
     qgemm_kernel<MF, WM, BITS, GPS><<<grid, C::THREADS, C::SMEM, st>>>(a);
 }
 
 template <int BITS, int GPS>
-static void launch_tile(const qg_args &a, int tile_m, int grid_x, cudaStream_t st) {
+static void launch_tile(const qg_args &a, int tile_m, int grid_x, cudaStream_t st, int grid_z = 1) {
     switch (tile_m) {
-    case 16: launch_t<1, 1, BITS, GPS>(a, grid_x, st); break;
-    case 32: launch_t<2, 1, BITS, GPS>(a, grid_x, st); break;
-    case 64: launch_t<4, 1, BITS, GPS>(a, grid_x, st); break;
-    default: launch_t<4, 2, BITS, GPS>(a, grid_x, st); break;
+    case 16: launch_t<1, 1, BITS, GPS>(a, grid_x, grid_z, st); break;
+    case 32: launch_t<2, 1, BITS, GPS>(a, grid_x, grid_z, st); break;
+    case 64: launch_t<4, 1, BITS, GPS>(a, grid_x, grid_z, st); break;
+    default: launch_t<4, 2, BITS, GPS>(a, grid_x, grid_z, st); break;
     }
+}
+static void launch_bits(const qg_args &a, int bm, int grid_x, cudaStream_t st, int grid_z = 1) {
+    const bool g32 = a.w.group == 32;
+    if (a.w.bits == 4) g32 ? launch_tile<4, 2>(a, bm, grid_x, st, grid_z) : launch_tile<4, 1>(a, bm, grid_x, st, grid_z);
+    else g32 ? launch_tile<8, 2>(a, bm, grid_x, st, grid_z) : launch_tile<8, 1>(a, bm, grid_x, st, grid_z);
+}
+
+// ---- split-K for thin dense calls ----------------------------------------------------------------
+// The 8-bit router (256 columns), GDN's b and a (32) and, for short prompts, attention's k and v (512)
+// have too few tiles for the SMs: at 4K tokens the router's 128 blocks each walked all 2048 k (~66 us
+// a layer, 2.65 ms of a 4K prefill; 72 us a layer at 256 tokens with 8 blocks). Split, each part is a
+// block over a range of whole stages that writes its fp32 sums (QG_F32_RAW) to a.part; then
+// qg_splitk_sum adds the parts in order (deterministic) and applies the call's epilogue. The parts'
+// sums are the unsplit kernel's with the accumulator restarted at each part's first group, so the
+// results differ from the unsplit call's by fp32 reassociation only.
+int lily_qg_splitk = 0;
+
+int qgemm_splitk_parts(const qg_args &a, int *bm_out) {
+    if (!lily_qg_splitk || !a.part || a.tile_off || a.x_rows || a.y_rows || a.N > 512 || a.M <= 0 || a.N <= 0)
+        return 1;
+    if (a.epi != QG_BF16 && a.epi != QG_F32 && a.epi != QG_F32_RAW && a.epi != QG_RESID) return 1;
+    const int KT = a.K / QG_BK;
+    const long sms = cuda_sm_count(), nb = (a.N + 127) / 128;
+    // The tile height: 64 rows, lowered while the tiles split into parts of 4 stages would still fill
+    // fewer than two blocks an SM (more rows a tile share each dequantised code; more tiles fill SMs).
+    int bm = 64;
+    while (bm > 16 && (a.M + bm - 1) / bm * nb * (KT / 4) < 2 * sms) bm /= 2;
+    const long tiles = (a.M + bm - 1) / bm * nb;
+    int S;
+    if (lily_qg_splitk >= 2) { // tests: split whatever qualifies by shape
+        S = (int)std::min<long>(std::max<long>(2, (2 * sms + tiles - 1) / tiles), KT);
+    } else {
+        // Only where 64-row tiles would keep at most a quarter of the SMs busy: chunks of up to ~1K
+        // tokens for the router and k/v, ~2K for b and a. At 4K the router's 3 parts gained 0.5 ms and
+        // b and a's 5 parts (beside qkv on the side stream) lost more: prefill 4K 42,332 / 42,564 ->
+        // 42,064 / 42,116 tok/s split everywhere the SMs were not full (docs/PERF.md, seventeenth session).
+        if ((a.M + 63) / 64 * nb * 4 > sms) return 1;
+        S = (int)std::min<long>(std::min<long>((2 * sms + tiles - 1) / tiles, KT / 4), 8);
+    }
+    // Under this rule S * M * N stays within qgemm_splitk_cap(M) <= qgemm_splitk_cap(chunk), so the scratch
+    // never lowers the count and the bits do not depend on the chunk size; the loop is for callers
+    // (tests) with less scratch.
+    while (S > 1 && (long)S * a.M * a.N > a.part_cap) S--;
+    if (S < 2) return 1;
+    const int spp = (KT + S - 1) / S; // stages a part; the last part may have fewer
+    *bm_out = bm;
+    return (KT + spp - 1) / spp;
+}
+
+long qgemm_splitk_cap(int T) {
+    // Parts x tiles stays under 2 x SMs + tiles (<= 3 x SMs: tiles <= SMs) tiles of at most 64 x 128,
+    // and parts <= 8 of M <= T rows of N <= 512 columns (qgemm_splitk_parts' rule).
+    return std::min(3L * cuda_sm_count() * 64 * 128, 8L * std::max(T, 1) * 512);
+}
+
+// y = epilogue(sum over the S parts in order), two columns a thread (N even).
+__global__ void qg_splitk_sum(qg_args a, int S) {
+    const long tot = (long)a.M * a.N, i = 2 * ((long)blockIdx.x * blockDim.x + threadIdx.x);
+    if (i >= tot) return;
+    const int m = (int)(i / a.N), n = (int)(i % a.N);
+    float v0 = 0.0f, v1 = 0.0f;
+    for (int s = 0; s < S; s++) {
+        const float2 p = *(const float2 *)(a.part + s * tot + i);
+        v0 += p.x, v1 += p.y;
+    }
+    qg_store2_at(a, (long)m * a.ldy + n, [] { return 1.0f; }, v0, v1);
+}
+
+static void qgemm_splitk(const qg_args &a, int S, int bm, cudaStream_t st) {
+    const int KT = a.K / QG_BK, spp = (KT + S - 1) / S;
+    qg_args p = a;
+    p.K = spp * QG_BK, p.epi = QG_F32_RAW, p.y = a.part, p.ldy = a.N, p.split_off = (long)a.M * a.N, p.res = NULL;
+    launch_bits(p, bm, (a.M + bm - 1) / bm, st, S);
+    const long pairs = (long)a.M * a.N / 2;
+    qg_splitk_sum<<<(unsigned)((pairs + 255) / 256), 256, 0, st>>>(a, S);
 }
 
 // Tile height for an expected number of rows per group (expert) or a dense M: the smallest tile that
@@ -400,7 +516,7 @@ int qgemm_launch(const qg_args &a, int tile_m, int max_tiles, cudaStream_t st) {
     const bool forced = ((force & 1) && a.w.bits == 4 && !a.tile_off) || ((force & 2) && a.w.bits == 8) ||
                         ((force & 4) && a.tile_off);
     if (forced || a.w.fmt == DQ_DENSE || a.K % QG_BK || a.N % 2 || (a.w.bits != 4 && a.w.bits != 8) ||
-        (a.w.group != 32 && a.w.group % QG_BK) || (a.epi == QG_GLU && (a.w2.bits != a.w.bits || a.w2.group != a.w.group))) {
+        (a.w.group != 32 && a.w.group % QG_BK) || (a.w.group & (a.w.group - 1)) || (a.epi == QG_GLU && (a.w2.bits != a.w.bits || a.w2.group != a.w.group))) {
         if (a.M > 0 && a.N > 0)
             qgemm_generic_kernel<<<dim3((a.N + 127) / 128, a.M), 128, 0, st>>>(a);
         return 0;
@@ -411,14 +527,20 @@ int qgemm_launch(const qg_args &a, int tile_m, int max_tiles, cudaStream_t st) {
     if (pick && !a.tile_off) bm = qgemm_fill_tile(a.M, a.N, bm);
     int grid_x = a.tile_off ? max_tiles : (a.M + bm - 1) / bm;
     if (grid_x <= 0 || a.N <= 0) return 0;
+    if (pick) {
+        int bms = 0;
+        const int S = qgemm_splitk_parts(a, &bms);
+        if (S > 1) {
+            qgemm_splitk(a, S, bms, st);
+            return 0;
+        }
+    }
     if (qgemm_wg_takes(a, bm)) {
         if (qgemm_rs_on()) qgemm_rs_launch(a, bm, grid_x, st);
         else if (qgemm_ws_on()) qgemm_ws_launch(a, bm, grid_x, st);
         else qgemm_wg_launch(a, bm, grid_x, st);
         return 0;
     }
-    const bool g32 = a.w.group == 32;
-    if (a.w.bits == 4) g32 ? launch_tile<4, 2>(a, bm, grid_x, st) : launch_tile<4, 1>(a, bm, grid_x, st);
-    else g32 ? launch_tile<8, 2>(a, bm, grid_x, st) : launch_tile<8, 1>(a, bm, grid_x, st);
+    launch_bits(a, bm, grid_x, st);
     return 0;
 }

@@ -248,6 +248,73 @@ static void test_qgemm(rng &r) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Split-K (qgemm.cu, qgemm_splitk_parts): thin dense calls of odd sizes, every plain epilogue, 4 and 8
+// bits, groups 32/64/128, against the same fp64 reference over the exact weights and tolerances as
+// test_qgemm (the parts are the mma.sync kernel's sums restarted at a part's first group: fp32
+// reassociation only). lily_qg_splitk = 2 splits whatever qualifies by shape; the part count is
+// checked to be > 1 (a case that silently ran unsplit would prove nothing), and the partial-sum
+// scratch starts as NaN, so a part that fails to write reaches the output. Cases with a scratch too
+// small for the first choice of parts check that the count falls to fit; cases under the engine's
+// rule (lily_qg_splitk = 1) check which of the router's, b/a's and k/v's shapes split (short chunks)
+// and which run unsplit (longer chunks, more columns than 512). The residual case's output aliases
+// its residual input, as the engine's out_proj and o_proj calls do.
+static void test_qgemm_splitk(rng &r) {
+    struct cs { int M, N, K, bits, group, epi, mode; long cap; bool expect_split; } cases[] = {
+        {77, 256, 2048, 8, 64, QG_F32, 2, 0, true},     {1, 32, 2048, 4, 64, QG_BF16, 2, 0, true},
+        {130, 34, 1088, 4, 64, QG_BF16, 2, 0, true},    {37, 510, 640, 4, 128, QG_F32_RAW, 2, 0, true},
+        {300, 200, 512, 4, 32, QG_RESID, 2, 0, true},   {65, 66, 320, 8, 32, QG_F32_RAW, 2, 0, true},
+        {17, 130, 128, 4, 64, QG_F32_RAW, 2, 0, true},  {200, 96, 2048, 4, 64, QG_F32, 2, 2L * 200 * 96 + 5, true},
+        {256, 256, 2048, 8, 64, QG_F32, 1, 0, true},    {1024, 256, 2048, 8, 64, QG_F32, 1, 0, true},
+        {2048, 256, 2048, 8, 64, QG_F32, 1, 0, false},  {256, 32, 2048, 4, 64, QG_BF16, 1, 0, true},
+        {2048, 32, 2048, 4, 64, QG_BF16, 1, 0, true},   {4096, 32, 2048, 4, 64, QG_BF16, 1, 0, false},
+        {256, 512, 2048, 4, 64, QG_F32, 1, 0, true},    {256, 514, 2048, 4, 64, QG_F32, 1, 0, false},
+    };
+    int idx = 0;
+    const int wg_was = lily_qg_wgmma, bw_was = lily_qg_bf16w;
+    lily_qg_wgmma = 1, lily_qg_bf16w = 0; // an unsplit call goes where the engine's would (exact weights)
+    for (auto &k : cases) {
+        if (g_small && idx++ >= 8) break;
+        host_mat hw;
+        make_qmat(hw, k.N, k.K, k.bits, k.group, 1.0f / sqrtf((float)k.K), r);
+        std::vector<uint16_t> xb = rand_bf16((size_t)k.M * k.K, r);
+        std::vector<float> x = to_f32(xb), res(k.M * (size_t)k.N);
+        for (float &v : res) v = bfr(r.normal());
+        const size_t n = (size_t)k.M * k.N;
+        const bool f32 = k.epi != QG_BF16;
+        qg_args a;
+        memset(&a, 0, sizeof a);
+        a.x = dup(xb), a.ldx = k.K, a.w = up_mat(hw.m), a.M = k.M, a.N = k.N, a.K = k.K, a.epi = k.epi, a.ldy = k.N;
+        a.y = f32 ? (void *)poisoned<float>(n) : (void *)poisoned<uint16_t>(n);
+        if (k.epi == QG_RESID) { // aliased: y holds the residual
+            CK(cudaMemcpy(a.y, res.data(), n * 4, cudaMemcpyHostToDevice));
+            a.res = (const float *)a.y;
+        }
+        a.part_cap = k.cap ? k.cap : qgemm_splitk_cap(k.M);
+        a.part = poisoned<float>((size_t)a.part_cap);
+        lily_qg_splitk = k.mode;
+        int bm = 0;
+        const int parts = qgemm_splitk_parts(a, &bm);
+        const int rc = qgemm_launch(a, 0, 0, 0);
+        CK(cudaDeviceSynchronize());
+        lily_qg_splitk = 0;
+        std::vector<float> got = f32 ? back((float *)a.y, n) : to_f32(back((uint16_t *)a.y, n));
+        std::vector<float> ex = mm(x, deq(hw.m), k.M, k.N, k.K);
+        for (size_t i = 0; i < n; i++) {
+            if (k.epi == QG_F32 || k.epi == QG_BF16) ex[i] = bfr(ex[i]);
+            if (k.epi == QG_RESID) ex[i] = bfr(res[i] + bfr(ex[i]));
+        }
+        const double dx = rel_l2(got.data(), ex.data(), n), tol = k.epi == QG_F32_RAW ? 1e-5 : 5e-3;
+        const bool split_ok = k.expect_split ? parts > 1 && (!k.cap || (long)parts * k.M * k.N <= k.cap) : parts == 1;
+        report(!rc && split_ok && !count_nonfinite(got.data(), n) && dx < tol,
+               "qgemm split-K (mode %d) M=%d N=%d K=%d bits=%d group=%d epi=%d%s: %d parts of %d-row tiles (%s), "
+               "rel_l2 %.1e vs exact weights (tol %.0e)", k.mode, k.M, k.N, k.K, k.bits, k.group, k.epi,
+               k.cap ? " (small scratch)" : "", parts, bm, k.expect_split ? "split expected" : "no split expected", dx, tol);
+        free_all();
+    }
+    lily_qg_wgmma = wg_was, lily_qg_bf16w = bw_was;
+}
+
+// ---------------------------------------------------------------------------------------------
 // CPU routing (spec §2.5 with the decode router's arithmetic): ids and bf16 weights per token.
 static void ref_route(const float *lg, int E, int K, int norm, int *ids, float *wts) {
     float mx = -INFINITY;
@@ -948,6 +1015,7 @@ void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
         return;
     }
     test_qgemm(r);
+    test_qgemm_splitk(r);
     lily_qg_bf16w = bw_default;
     const char *rs = getenv("LILY_CUDA_QG_RS");
     lily_qg_rs = rs ? atoi(rs) != 0 : 0;
