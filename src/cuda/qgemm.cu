@@ -367,7 +367,10 @@ static void launch_bits(const qg_args &a, int bm, int grid_x, cudaStream_t st, i
 int lily_qg_splitk = 0;
 
 int qgemm_splitk_parts(const qg_args &a, int *bm_out) {
-    if (!lily_qg_splitk || !a.part || a.tile_off || a.x_rows || a.y_rows || a.N > 512 || a.M <= 0 || a.N <= 0)
+    // 3 (a measurement mode): also calls of up to 4096 columns (out_proj, o_proj, z of short prompts)
+    // wherever their 64-row tiles leave SMs idle.
+    const int maxn = lily_qg_splitk == 3 ? 4096 : 512;
+    if (!lily_qg_splitk || !a.part || a.tile_off || a.x_rows || a.y_rows || a.N > maxn || a.M <= 0 || a.N <= 0)
         return 1;
     if (a.epi != QG_BF16 && a.epi != QG_F32 && a.epi != QG_F32_RAW && a.epi != QG_RESID) return 1;
     const int KT = a.K / QG_BK;
@@ -378,8 +381,11 @@ int qgemm_splitk_parts(const qg_args &a, int *bm_out) {
     while (bm > 16 && (a.M + bm - 1) / bm * nb * (KT / 4) < 2 * sms) bm /= 2;
     const long tiles = (a.M + bm - 1) / bm * nb;
     int S;
-    if (lily_qg_splitk >= 2) { // tests: split whatever qualifies by shape
+    if (lily_qg_splitk == 2) { // tests: split whatever qualifies by shape
         S = (int)std::min<long>(std::max<long>(2, (2 * sms + tiles - 1) / tiles), KT);
+    } else if (lily_qg_splitk == 3 && a.N > 512) {
+        if ((a.M + 63) / 64 * nb >= sms || tiles >= sms) return 1;
+        S = (int)std::min<long>(std::min<long>((2 * sms + tiles - 1) / tiles, KT / 4), 8);
     } else {
         // Only where 64-row tiles would keep at most a quarter of the SMs busy: chunks of up to ~1K
         // tokens for the router and k/v, ~2K for b and a. At 4K the router's 3 parts gained 0.5 ms and
@@ -399,9 +405,10 @@ int qgemm_splitk_parts(const qg_args &a, int *bm_out) {
 }
 
 long qgemm_splitk_cap(int T) {
-    // Parts x tiles stays under 2 x SMs + tiles (<= 3 x SMs: tiles <= SMs) tiles of at most 64 x 128,
-    // and parts <= 8 of M <= T rows of N <= 512 columns (qgemm_splitk_parts' rule).
-    return std::min(3L * cuda_sm_count() * 64 * 128, 8L * std::max(T, 1) * 512);
+    // Parts x tiles stays under 2 x SMs + tiles (<= 3 x SMs: tiles <= SMs) tiles of at most 64 x 128
+    // (qgemm_splitk_parts' rule): 13 MB at 132 SMs, whatever the chunk.
+    (void)T;
+    return 3L * cuda_sm_count() * 64 * 128;
 }
 
 // y = epilogue(sum over the S parts in order), two columns a thread (N even).
