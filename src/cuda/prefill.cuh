@@ -125,8 +125,9 @@ extern int lily_qg_tile_force;
 // raw, residual), whose tiles would leave SMs idle, runs as qgemm_splitk_parts(...) blocks a tile, each
 // over a range of whole 64-k stages into fp32 partial sums, then one pass adds the parts in order and
 // applies the epilogue. Returns the number of parts (1 = not split) for a call; 2 forces a split of
-// every call that qualifies by shape (tests); 3 also splits calls of up to 4096 columns whose 64-row
-// tiles leave SMs idle (measurement).
+// every call that qualifies by shape (tests). A split call multiplies by the exact weights (the
+// mma.sync kernel's per-group fold), where the unsplit 4-bit call may take the bf16-rounded ones
+// (lily_qg_bf16w): both within the fixtures' tolerances.
 extern int lily_qg_splitk;
 int qgemm_splitk_parts(const qg_args &a, int *bm);
 // Floats of partial sums a stream's split calls need at most for chunks of T tokens (the caller's a.part).

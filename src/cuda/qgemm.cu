@@ -367,10 +367,10 @@ static void launch_bits(const qg_args &a, int bm, int grid_x, cudaStream_t st, i
 int lily_qg_splitk = 0;
 
 int qgemm_splitk_parts(const qg_args &a, int *bm_out) {
-    // 3 (a measurement mode): also calls of up to 4096 columns (out_proj, o_proj, z of short prompts)
-    // wherever their 64-row tiles leave SMs idle.
-    const int maxn = lily_qg_splitk == 3 ? 4096 : 512;
-    if (!lily_qg_splitk || !a.part || a.tile_off || a.x_rows || a.y_rows || a.N > maxn || a.M <= 0 || a.N <= 0)
+    // At most 512 columns: wider calls of short prompts (out_proj, o_proj, z) split where their 64-row
+    // tiles left SMs idle measured slower, prefill 256 tokens 12,020 -> 11,920 tok/s (z lost more on the
+    // mma.sync tiles than out_proj gained; docs/PERF.md, seventeenth session).
+    if (!lily_qg_splitk || !a.part || a.tile_off || a.x_rows || a.y_rows || a.N > 512 || a.M <= 0 || a.N <= 0)
         return 1;
     if (a.epi != QG_BF16 && a.epi != QG_F32 && a.epi != QG_F32_RAW && a.epi != QG_RESID) return 1;
     const int KT = a.K / QG_BK;
@@ -383,9 +383,6 @@ int qgemm_splitk_parts(const qg_args &a, int *bm_out) {
     int S;
     if (lily_qg_splitk == 2) { // tests: split whatever qualifies by shape
         S = (int)std::min<long>(std::max<long>(2, (2 * sms + tiles - 1) / tiles), KT);
-    } else if (lily_qg_splitk == 3 && a.N > 512) {
-        if ((a.M + 63) / 64 * nb >= sms || tiles >= sms) return 1;
-        S = (int)std::min<long>(std::min<long>((2 * sms + tiles - 1) / tiles, KT / 4), 8);
     } else {
         // Only where 64-row tiles would keep at most a quarter of the SMs busy: chunks of up to ~1K
         // tokens for the router and k/v, ~2K for b and a. At 4K the router's 3 parts gained 0.5 ms and
