@@ -130,7 +130,8 @@ extern int lily_qg_tile_force;
 // (lily_qg_bf16w): both within the fixtures' tolerances.
 extern int lily_qg_splitk;
 int qgemm_splitk_parts(const qg_args &a, int *bm);
-// Floats of partial sums a stream's split calls need at most for chunks of T tokens (the caller's a.part).
+// Floats of partial sums a stream's split calls need at most (the caller's a.part; the same for every
+// chunk size T, so the chunk never changes a call's part count or bits).
 long qgemm_splitk_cap(int T);
 
 // ---- qgemm_wg.cu: the same products on the warpgroup MMA (wgmma) for 4-bit weights, group % 64 == 0,
