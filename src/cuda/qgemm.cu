@@ -391,9 +391,9 @@ int qgemm_splitk_parts(const qg_args &a, int *bm_out) {
         if ((a.M + 63) / 64 * nb * 4 > sms) return 1;
         S = (int)std::min<long>(std::min<long>((2 * sms + tiles - 1) / tiles, KT / 4), 8);
     }
-    // Under this rule S * M * N stays within qgemm_splitk_cap(M) <= qgemm_splitk_cap(chunk), so the scratch
-    // never lowers the count and the bits do not depend on the chunk size; the loop is for callers
-    // (tests) with less scratch.
+    // Under this rule S * M * N stays within qgemm_splitk_cap() (S * tiles <= 2 x SMs + tiles, tiles <= a
+    // quarter of the SMs at 64 rows, so <= SMs at 16), so the scratch never lowers the count and the bits
+    // do not depend on the chunk size; the loop is for callers (tests) with less scratch.
     while (S > 1 && (long)S * a.M * a.N > a.part_cap) S--;
     if (S < 2) return 1;
     const int spp = (KT + S - 1) / S; // stages a part; the last part may have fewer
