@@ -168,7 +168,8 @@ double lily_cuda_time_steps(void *ctx, void *state, int n, int reps);
 // and times (microseconds); returns the number of families.
 int lily_cuda_profile_step(void *ctx, void *state, const char **names, double *us, int max);
 // Prefill of `tokens` from an empty state with an event after each phase: per-phase microseconds
-// summed over chunks and layers into names/us (at most max), the plain pass's ms in *total_ms.
+// summed over chunks and layers into names/us (at most max), the plain pass's ms in *total_ms (timed
+// after an untimed warm-up pass).
 // Returns the number of phases or a negative error; the state is left reset.
 int lily_cuda_profile_prefill(void *ctx, void *state, const int *tokens, int n, const char **names,
                               double *us, int max, double *total_ms);

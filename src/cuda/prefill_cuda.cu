@@ -334,9 +334,15 @@ extern "C" int lily_cuda_profile_prefill(void *ctx, void *p, const int *tokens, 
     if (n < 2 || n > s->max_ctx || !prefill_usable(cx, s))
         return lily_err_set(LILY_EINVAL, "profile_prefill: %d tokens need the prefill path and the context", n);
     std::vector<float> logits(cx->c.vocab_size);
+    // An untimed pass first: the first prompt of a process pays the scratch allocation and the lazy
+    // loading of every kernel it launches (the first length pfprof timed read 29.5 ms plain at 256
+    // tokens against `lily bench`'s 21.3, docs/PERF.md, seventeenth session).
+    state_reset_cuda(ctx, s);
+    int rc = forward_chunks(cx, s, tokens, n, logits.data(), 0);
+    if (rc) return rc;
     state_reset_cuda(ctx, s);
     double t0 = lily_time();
-    int rc = forward_chunks(cx, s, tokens, n, logits.data(), 0);
+    rc = forward_chunks(cx, s, tokens, n, logits.data(), 0);
     if (rc) return rc;
     *total_ms = (lily_time() - t0) * 1e3;
     state_reset_cuda(ctx, s);
