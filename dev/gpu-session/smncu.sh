@@ -14,6 +14,8 @@ run() { # name regex skip
   timeout 60 ncu -i /tmp/ncu_$1.ncu-rep > $L/ncu_$1.txt 2>&1
   grep -E "^  [a-z_]|Duration|Warp Cycles Per Issued|Throughput|Waves Per SM|Achieved Occupancy|Block Limit|Registers Per" $L/ncu_$1.txt | cut -c1-120 | head -24
 }
-run gu 'qgemm_kernel<1, 1, 4, 1>' 0
-run dn 'qgemm_kernel<1, 1, 4, 1>' 1
+# Launch order of that kernel in the first GDN layer: b and a (split-K at 16-row tiles), then the MoE's
+# gate|up and down. Check each log's grid size before trusting the letters (gate|up: ~256 x 8 x 1).
+run gu 'qgemm_kernel<1, 1, 4, 1>' 2
+run dn 'qgemm_kernel<1, 1, 4, 1>' 3
 safe_end
