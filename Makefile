@@ -74,7 +74,7 @@ FLAGS_STAMP := $(BUILD)/.flags
 $(shell mkdir -p $(BUILD); echo '$(CFLAGS) $(NVFLAGS) $(CUDA)' | cmp -s - $(FLAGS_STAMP) || echo '$(CFLAGS) $(NVFLAGS) $(CUDA)' > $(FLAGS_STAMP))
 
 .PHONY: all check test test-gpu fuzz format clean
-all: $(BUILD)/lily $(BUILD)/dev/sampler_bench $(if $(filter 1,$(CUDA)),$(BUILD)/lily-gpu-test $(BUILD)/dev/persist $(BUILD)/dev/persist_gv2 $(BUILD)/dev/mma_rate)
+all: $(BUILD)/lily $(BUILD)/dev/sampler_bench $(if $(filter 1,$(CUDA)),$(BUILD)/lily-gpu-test $(BUILD)/dev/persist $(BUILD)/dev/persist_gv2 $(BUILD)/dev/mma_rate $(BUILD)/dev/qgemm_sm)
 
 $(BUILD)/liblily.a: $(LIB_OBJ) $(CU_OBJ)
 	@rm -f $@
@@ -129,6 +129,11 @@ $(BUILD)/dev/persist_gv2: $(BUILD)/dev/persist_gv2.o $(BUILD)/liblily.a
 $(BUILD)/dev/mma_rate: dev/mma/mma_rate.cu $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -o $@ $<
+$(BUILD)/dev/qgemm_sm.o: dev/qgemm_sm/qgemm_sm.cu $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c -o $@ $<
+$(BUILD)/dev/qgemm_sm: $(BUILD)/dev/qgemm_sm.o $(BUILD)/liblily.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 test-gpu: $(BUILD)/lily $(if $(filter 1,$(CUDA)),$(BUILD)/lily-gpu-test)
 	@BUILD=$(BUILD) ./tests/run_gpu.sh
