@@ -218,8 +218,8 @@ template <bool GLU, int NT, int U> static void sm_launch(const sm_args &a, cudaS
 static uint64_t g_rng = 88172645463325252ull;
 static uint32_t rnd() { g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17; return (uint32_t)g_rng; }
 static float frand() { return (rnd() >> 8) * (1.0f / 16777216.0f); }
-static uint16_t f2bf(float f) { uint32_t u; memcpy(&u, &f, 4); return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16); }
-static float bf2f(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
+static uint16_t f2bf(float f) { return lily_f32_to_bf16(f); } // quant.h's, short names for the loops below
+static float bf2f(uint16_t h) { return lily_bf16_to_f32(h); }
 
 // Random 4-bit matrix (rows, K) in the engine's layout, on the device; the host keeps its codes and words.
 struct hmat { std::vector<uint8_t> codes; std::vector<uint32_t> sb; dq_mat d; };
@@ -236,7 +236,7 @@ static void make_mat(hmat &h, long rows, int K) {
     h.d = dq_mat{(const uint4 *)c, (const uint32_t *)s, (int)rows, K, 4, 64, DQ_FAST, 0};
 }
 static double wval(const hmat &h, long r, int k, int K) {
-    const int q = (h.codes[(r * K + k) / 2] >> (4 * (k & 1))) & 15;
+    const int q = (int)lily_q_code(h.codes.data() + r * K / 2, k, 4);
     const uint32_t w = h.sb[r * (K / 64) + k / 64];
     return (double)bf2f((uint16_t)w) * q + bf2f((uint16_t)(w >> 16));
 }

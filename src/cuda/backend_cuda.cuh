@@ -40,8 +40,8 @@ struct pf_bufs {
                                            // also the attention output
     float *qg, *k, *v, *qr;                // attention projections and the normed, rotated queries
     float *gdn;                            // gdn_pf_chunked's records and conv outputs (gdn_chunked.cu)
-    float *part[2];                        // split-K partial sums of the main / side stream (qgemm.cu)
-    long part_cap;                         // floats each
+    float *part[2];                        // split-K partial sums of the main / side stream (qgemm.cu;
+                                           // qgemm_splitk_cap() floats each)
     moe_pf_scratch moe;
 };
 

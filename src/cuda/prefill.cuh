@@ -131,8 +131,8 @@ extern int lily_qg_tile_force;
 extern int lily_qg_splitk;
 int qgemm_splitk_parts(const qg_args &a, int *bm);
 // Floats of partial sums a stream's split calls need at most (the caller's a.part; the same for every
-// chunk size T, so the chunk never changes a call's part count or bits).
-long qgemm_splitk_cap(int T);
+// chunk size, so the chunk never changes a call's part count or bits).
+long qgemm_splitk_cap(void);
 
 // ---- qgemm_wg.cu: the same products on the warpgroup MMA (wgmma) for 4-bit weights, group % 64 == 0,
 // tiles of 64 or 128 rows; qgemm_launch sends every call it takes there while lily_qg_wgmma is set

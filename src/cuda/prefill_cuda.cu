@@ -42,7 +42,7 @@ static size_t pf_sizes(cuda_ctx *cx, size_t C, size_t *sizes) {
     const size_t sz[] = {T * 4, T * H * 4, T * H * 2, T * conv * 2, T * vd * 2, T * c->lin_v_heads * 2,
                          T * c->lin_v_heads * 2, T * (vd > ad ? vd : ad) * 2, T * vd * 2, T * 2 * ad * 4,
                          T * kd * 4, T * kd * 4, T * ad * 4, moe, gdn_pf_chunked_scratch(gd, (int)C),
-                         (size_t)qgemm_splitk_cap((int)C) * 4, (size_t)qgemm_splitk_cap((int)C) * 4};
+                         (size_t)qgemm_splitk_cap() * 4, (size_t)qgemm_splitk_cap() * 4};
     static_assert(sizeof sz / sizeof sz[0] == PF_NBUF, "pf_bufs");
     size_t total = 0;
     for (int i = 0; i < PF_NBUF; i++) sizes[i] = sz[i], total += (sz[i] + 255) & ~(size_t)255;
@@ -104,8 +104,8 @@ int pf_alloc(cuda_ctx *cx) {
     b->qr = (float *)ptr[12];
     moe_pf_scratch_init(&b->moe, ptr[13], layer_moe(cx, &cx->L[0]), C);
     b->gdn = (float *)ptr[14];
-    b->part[0] = (float *)ptr[15], b->part[1] = (float *)ptr[16], b->part_cap = qgemm_splitk_cap(C);
-    b->moe.part = b->part[0], b->moe.part_cap = b->part_cap; // the router runs on the main stream
+    b->part[0] = (float *)ptr[15], b->part[1] = (float *)ptr[16];
+    b->moe.part = b->part[0], b->moe.part_cap = qgemm_splitk_cap(); // the router runs on the main stream
     b->C = C;
     note_mem(cx);
     return 0;
@@ -115,11 +115,11 @@ int pf_alloc(cuda_ctx *cx) {
 // sep: NULL = the fused kernel (default); else the separate-dequantisation ablation (qgemm_sep.cu).
 // part: the split-K scratch of stream st (pf_bufs.part; qgemm_splitk_parts decides whether it is used).
 static int pf_gemm(cudaStream_t st, qg_sep *sep, const uint16_t *x, int K, const dq_mat &w, int T, int epi,
-                   void *y, const float *res, float *part, long part_cap) {
+                   void *y, const float *res, float *part) {
     qg_args g;
     memset(&g, 0, sizeof g);
     g.x = x, g.ldx = K, g.w = w, g.M = T, g.N = w.rows, g.K = K, g.epi = epi, g.y = y, g.ldy = w.rows;
-    g.res = res, g.part = part, g.part_cap = part_cap;
+    g.res = res, g.part = part, g.part_cap = qgemm_splitk_cap();
     return sep ? qgemm_sep(sep, g, st) : qgemm_launch(g, 0, 0, st);
 }
 
@@ -171,8 +171,7 @@ static int enqueue_chunk(cuda_ctx *cx, cuda_state *s, int T) {
     b->moe.side = side, b->moe.ev[0] = cx->pf_ev[0], b->moe.ev[1] = cx->pf_ev[1];
     cudaStream_t sst = side ? side : st; // where the side work goes
     // Split-K scratch of each stream (the side one's own while it runs beside the main chain).
-#define MP b->part[0], b->part_cap
-#define SP b->part[side ? 1 : 0], b->part_cap
+    float *const mp = b->part[0], *const sp = b->part[side ? 1 : 0];
     int rc = 0;
     pf_embed(cx->embed_q, cx->embed_dense, cx->embed_dt, H, b->toks, T, b->x, st);
     PF_MARK("embed");
@@ -184,14 +183,14 @@ static int enqueue_chunk(cuda_ctx *cx, cuda_state *s, int T) {
             // Each GEMM its own pfprof row: b and a have 32 rows each (a launch's fixed cost). With a
             // side stream: b, a, then z there (b, a are joined before the scan, z before the norm).
             if (side && (rc = pf_wait(side, st, cx->pf_ev[0]))) break;
-            if ((rc = pf_gemm(st, sep, b->xn, H, d->qkv, T, QG_BF16, b->qkv, NULL, MP))) break;
+            if ((rc = pf_gemm(st, sep, b->xn, H, d->qkv, T, QG_BF16, b->qkv, NULL, mp))) break;
             PF_MARK("gdn in_proj gemm qkv");
-            if ((rc = pf_gemm(sst, sep, b->xn, H, d->b, T, QG_BF16, b->b, NULL, SP)) ||
-                (rc = pf_gemm(sst, sep, b->xn, H, d->a, T, QG_BF16, b->a, NULL, SP)))
+            if ((rc = pf_gemm(sst, sep, b->xn, H, d->b, T, QG_BF16, b->b, NULL, sp)) ||
+                (rc = pf_gemm(sst, sep, b->xn, H, d->a, T, QG_BF16, b->a, NULL, sp)))
                 break;
             PF_MARK("gdn in_proj gemms b, a");
             if (side && (rc = pf_wait(st, side, cx->pf_ev[1]))) break;
-            if ((rc = pf_gemm(sst, sep, b->xn, H, d->z, T, QG_BF16, b->z, NULL, SP))) break;
+            if ((rc = pf_gemm(sst, sep, b->xn, H, d->z, T, QG_BF16, b->z, NULL, sp))) break;
             PF_MARK("gdn in_proj gemm z");
             if (side && (rc = pf_record(cx->pf_ev[2], side))) break;
             // The chunked form only from one whole chunk of 64 up: below that it is one partial chunk,
@@ -208,14 +207,14 @@ static int enqueue_chunk(cuda_ctx *cx, cuda_state *s, int T) {
             if (side && (rc = pf_await(st, cx->pf_ev[2]))) break;
             gdn_pf_gated_norm(T, c->lin_v_heads, c->lin_v_dim, b->o, b->z, d->gnorm, eps, b->g, st);
             PF_MARK("gdn gated rmsnorm");
-            if ((rc = pf_gemm(st, sep, b->g, vd, d->out, T, QG_RESID, b->x, b->x, MP))) break;
+            if ((rc = pf_gemm(st, sep, b->g, vd, d->out, T, QG_RESID, b->x, b->x, mp))) break;
             PF_MARK("gdn out_proj gemm (+residual)");
         } else {
             if (side && (rc = pf_wait(side, st, cx->pf_ev[0]))) break;
-            if ((rc = pf_gemm(st, sep, b->xn, H, d->q, T, QG_F32, b->qg, NULL, MP))) break;
+            if ((rc = pf_gemm(st, sep, b->xn, H, d->q, T, QG_F32, b->qg, NULL, mp))) break;
             PF_MARK("attn q|gate gemm");
-            if ((rc = pf_gemm(sst, sep, b->xn, H, d->k, T, QG_F32, b->k, NULL, SP)) ||
-                (rc = pf_gemm(sst, sep, b->xn, H, d->v, T, QG_F32, b->v, NULL, SP)))
+            if ((rc = pf_gemm(sst, sep, b->xn, H, d->k, T, QG_F32, b->k, NULL, sp)) ||
+                (rc = pf_gemm(sst, sep, b->xn, H, d->v, T, QG_F32, b->v, NULL, sp)))
                 break;
             PF_MARK("attn k, v gemms");
             if (side && (rc = pf_wait(st, side, cx->pf_ev[1]))) break;
@@ -229,7 +228,7 @@ static int enqueue_chunk(cuda_ctx *cx, cuda_state *s, int T) {
                 pf_attention(adm, T, pos0, b->qr, s->kc[l], s->vc[l], b->qg, b->o, st);
                 PF_MARK("attn core (per query)");
             }
-            if ((rc = pf_gemm(st, sep, b->o, ad, d->o, T, QG_RESID, b->x, b->x, MP))) break;
+            if ((rc = pf_gemm(st, sep, b->o, ad, d->o, T, QG_RESID, b->x, b->x, mp))) break;
             PF_MARK("attn o_proj gemm (+residual)");
         }
         pf_rmsnorm_rows(T, H, b->x, d->post_norm, eps, b->xn, st);
@@ -237,8 +236,6 @@ static int enqueue_chunk(cuda_ctx *cx, cuda_state *s, int T) {
         rc = moe_pf_forward(layer_moe(cx, d), b->xn, T, b->x, b->x, &b->moe, 0, st);
         if (cx->dump && !rc) dump_rows(cx, b->x + (size_t)(T - 1) * H, b->moe.ids + (size_t)(T - 1) * c->n_experts_tok, l);
     }
-#undef MP
-#undef SP
     if (rc) return rc;
     CU_TRY(cudaGetLastError());
     return 0;

@@ -19,7 +19,7 @@
 // 8-bit codes go through fp32 (q up to 255 is not a 0x43xx mantissa) with the same slot order.
 //
 // Block tile: BM (16/32/64/128) rows x 128 output columns x 64 k per stage, a 3-stage cp.async
-// pipeline (qg_cfg::STAGES) for X rows, code rows and scale words. Warps: 4 across N (32 columns
+// pipeline for X rows, code rows and scale words. Warps: 4 across N (32 columns
 // each), 1 or 2 down M. QG_GLU: the 128 columns are 64 gate rows then the same 64 up rows, combined in
 // the epilogue. Thin dense calls of short prompts split K over several blocks (qgemm_splitk below).
 #include <algorithm>
@@ -30,6 +30,10 @@
 
 #define QG_BK 64
 #define QG_BN 128
+// Stages in flight. 5 at 16 rows and 4 at 32 measured slower than 3 (prefill 256 tokens 12,075 / 12,054
+// -> 11,829 / 11,795 tok/s; docs/PERF.md, seventeenth session), though the 16-row MoE GEMM alone gained
+// (gate|up 7.82 -> 7.55 ms at 256 tokens).
+#define QG_STAGES 3
 
 __device__ __forceinline__ void mma16816(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
@@ -68,11 +72,7 @@ struct qg_cfg {
     static constexpr int B_BYTES = QG_BN * B_ROW;
     static constexpr int S_BYTES = QG_BN * 2 * 4;         // two scale|bias words per row
     static constexpr int STAGE = A_BYTES + B_BYTES + S_BYTES;
-    // Stages in flight. 5 at 16 rows and 4 at 32 measured slower than 3 (prefill 256 tokens 12,075 /
-    // 12,054 -> 11,829 / 11,795 tok/s; docs/PERF.md, seventeenth session), though the 16-row MoE GEMM
-    // alone gained (gate|up 7.82 -> 7.55 ms at 256 tokens).
-    static constexpr int STAGES = 3;
-    static constexpr int SMEM = STAGES * STAGE + BM * 4 + 16;
+    static constexpr int SMEM = QG_STAGES * STAGE + BM * 4 + 16;
 };
 
 template <int MF, int WM, int BITS, int GPS>
@@ -80,7 +80,6 @@ __global__ void __launch_bounds__(qg_cfg<MF, WM, BITS>::THREADS) qgemm_kernel(qg
     using C = qg_cfg<MF, WM, BITS>;
     constexpr int BM = C::BM, NF = 4;
     extern __shared__ __align__(16) char smem[];
-    constexpr int QG_STAGES = C::STAGES;
     int *a_row = (int *)(smem + QG_STAGES * C::STAGE);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wn = warp & 3, wm = warp >> 2, g = lane >> 2, t = lane & 3;
@@ -401,10 +400,9 @@ int qgemm_splitk_parts(const qg_args &a, int *bm_out) {
     return (KT + spp - 1) / spp;
 }
 
-long qgemm_splitk_cap(int T) {
+long qgemm_splitk_cap(void) {
     // Parts x tiles stays under 2 x SMs + tiles (<= 3 x SMs: tiles <= SMs) tiles of at most 64 x 128
     // (qgemm_splitk_parts' rule): 13 MB at 132 SMs, whatever the chunk.
-    (void)T;
     return 3L * cuda_sm_count() * 64 * 128;
 }
 

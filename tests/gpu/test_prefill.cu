@@ -289,7 +289,7 @@ static void test_qgemm_splitk(rng &r) {
             CK(cudaMemcpy(a.y, res.data(), n * 4, cudaMemcpyHostToDevice));
             a.res = (const float *)a.y;
         }
-        a.part_cap = k.cap ? k.cap : qgemm_splitk_cap(k.M);
+        a.part_cap = k.cap ? k.cap : qgemm_splitk_cap();
         a.part = poisoned<float>((size_t)a.part_cap);
         lily_qg_splitk = k.mode;
         int bm = 0;
