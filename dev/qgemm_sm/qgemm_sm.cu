@@ -1,6 +1,8 @@
 // dev/qgemm_sm/qgemm_sm.cu: a prototype of the MoE's grouped GEMM for short prompts (8-32 rows an
-// expert), with the tokens on the MMA's n8 side. Written in the seventeenth session, compiled, NOT YET
-// RUN: its first run is the measurement (docs/PERF.md, "CUDA prefill / seventeenth session").
+// expert), with the tokens on the MMA's n8 side (seventeenth session), and the harness of its
+// successor qgemm_tn.cu (this folder, eighteenth session). Measured in docs/PERF.md ("CUDA prefill /
+// eighteenth session"): at T = 256 this kernel's gate|up 170 us against qgemm.cu's 190, its down 126
+// against 88; more stages in flight slower (U 3-6), fewer token tiles a pass slower (re-read weights).
 //
 // Why: at 256 tokens each expert holds ~8 rows. The engine's mma.sync kernel (qgemm.cu) puts the rows
 // on the MMA's m16 side (16-row tiles, half of them empty) and the weight codes on the n8 side, copied
@@ -23,7 +25,9 @@
 // output columns (a warp 16); for GLU a warp's 16 columns are 16 gate rows and the same 16 up rows,
 // combined in registers (h = rb(silu(rb(gate))) * rb(up), bf16). Group 64 only; K % 256 == 0.
 //
-// Usage: qgemm_sm [T [REPS]] (T tokens of top-8 of 256 experts; default 256). It builds random
+// Usage: [LILY_SM_TN=1] qgemm_sm [T [REPS]] (T tokens of top-8 of 256 experts; default 256; with
+// LILY_SM_TN=1 the CPU checks are of qgemm_tn's outputs, else of this prototype's; then the timings
+// of the engine's qgemm_launch, this kernel, qgemm_tn and qgemm_tn's variants). It builds random
 // weights in the engine's layout (dq_mat), the gate|up (GLU, H 2048 -> I 512) and down (512 -> 2048)
 // problems of one MoE layer, checks each against a CPU reference in double over the exact weights
 // (rel. L2, tolerance 5e-3 for bf16 outputs, 1e-5 for fp32), compares with the engine's qgemm_launch
@@ -38,6 +42,12 @@
 
 #include "cuda/prefill.cuh"
 #include "cuda/qgemm_wg.cuh" // wg_cp16, wg_commit, wg_cpwait, wg_bf2_fma, wg_pack
+
+// qgemm_tn's kernel again, in a namespace of its own, for timing other shapes of it than the engine's
+// (token tiles a pass, stages in flight).
+namespace tnv {
+#include "qgemm_tn.cu"
+}
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1); } } while (0)
 
@@ -68,8 +78,8 @@ struct sm_args {
 
 // One block: expert blockIdx.y, output columns 128 blockIdx.x .. +127. NT: n8 token tiles a pass, U:
 // stages of codes a lane has in flight.
-template <bool GLU, int NT, int U>
-__global__ void __launch_bounds__(SM_WARPS * 32, NT <= 2 ? 2 : 1) qgemm_sm_kernel(sm_args a) {
+template <bool GLU, int NT, int U, int MINB = (NT <= 2 ? 2 : 1)>
+__global__ void __launch_bounds__(SM_WARPS * 32, MINB) qgemm_sm_kernel(sm_args a) {
     extern __shared__ __align__(16) uint16_t xs_sm[]; // [SM_NCHUNK][8 NT][SM_LD]
     const int e = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
     const int r0 = a.grp_off[e], rows = a.grp_off[e + 1] - r0;
@@ -204,14 +214,14 @@ __global__ void __launch_bounds__(SM_WARPS * 32, NT <= 2 ? 2 : 1) qgemm_sm_kerne
     }
 }
 
-template <bool GLU, int NT, int U> static void sm_launch(const sm_args &a, cudaStream_t st) {
+template <bool GLU, int NT, int U, int MINB = (NT <= 2 ? 2 : 1)> static void sm_launch(const sm_args &a, cudaStream_t st) {
     const int smem = SM_NCHUNK * 8 * NT * SM_LD * 2;
     static bool attr = false;
     if (!attr) {
-        CK(cudaFuncSetAttribute(qgemm_sm_kernel<GLU, NT, U>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        CK(cudaFuncSetAttribute(qgemm_sm_kernel<GLU, NT, U, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         attr = true;
     }
-    qgemm_sm_kernel<GLU, NT, U><<<dim3((a.N + 127) / 128, a.E), SM_WARPS * 32, smem, st>>>(a);
+    qgemm_sm_kernel<GLU, NT, U, MINB><<<dim3((a.N + 127) / 128, a.E), SM_WARPS * 32, smem, st>>>(a);
 }
 
 // ---- host ---------------------------------------------------------------------------------------
@@ -290,6 +300,15 @@ int main(int argc, char **argv) {
         else g.x = dh, g.ldx = I, g.w = down.d, g.N = H, g.K = I, g.epi = QG_F32_RAW, g.y = dy_ref, g.ldy = H;
         qgemm_launch(g, tile, toff[E], 0);
     };
+    auto tn = [&](bool glu) { // qgemm_tn.cu (this folder) through the engine's arguments
+        qg_args g;
+        memset(&g, 0, sizeof g);
+        g.grp_off = doff, g.tile_off = dtile, g.n_groups = E, g.M = R;
+        if (glu) g.x = dx, g.ldx = H, g.w = gate.d, g.w2 = up.d, g.N = I, g.K = H, g.epi = QG_GLU, g.y = dh, g.ldy = I;
+        else g.x = dh, g.ldx = I, g.w = down.d, g.N = H, g.K = I, g.epi = QG_F32_RAW, g.y = dy, g.ldy = H;
+        if (!tnv::qgemm_tn_takes(g)) { fprintf(stderr, "qgemm_tn does not take the call\n"); exit(1); }
+        tnv::qgemm_tn_launch(g, 0);
+    };
     sm_args ga = {dx, gate.d, up.d, doff, I, H, E, 1, dh}, da = {dh, down.d, down.d, doff, H, I, E, 0, dy};
     auto mine = [&](bool glu) {
         const sm_args &a = glu ? ga : da;
@@ -299,7 +318,10 @@ int main(int argc, char **argv) {
         if (R <= 12 * E) glu ? sm_launch<true, 2, 2>(a, 0) : sm_launch<false, 2, 4>(a, 0);
         else glu ? sm_launch<true, 4, 2>(a, 0) : sm_launch<false, 4, 4>(a, 0);
     };
-    // Correctness: gate|up then down (the down's input is this kernel's h), each against fp64.
+    // Correctness: gate|up then down (the down's input is this kernel's h), each against fp64; the
+    // prototype first, then qgemm_tn (LILY_SM_TN=1 checks qgemm_tn's outputs instead).
+    const bool chk_tn = getenv("LILY_SM_TN") && atoi(getenv("LILY_SM_TN"));
+    if (chk_tn) tn(true); else
     mine(true);
     CK(cudaDeviceSynchronize());
     CK(cudaMemcpy(hh.data(), dh, hh.size() * 2, cudaMemcpyDeviceToHost));
@@ -325,6 +347,7 @@ int main(int argc, char **argv) {
             }
     }
     const double e_gu = sqrt(num / std::max(den, 1e-30));
+    if (chk_tn) tn(false); else
     mine(false);
     CK(cudaDeviceSynchronize());
     std::vector<float> yh((size_t)R * H);
@@ -370,5 +393,26 @@ int main(int argc, char **argv) {
            gu_bytes / t_egu / 1e6, t_mgu, gu_bytes / t_mgu / 1e6);
     printf("down:    engine (%d-row tiles) %.1f us (%.2f TB/s), this %.1f us (%.2f TB/s)\n", tile, t_edn,
            dn_bytes / t_edn / 1e6, t_mdn, dn_bytes / t_mdn / 1e6);
+    const double t_tgu = clock_us([&] { tn(true); }), t_tdn = clock_us([&] { tn(false); });
+    printf("qgemm_tn (dev/qgemm_sm/qgemm_tn.cu): gate|up %.1f us (%.2f TB/s), down %.1f us (%.2f TB/s)\n", t_tgu,
+           gu_bytes / t_tgu / 1e6, t_tdn, dn_bytes / t_tdn / 1e6);
+    struct var { const char *name; bool glu; void (*fn)(const qg_args &, cudaStream_t, int); int ct; };
+    const var vs[] = {
+        {"GLU NT2 U1 ct1", true, tnv::tn_launch<true, 2, 1>, 1},  {"GLU NT2 U2 ct1", true, tnv::tn_launch<true, 2, 2>, 1},
+        {"GLU NT2 U1 ct2", true, tnv::tn_launch<true, 2, 1>, 2},  {"GLU NT2 U1 all", true, tnv::tn_launch<true, 2, 1>, 0},
+        {"GLU NT2 U2 all", true, tnv::tn_launch<true, 2, 2>, 0},  {"GLU NT2 U3 all", true, tnv::tn_launch<true, 2, 3>, 0},
+        {"DN NT2 U4 ct1", false, tnv::tn_launch<false, 2, 4>, 1}, {"DN NT2 U2 ct4", false, tnv::tn_launch<false, 2, 2>, 4},
+        {"DN NT2 U4 ct4", false, tnv::tn_launch<false, 2, 4>, 4}, {"DN NT2 U4 all", false, tnv::tn_launch<false, 2, 4>, 0},
+        {"DN NT2 U6 all", false, tnv::tn_launch<false, 2, 6>, 0}, {"DN NT4 U4 all", false, tnv::tn_launch<false, 4, 4>, 0},
+    };
+    for (const var &v : vs) {
+        qg_args g;
+        memset(&g, 0, sizeof g);
+        g.grp_off = doff, g.tile_off = dtile, g.n_groups = E, g.M = R;
+        if (v.glu) g.x = dx, g.ldx = H, g.w = gate.d, g.w2 = up.d, g.N = I, g.K = H, g.epi = QG_GLU, g.y = dh, g.ldy = I;
+        else g.x = dh, g.ldx = I, g.w = down.d, g.N = H, g.K = I, g.epi = QG_F32_RAW, g.y = dy, g.ldy = H;
+        const double t = clock_us([&] { v.fn(g, 0, v.ct); });
+        printf("variant %-12s %7.1f us (%.2f TB/s)\n", v.name, t, (v.glu ? gu_bytes : dn_bytes) / t / 1e6);
+    }
     return e_gu < 5e-3 && e_dn < 1e-5 ? 0 : 1;
 }

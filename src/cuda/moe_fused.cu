@@ -273,6 +273,7 @@ __global__ void __maxnreg__(MF_REGS)
     __syncthreads();
     // 3. Gate rows by group 0, up rows by group 1, at once.
     mb_wait(&gbar[gi], 0);
+    if (!nfront) trace_mark(12); // TRACE: thread 0's gate rows arrived (points 12-15: no front only)
     unsigned char *bb = gi ? bu : bg;
     mf_rows32<HPG>(H, G, (const uint4 *)bb, (const uint32_t *)(bb + MF_J * grb), bsm, zero4, xsg, tpart[gi],
                    gi ? hu : hg);
@@ -283,8 +284,10 @@ __global__ void __maxnreg__(MF_REGS)
         for (int j = 0; j < 16; j++) t += hsl[xs_index(tid * 16 + j)];
         hsl[xs_floats(MF_J) + tid] = t;
     }
+    if (!nfront) trace_mark(13); // TRACE: h computed
     mf_sums16(hs, hssum, Is);
     if (TMD) mb_wait(&gbar[2], 0);
+    if (!nfront) trace_mark(14); // TRACE: the down slice arrived
     __syncthreads();
     // 4. Partial outputs: the down slice times h's slice, the shared rows times the shared h.
     float *pk = part + (long)(k * ns + j0 / MF_J) * H;
@@ -310,6 +313,7 @@ __global__ void __maxnreg__(MF_REGS)
     trace_mark(3);
     // 5. Every partial written: block b adds rows b*rb .. +rb.
     mf_grid_sync(bar);
+    if (!nfront) trace_mark(15); // TRACE: the grid barrier passed
     pdl_trigger();
     const int r0 = b * sh.rb, nr = max(0, min(sh.rb, H - r0));
     if (nr > 0) {
