@@ -8,7 +8,9 @@
 #      LILY_CUDA_QG_TN 0 / 1 / 1 and one 128-column tile a block (CT=1), each with the side stream on and
 #      off (LILY_CUDA_PF_SIDE=0);
 #   2. what bounds the kernels' memory traffic: Nsight Compute of qgemm_tn and qgemm.cu's 16-row tile in
-#      the harness (T = 256), memory sections and sector/request counts.
+#      the harness (T = 256), memory sections and sector/request counts;
+#   3. the harness's variants, among them qgemm_tn's ring form (weights in flight in shared memory,
+#      checked bitwise against the register form), at T = 256 and 512.
 # The tests of qgemm_tn with CT=1 first (the column-tile walk at one tile a block).
 . .carry/common.sh; synth_bg; safe_start 280
 xz -dc $C/qgemm_sm.xz > /tmp/qgemm_sm && chmod +x /tmp/qgemm_sm
@@ -26,4 +28,5 @@ for k in qgemm_tn_kernel qgemm_kernel; do
   LILY_SM_TN=1 timeout 80 ncu $S -k regex:$k --launch-count 1 /tmp/qgemm_sm 256 2 > $L/ncu_$k.txt 2>&1; el "ncu $k rc=$?"
   grep -E "Duration|DRAM Throughput|Memory Throughput|L1/TEX Hit|L2 Hit|Achieved Occupancy|sectors|requests" $L/ncu_$k.txt | cut -c1-120 | head -16
 done
+for T in 256 512; do LILY_SM_TN=1 timeout 60 /tmp/qgemm_sm $T 20 > $L/qgsm_$T.txt 2>&1; el "qgemm_sm $T rc=$?"; grep -E "PASS|FAIL|engine|qgemm_tn|variant" $L/qgsm_$T.txt; done
 safe_end

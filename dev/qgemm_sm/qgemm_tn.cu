@@ -30,11 +30,19 @@
 // slower in the prefill (the shared expert's GEMMs beside it on the side stream; its grid of one
 // block an expert, ~1 wave, against qgemm.cu's ~3 waves of small blocks).
 //
+// The ring form (template R > 0, written after the session's last device call: compiled, NOT RUN) keeps
+// the weights in flight in a per-warp shared-memory ring instead of registers (Nsight Compute had the
+// 16-row GEMM latency-bound at 18 warps an SM); the harness checks it bitwise against the register
+// form. Moving the per-stage math into a lambda for it changed the register form's code (ptxas: 105
+// registers for the gate|up at one stage ahead, 126 before), so this file's register form is not the
+// one measured; branch qgemm-tn has that one in src/cuda/qgemm_tn.cu.
+//
 // Takes grouped calls of 4-bit DQ_FAST weights with K % 64 == 0 and a power-of-two group >= 64
 // (qgemm_tn_takes), any epilogue, rows gathered and scattered.
 #include <cuda_bf16.h>
 
 #include "cuda/prefill.cuh"
+#include "cuda/qgemm_wg.cuh" // cp.async wrappers
 
 #define TN_WARPS 8
 #define TN_COLS (16 * TN_WARPS) // output columns a block
@@ -62,7 +70,15 @@ template <bool GLU> struct tn_stage {
 // of 8 a pass; U: stages of codes in flight a lane (across tile boundaries). Shared memory: the pass's
 // X as B fragments, uint4 [KS][NT][2][32 lanes] (conflict-free: a warp reads 512 contiguous bytes),
 // then the stage sums, float [NT][KS][8].
-template <bool GLU, int NT, int U>
+// R > 0 (the ring form): the weights of a warp's stages come by cp.async into a ring of R slots of its
+// own in shared memory (a slot: its rows' 32 code bytes and scale word of one stage; rows 32 bytes
+// apart, so a lane's 8-byte fragment reads are conflict-free), R - 1 stages ahead, instead of into
+// registers: more bytes in flight for no registers, and no block barrier (each warp waits for its own
+// copies). The same arithmetic in the same order: the same bits as the register form.
+template <bool GLU> struct tn_ring {
+    static constexpr int ROWS = GLU ? 32 : 16, SLOT = ROWS * 36; // bytes a slot
+};
+template <bool GLU, int NT, int U, int R = 0>
 __global__ void __launch_bounds__(TN_WARPS * 32, 2) qgemm_tn_kernel(qg_args a, int ct) {
     extern __shared__ __align__(16) uint4 tn_sm[];
     const int e = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
@@ -71,6 +87,7 @@ __global__ void __launch_bounds__(TN_WARPS * 32, 2) qgemm_tn_kernel(qg_args a, i
     const int K = a.K, KS = K / 64, ng = K / a.w.group, lg = 31 - __clz(a.w.group), nq = ct * KS;
     uint4 *xb = tn_sm;
     float *xsum = (float *)(tn_sm + (size_t)KS * NT * 64);
+    unsigned char *ring = (unsigned char *)(xsum + (size_t)KS * NT * 8) + (size_t)warp * R * tn_ring<GLU>::SLOT;
     const int col0 = blockIdx.x * ct * TN_COLS + warp * 16; // this warp's first output column (weight row)
     const long rq = K / 16;                                    // uint2 a code row
     const uint2 *cw = (const uint2 *)a.w.codes, *cw2 = GLU ? (const uint2 *)a.w2.codes : cw;
@@ -102,13 +119,59 @@ __global__ void __launch_bounds__(TN_WARPS * 32, 2) qgemm_tn_kernel(qg_args a, i
         }
         if (++cur.kt == KS) seek(cur.tile + 1);
     };
+    // Ring form: the cursor's stage into slot `sl` by this lane's share of the copies (two 16-byte
+    // code chunks, a scale word), as one commit group (empty past the walk's end, so that every lane
+    // counts the same groups).
+    auto issue = [&](int sl) {
+        if (cur.tile < ct) {
+            constexpr int RW = tn_ring<GLU>::ROWS;
+            unsigned char *slot = ring + sl * tn_ring<GLU>::SLOT;
+            const int kt = cur.kt, si = (kt * 64) >> lg, c0 = col0 + cur.tile * TN_COLS;
+            const long rb0 = (long)e * a.N + c0; // weight row of the tile's first column
+#pragma unroll
+            for (int j = 0; j < RW * 2 / 32; j++) {
+                const int c = lane + 32 * j, row = c >> 1, half = c & 1, rr = row & 15;
+                const dq_mat &m = GLU && row >= 16 ? a.w2 : a.w;
+                const bool live = c0 + rr < a.N;
+                wg_cp16(slot + row * 32 + half * 16,
+                        (const char *)m.codes + (live ? (rb0 + rr) * (K / 2) + kt * 32 + half * 16 : 0), live);
+            }
+            if (lane < RW) {
+                const int rr = lane & 15;
+                const dq_mat &m = GLU && lane >= 16 ? a.w2 : a.w;
+                const bool live = c0 + rr < a.N;
+                wg_cp4(slot + RW * 32 + lane * 4, m.sb + (live ? (rb0 + rr) * ng + si : 0), live);
+            }
+            if (++cur.kt == KS) seek(cur.tile + 1);
+        }
+        wg_commit();
+    };
+    // Ring form: stage of slot `sl` as a lane's registers (rows g, g + 8; the up matrix's at 16 +).
+    auto fetch = [&](int sl) {
+        constexpr int RW = tn_ring<GLU>::ROWS;
+        const unsigned char *slot = ring + sl * tn_ring<GLU>::SLOT;
+        const uint32_t *sc = (const uint32_t *)(slot + RW * 32);
+        tn_stage<GLU> c;
+#pragma unroll
+        for (int r = 0; r < (GLU ? 4 : 2); r++) {
+            const int row = g + 8 * r;
+            c.c[r] = *(const uint2 *)(slot + row * 32 + 8 * t);
+            c.s[r] = sc[row];
+        }
+        return c;
+    };
 
     for (int p0 = 0; p0 < rows; p0 += 8 * NT) { // passes of 8 NT tokens
         const int pr = min(8 * NT, rows - p0);
-        tn_stage<GLU> L[U];
+        tn_stage<GLU> L[R ? 1 : U];
         seek(0);
+        if constexpr (R > 0) {
+            __syncwarp(); // the previous pass's reads of the ring are done
+            for (int q = 0; q < R - 1; q++) issue(q % R);
+        } else {
 #pragma unroll
-        for (int u = 0; u < U; u++) load(L[u]); // the weights do not wait for X
+            for (int u = 0; u < U; u++) load(L[u]); // the weights do not wait for X
+        }
         __syncthreads(); // the previous pass's readers are done with X
         // X: unit i = (token row, stage kt, lane t4): its 16 values x[64 kt + 16 t4 ..] give b0 (k
         // slots 2t, 2t+1 of the four k16 blocks m: x[m], x[m + 4]) and b1 (x[8 + m], x[12 + m]); the
@@ -142,67 +205,83 @@ __global__ void __launch_bounds__(TN_WARPS * 32, 2) qgemm_tn_kernel(qg_args a, i
             for (int i = 0; i < 4; i++) acc[n][i] = acc2[n][i] = 0.0f;
         const int ntl = (pr + 7) >> 3; // live token tiles
         int kt = 0, tile = 0;          // the stage being computed
-        for (int qb = 0; qb < nq; qb += U) {
+        // One stage: its MMAs and fold; after a tile's last stage, the tile's outputs.
+        auto stage = [&](const tn_stage<GLU> &c) {
+            uint4 b0[NT], b1[NT];
+            float2 xs[NT];
 #pragma unroll
-            for (int u = 0; u < U; u++) {
-                if (qb + u >= nq) break;
-                const tn_stage<GLU> c = L[u];
-                load(L[u]); // this slot's registers are free: request the stage U ahead
-                uint4 b0[NT], b1[NT];
-                float2 xs[NT];
+            for (int n = 0; n < NT; n++) {
+                if (n >= ntl) break;
+                const uint4 *bx = xb + ((size_t)kt * NT + n) * 64 + lane;
+                b0[n] = bx[0], b1[n] = bx[32];
+                xs[n] = *(const float2 *)(xsum + ((size_t)n * KS + kt) * 8 + 2 * t);
+            }
 #pragma unroll
-                for (int n = 0; n < NT; n++) {
-                    if (n >= ntl) break;
-                    const uint4 *bx = xb + ((size_t)kt * NT + n) * 64 + lane;
-                    b0[n] = bx[0], b1[n] = bx[32];
-                    xs[n] = *(const float2 *)(xsum + ((size_t)n * KS + kt) * 8 + 2 * t);
-                }
+            for (int mat = 0; mat < (GLU ? 2 : 1); mat++) {
+                const uint2 wa = c.c[2 * mat], wb = c.c[2 * mat + 1];
+                float d[NT][4];
 #pragma unroll
-                for (int mat = 0; mat < (GLU ? 2 : 1); mat++) {
-                    const uint2 wa = c.c[2 * mat], wb = c.c[2 * mat + 1];
-                    float d[NT][4];
+                for (int n = 0; n < NT; n++) d[n][0] = d[n][1] = d[n][2] = d[n][3] = 0.0f;
 #pragma unroll
-                    for (int n = 0; n < NT; n++) d[n][0] = d[n][1] = d[n][2] = d[n][3] = 0.0f;
-#pragma unroll
-                    for (int m = 0; m < 4; m++) {
-                        const uint32_t a0 = tn_pair(wa.x, m), a1 = tn_pair(wb.x, m), a2 = tn_pair(wa.y, m),
-                                       a3 = tn_pair(wb.y, m);
-#pragma unroll
-                        for (int n = 0; n < NT; n++) {
-                            if (n >= ntl) break;
-                            const uint32_t q0 = m == 0 ? b0[n].x : m == 1 ? b0[n].y : m == 2 ? b0[n].z : b0[n].w;
-                            const uint32_t q1 = m == 0 ? b1[n].x : m == 1 ? b1[n].y : m == 2 ? b1[n].z : b1[n].w;
-                            tn_mma(d[n], a0, a1, a2, a3, q0, q1);
-                        }
-                    }
-                    // Row g: s, b - 128 s; row g + 8 the same. acc element i: row g (i < 2) or g + 8,
-                    // token 2t + (i & 1).
-                    const uint32_t wsa = c.s[2 * mat], wsb = c.s[2 * mat + 1];
-                    const float sa = __uint_as_float(wsa << 16), sb = __uint_as_float(wsb << 16);
-                    const float ca = fmaf(-128.0f, sa, __uint_as_float(wsa & 0xffff0000u));
-                    const float cb = fmaf(-128.0f, sb, __uint_as_float(wsb & 0xffff0000u));
-                    float(*A)[4] = mat ? acc2 : acc;
+                for (int m = 0; m < 4; m++) {
+                    const uint32_t a0 = tn_pair(wa.x, m), a1 = tn_pair(wb.x, m), a2 = tn_pair(wa.y, m),
+                                   a3 = tn_pair(wb.y, m);
 #pragma unroll
                     for (int n = 0; n < NT; n++) {
                         if (n >= ntl) break;
-                        A[n][0] = fmaf(sa, d[n][0], fmaf(ca, xs[n].x, A[n][0]));
-                        A[n][1] = fmaf(sa, d[n][1], fmaf(ca, xs[n].y, A[n][1]));
-                        A[n][2] = fmaf(sb, d[n][2], fmaf(cb, xs[n].x, A[n][2]));
-                        A[n][3] = fmaf(sb, d[n][3], fmaf(cb, xs[n].y, A[n][3]));
+                        const uint32_t q0 = m == 0 ? b0[n].x : m == 1 ? b0[n].y : m == 2 ? b0[n].z : b0[n].w;
+                        const uint32_t q1 = m == 0 ? b1[n].x : m == 1 ? b1[n].y : m == 2 ? b1[n].z : b1[n].w;
+                        tn_mma(d[n], a0, a1, a2, a3, q0, q1);
                     }
                 }
-                if (++kt == KS) { // the tile's last stage: its outputs (token 8 n + 2 t + (i & 1) of the
-                                  // pass, column + g + 8 (i >> 1)), then the next tile from zero
-                    const int col = col0 + tile * TN_COLS;
+                // Row g: s, b - 128 s; row g + 8 the same. acc element i: row g (i < 2) or g + 8,
+                // token 2t + (i & 1).
+                const uint32_t wsa = c.s[2 * mat], wsb = c.s[2 * mat + 1];
+                const float sa = __uint_as_float(wsa << 16), sb = __uint_as_float(wsb << 16);
+                const float ca = fmaf(-128.0f, sa, __uint_as_float(wsa & 0xffff0000u));
+                const float cb = fmaf(-128.0f, sb, __uint_as_float(wsb & 0xffff0000u));
+                float(*A)[4] = mat ? acc2 : acc;
 #pragma unroll
-                    for (int n = 0; n < NT; n++)
+                for (int n = 0; n < NT; n++) {
+                    if (n >= ntl) break;
+                    A[n][0] = fmaf(sa, d[n][0], fmaf(ca, xs[n].x, A[n][0]));
+                    A[n][1] = fmaf(sa, d[n][1], fmaf(ca, xs[n].y, A[n][1]));
+                    A[n][2] = fmaf(sb, d[n][2], fmaf(cb, xs[n].x, A[n][2]));
+                    A[n][3] = fmaf(sb, d[n][3], fmaf(cb, xs[n].y, A[n][3]));
+                }
+            }
+            if (++kt == KS) { // the tile's last stage: its outputs (token 8 n + 2 t + (i & 1) of the
+                              // pass, column + g + 8 (i >> 1)), then the next tile from zero
+                const int col = col0 + tile * TN_COLS;
 #pragma unroll
-                        for (int i = 0; i < 4; i++) {
-                            const int tok = 8 * n + 2 * t + (i & 1), cn = col + g + 8 * (i >> 1);
-                            if (tok < pr && cn < a.N) qg_store(a, r0 + p0 + tok, cn, acc[n][i], acc2[n][i]);
-                            acc[n][i] = acc2[n][i] = 0.0f;
-                        }
-                    kt = 0, tile++;
+                for (int n = 0; n < NT; n++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        const int tok = 8 * n + 2 * t + (i & 1), cn = col + g + 8 * (i >> 1);
+                        if (tok < pr && cn < a.N) qg_store(a, r0 + p0 + tok, cn, acc[n][i], acc2[n][i]);
+                        acc[n][i] = acc2[n][i] = 0.0f;
+                    }
+                kt = 0, tile++;
+            }
+        };
+        if constexpr (R > 0) {
+            for (int q = 0; q < nq; q++) {
+                issue((q + R - 1) % R); // the slot read a stage ago (its readers passed the __syncwarp)
+                wg_cpwait<R - 1>();      // this lane's copies of stage q are in
+                __syncwarp();            // and every lane's
+                const tn_stage<GLU> c = fetch(q % R);
+                __syncwarp(); // the slot is read: the next issue may overwrite it
+                stage(c);
+            }
+            wg_cpwait<0>();
+        } else {
+            for (int qb = 0; qb < nq; qb += U) {
+#pragma unroll
+                for (int u = 0; u < U; u++) {
+                    if (qb + u >= nq) break;
+                    const tn_stage<GLU> c = L[u];
+                    load(L[u]); // this slot's registers are free: request the stage U ahead
+                    stage(c);
                 }
             }
         }
@@ -219,13 +298,13 @@ bool qgemm_tn_takes(const qg_args &a) {
            (size_t)a.K / 64 * 2 * (1024 + 32) <= 100 * 1024; // two token tiles' X in shared memory
 }
 
-// ct: column tiles of 128 a block (0: all of N, one block a group).
-template <bool GLU, int NT, int U> static void tn_launch(const qg_args &a, cudaStream_t st, int ct = 0) {
+// ct: column tiles of 128 a block (0: all of N, one block a group). R: the ring form's slots (0: none).
+template <bool GLU, int NT, int U, int R = 0> static void tn_launch(const qg_args &a, cudaStream_t st, int ct = 0) {
     const int KS = a.K / 64, tiles = (a.N + TN_COLS - 1) / TN_COLS;
     if (ct <= 0 || ct > tiles) ct = tiles;
-    const size_t smem = (size_t)KS * NT * 1024 + (size_t)KS * NT * 32;
-    cudaFuncSetAttribute(qgemm_tn_kernel<GLU, NT, U>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    qgemm_tn_kernel<GLU, NT, U><<<dim3((tiles + ct - 1) / ct, a.n_groups), TN_WARPS * 32, smem, st>>>(a, ct);
+    const size_t smem = (size_t)KS * NT * 1024 + (size_t)KS * NT * 32 + (size_t)R * TN_WARPS * tn_ring<GLU>::SLOT;
+    cudaFuncSetAttribute(qgemm_tn_kernel<GLU, NT, U, R>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    qgemm_tn_kernel<GLU, NT, U, R><<<dim3((tiles + ct - 1) / ct, a.n_groups), TN_WARPS * 32, smem, st>>>(a, ct);
 }
 
 void qgemm_tn_launch(const qg_args &a, cudaStream_t st) {
