@@ -40,6 +40,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cuda/gemv.cuh" // gv2_mma
 #include "cuda/prefill.cuh"
 #include "cuda/qgemm_wg.cuh" // wg_cp16, wg_commit, wg_cpwait, wg_bf2_fma, wg_pack
 
@@ -53,14 +54,6 @@ namespace tnv {
 
 constexpr int SM_WARPS = 8, SM_KC = 256, SM_NCHUNK = 3; // warps a block; k a staged X chunk; chunks in the ring
 constexpr int SM_LD = SM_KC + 8;                         // X row stride in shared memory (bf16 elements)
-
-__device__ __forceinline__ void sm_mma(float *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                       uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 
 // Codes j and j + 4 of word u as the exact bf16 pair (q_j, q_j+4).
 __device__ __forceinline__ uint32_t sm_pair(uint32_t u, int j) {
@@ -180,9 +173,9 @@ __global__ void __launch_bounds__(SM_WARPS * 32, MINB) qgemm_sm_kernel(sm_args a
                         if (8 * n >= pr) break;
                         const uint32_t b0 = __byte_perm(v[n][m >> 1], v[n][(m >> 1) + 2], sel);
                         const uint32_t b1 = __byte_perm(v[n][4 + (m >> 1)], v[n][6 + (m >> 1)], sel);
-                        sm_mma(part[n], a0, a1, a2, a3, b0, b1);
-                        if (GLU) sm_mma(part2[n], u0, u1, u2, u3, b0, b1);
-                        sm_mma(xsum[n], 0x3F803F80u, 0x3F803F80u, 0x3F803F80u, 0x3F803F80u, b0, b1);
+                        gv2_mma(part[n], a0, a1, a2, a3, b0, b1);
+                        if (GLU) gv2_mma(part2[n], u0, u1, u2, u3, b0, b1);
+                        gv2_mma(xsum[n], 0x3F803F80u, 0x3F803F80u, 0x3F803F80u, 0x3F803F80u, b0, b1);
                     }
                 }
                 // Fold the stage's group: acc[i] is (row g: tokens 2t, 2t+1; row g + 8: the same tokens).

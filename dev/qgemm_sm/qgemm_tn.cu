@@ -42,18 +42,11 @@
 #include <cuda_bf16.h>
 
 #include "cuda/prefill.cuh"
+#include "cuda/gemv.cuh"      // gv2_mma (mma.sync m16n8k16 bf16, fp32 accumulate)
 #include "cuda/qgemm_wg.cuh" // cp.async wrappers
 
 #define TN_WARPS 8
 #define TN_COLS (16 * TN_WARPS) // output columns a block
-
-__device__ __forceinline__ void tn_mma(float *d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                       uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 
 // Codes j and j + 4 of word w as the exact bf16 pair (128 + q_j, 128 + q_j+4).
 __device__ __forceinline__ uint32_t tn_pair(uint32_t w, int j) { return ((w >> (4 * j)) & 0x000F000Fu) | 0x43004300u; }
@@ -231,7 +224,7 @@ __global__ void __launch_bounds__(TN_WARPS * 32, 2) qgemm_tn_kernel(qg_args a, i
                         if (n >= ntl) break;
                         const uint32_t q0 = m == 0 ? b0[n].x : m == 1 ? b0[n].y : m == 2 ? b0[n].z : b0[n].w;
                         const uint32_t q1 = m == 0 ? b1[n].x : m == 1 ? b1[n].y : m == 2 ? b1[n].z : b1[n].w;
-                        tn_mma(d[n], a0, a1, a2, a3, q0, q1);
+                        gv2_mma(d[n], a0, a1, a2, a3, q0, q1);
                     }
                 }
                 // Row g: s, b - 128 s; row g + 8 the same. acc element i: row g (i < 2) or g + 8,
@@ -303,7 +296,11 @@ template <bool GLU, int NT, int U, int R = 0> static void tn_launch(const qg_arg
     const int KS = a.K / 64, tiles = (a.N + TN_COLS - 1) / TN_COLS;
     if (ct <= 0 || ct > tiles) ct = tiles;
     const size_t smem = (size_t)KS * NT * 1024 + (size_t)KS * NT * 32 + (size_t)R * TN_WARPS * tn_ring<GLU>::SLOT;
-    cudaFuncSetAttribute(qgemm_tn_kernel<GLU, NT, U, R>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    static size_t attr = 0; // the largest shared memory asked of this instantiation so far (set once a size)
+    if (smem > attr) {
+        cudaFuncSetAttribute(qgemm_tn_kernel<GLU, NT, U, R>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        attr = smem;
+    }
     qgemm_tn_kernel<GLU, NT, U, R><<<dim3((tiles + ct - 1) / ct, a.n_groups), TN_WARPS * 32, smem, st>>>(a, ct);
 }
 
