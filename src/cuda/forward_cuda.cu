@@ -220,6 +220,28 @@ static int upload_model(cuda_ctx *cx) {
     return upload_f(cx, &cx->final_norm, m->w.final_norm, c->hidden);
 }
 
+// LILY_CUDA_DEV_ALIAS (a diagnostic; the logits are wrong with it): every layer reads the weights of
+// the first layer of its kind, so that they stay in L2 over the step: bit 1 the dense ones, bit 2 the
+// routed experts. It bounds what reading weights from L2 instead of DRAM could give the decode step.
+static void dev_alias(cuda_ctx *cx, int mode) {
+    const int n = (int)cx->L.size();
+    for (int l = 0; l < n; l++) {
+        int f = 0;
+        while (cx->L[f].full != cx->L[l].full) f++;
+        if (f == l) continue;
+        dev_layer *d = &cx->L[l];
+        const dev_layer *s = &cx->L[f];
+        if (mode & 1) {
+            d->qkv = s->qkv, d->z = s->z, d->b = s->b, d->a = s->a, d->out = s->out;
+            d->q = s->q, d->k = s->k, d->v = s->v, d->o = s->o;
+            d->router = s->router, d->sh_gate = s->sh_gate, d->sh_up = s->sh_up, d->sh_down = s->sh_down;
+            d->sh_score = s->sh_score;
+        }
+        if (mode & 2) d->moe.gate = s->moe.gate, d->moe.up = s->moe.up, d->moe.down = s->moe.down;
+    }
+    fprintf(stderr, "lily: cuda: LILY_CUDA_DEV_ALIAS=%d: layers share weights (a diagnostic; wrong logits)\n", mode);
+}
+
 static int scratch_alloc(cuda_ctx *cx) {
     const lily_config *c = &cx->c;
     int C = lily_conv_dim(c), maxsplit = ATTN_MAX_SPLIT;
@@ -347,6 +369,7 @@ static int init_cuda(const lily_model *m, void **out) {
     if (cx->uploaded >= (1ul << 30))
         fprintf(stderr, "\rlily: cuda: uploaded %.2f GB of weights in %.1f s                \n",
                 cx->uploaded / 1e9, lily_time() - cx->t_start);
+    if (env_int("LILY_CUDA_DEV_ALIAS", 0)) dev_alias(cx, env_int("LILY_CUDA_DEV_ALIAS", 0));
     FAIL(scratch_alloc(cx));
     note_mem(cx);
 #undef FAIL

@@ -13,12 +13,14 @@
 // Phase A, gdn_chunk_prep, grid (chunks, Hv), 8 warps: per chunk of nc <= 64 live tokens and v head
 // (rows past nc are zero: q = k = v = 0, beta = 0, g = 0, so they neither decay nor write the state,
 // and a partial last chunk needs no other care):
-//   the chunk's q, k (k head h // (Hv/Hk)) and v after the conv, beta, log-decay g, Gamma = cumulative
-//   g (warp scan), L2 norms of q and k (eps inside the sqrt, q scaled by Dk^-1/2: the scan's code; 4
-//   lanes a token);
-//   MMA: A = beta_i (k_i.k_j) e^(Gamma_i - Gamma_j) (j < i), M = (q_i.k_j) e^(Gamma_i - Gamma_j) (j <= i);
+//   the chunk's q, k (k head h // (Hv/Hk)) and v after the conv (bf16, as they are), beta, log-decay
+//   g, Gamma = cumulative g (warp scan), the inverse L2 norms rq, rk of q and k (eps inside the sqrt,
+//   rq with Dk^-1/2: the scan's code; 4 lanes a token);
+//   MMA on the raw rows, the norms as row factors: A = beta_i rk_i rk_j (k_i.k_j) e^(Gamma_i - Gamma_j)
+//   (j < i), M = rq_i rk_j (q_i.k_j) e^(Gamma_i - Gamma_j) (j <= i);
 //   X = (I + A)^-1 by blocks of 16 (forward substitution in the diagonal blocks, then products);
-//   MMA: W = X (beta e^Gamma K) (64 x Dk), U = X (beta V) (64 x Dv, in passes of 128 columns);
+//   MMA: W = X (beta e^Gamma K/|k|) = (X diag(beta e^Gamma rk)) K (64 x Dk), U = (X diag(beta)) V
+//   (64 x Dv, in passes of 128 columns);
 //   and the row factors fq = e^Gamma / |q| Dk^-1/2 and fk = e^(Gamma_C - Gamma) / |k|, e^Gamma_C, all
 //   written to the scratch record of (chunk, head) in fp32 (layout at gc_layout: ~82 KB at Dk = Dv = 128).
 // Phase B, gdn_chunk_scan, grid (Hv, nsplit): a block owns `ncols` value columns of one v head
@@ -45,22 +47,24 @@
 // 236 MB at the default prefill chunk of 4096 tokens. gdn_conv_all writes every conv output and
 // phase A every float phase B reads (padding included), so the scratch needs no clearing.
 //
-// Precision. Every product runs as 3xTF32 (x = big + small, both TF32, and big.big + big.small +
-// small.big accumulated in fp32): about fp32 accuracy (~1e-6 relative per product), so the chunked
-// and sequential forms agree to ~1e-6 as in fp32 (spec §4) and the scan's test tolerances hold.
-// (Where one operand is a bf16 conv output its small part is zero, so its two remaining terms are
-// the same sum.) Why not bf16 (or 1xTF32) inputs: the state is fp32 and carried over hundreds of
-// chunks, and the products that read or write it (W S0, Q S0, the state update) would put a 2^-9
-// (2^-11) relative error into every delta written; the triangular inverse amplifies errors of A.
-// QK^T and KK^T with L2-normed q and k could take bf16, but they feed A and hence the inverse.
-// GC_SPLIT=0 at compile time gives 1xTF32 for measuring what the split costs. The forward
-// substitution and the exponentials are fp32 on the CUDA cores.
+// Precision. Every product of two fp32 operands runs as 3xTF32 (x = big + small, both TF32, and
+// big.big + big.small + small.big accumulated in fp32): about fp32 accuracy (~1e-6 relative per
+// product), so the chunked and sequential forms agree to ~1e-6 as in fp32 (spec §4) and the scan's
+// test tolerances hold. Where one operand is a bf16 conv output its small part is zero, so two
+// terms remain; where both are (phase A's QK^T and KK^T of the raw rows), one MMA is exact: a
+// product of two bf16 values is exact in fp32, and the row factors (the L2 norms, beta, the decays)
+// are applied to the fp32 sums. Why not bf16 (or 1xTF32) inputs elsewhere: the state is fp32 and
+// carried over hundreds of chunks, and the products that read or write it (W S0, Q S0, the state
+// update) would put a 2^-9 (2^-11) relative error into every delta written; the triangular inverse
+// amplifies errors of A. GC_SPLIT=0 at compile time gives 1xTF32 for measuring what the split costs.
+// The forward substitution and the exponentials are fp32 on the CUDA cores.
 //
-// Shared memory (floats unless bf16). Phase A: row strides = 4 mod 8 for matrices read as A operands
-// or as transposed B (conflict-free fragment loads), = 8 mod 16 for row-major B. Phase B: every
-// operand in the order its fragments are loaded (gc_lda_f and the like), conflict-free by layout.
-//   A: Q 64 x (Dk8 + 4), reused for the right operand B of X.B as 64 x 136; K 64 x (Dk8 + 4); A, X
-//      64 x 68; 6 x 64 vectors: 104 KB at Dk 128, two blocks an SM.
+// Shared memory (floats unless bf16). Phase A: A and X with row strides 68 (4 mod 8: conflict-free
+// fragment loads); the bf16 rows 136 apart (68 words, 4 mod 32: pair loads and ldmatrix rows
+// conflict-free). Phase B: every operand in the order its fragments are loaded (gc_lda_f and the
+// like), conflict-free by layout.
+//   A: q bf16 64 x 136, then v (its passes of 128 columns) in the same rows; k bf16 64 x 136 (+ 32);
+//      A, X 64 x 68; 7 x 64 vectors: 72 KB at any Dk <= 128, three blocks an SM.
 //   B: S ncols x 2 (Dk8 + 8) ((big, rest) groups); W 64 x Dk8; Q and K bf16 64 x (Dk8 + 8); M 64 x
 //      64; U, Delta 64 x ncols; (fk Delta)^T split ncols x 128; fq, fk: 149 KB at Dk 128 and 32
 //      columns (the default for Dv 128: 4 blocks a head, 128 blocks, one wave on 132 SMs), 215 KB at
@@ -69,9 +73,10 @@
 // a request: blocks per head = Dv / ncols rounded up. Takes Dk <= 128 with Dk and C (the conv
 // channels) multiples of 8 (16-byte bf16 rows), and any Dv (columns past Dv in the last block are
 // zero padding); other shapes go to gdn_pf_scan.
-// ptxas (CUDA 13.0, sm_90a, 3xTF32, k-loops unrolled by 4): gdn_chunk_prep 96 registers,
-// gdn_chunk_scan 150 registers, no spills, no stack; dynamic shared memory 104,960 B (A, any Dk <=
-// 128) and 118,272 / 152,064 / 219,648 B (B at Dk 128 and 16 / 32 / 64 columns).
+// ptxas (CUDA 13.0, sm_90a, 3xTF32, k-loops unrolled by 4): gdn_chunk_prep 80 registers (capped for
+// three blocks an SM; 12 bytes of spill), gdn_chunk_scan 150 registers, no spills, no stack; dynamic
+// shared memory 71,488 B (A, any Dk <= 128) and 118,272 / 152,064 / 219,648 B (B at Dk 128 and 16 /
+// 32 / 64 columns).
 #include "prefill.cuh"
 #include "gdn_pf.cuh"
 #include "qgemm_wg.cuh" // the cp.async wrappers (wg_cp16, wg_commit, wg_cpwait)
@@ -202,23 +207,6 @@ static __device__ __forceinline__ void gc_tile(float *c, const float *a, int ars
 #pragma unroll
     for (int e = 0; e < 4; e++) c[e] += cs[e];
 }
-// Two tiles sharing B: c1 += A1 . B, c2 += A2 . B (A1, A2 with the same strides).
-static __device__ __forceinline__ void gc_tile2a(float *c1, float *c2, const float *a1, const float *a2, int ars,
-                                                 int aks, const float *b, int bks, int bns, int kn) {
-    float s1[4] = {0.0f, 0.0f, 0.0f, 0.0f}, s2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    GC_KLOOP
-    for (int k0 = 0; k0 < kn; k0 += 8) {
-        gc_fa f1, f2;
-        gc_fb fb;
-        gc_ldb(fb, b, bks, bns, k0);
-        gc_lda(f1, a1, ars, aks, k0);
-        gc_lda(f2, a2, ars, aks, k0);
-        gc_mma3(c1, s1, f1, fb);
-        gc_mma3(c2, s2, f2, fb);
-    }
-#pragma unroll
-    for (int e = 0; e < 4; e++) c1[e] += s1[e], c2[e] += s2[e];
-}
 // The products with a bf16 operand (the conv outputs): a bf16 value is exact in TF32 and is its own
 // big part, so the terms with its small part are left out.
 // c += a.b, cs += a.s.b (B exact in TF32: a bf16 operand).
@@ -299,6 +287,22 @@ static __device__ __forceinline__ void gc_ldb_h4(gc_fb *f, const uint16_t *b, in
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
 #pragma unroll
     for (int j = 0; j < 4; j++) f[j].b[0] = r[j] << 16, f[j].b[1] = r[j] & 0xffff0000u;
+}
+// Phase A's fragments, in the same k order as phase B's (lane (g, t) takes k = 2t and 2t + 1).
+// B (k0.., column n0 + g) with B(k, n) = b[n ld + k], bf16 rows (exact in TF32): one 32-bit load.
+static __device__ __forceinline__ void gc_ldb_hp(gc_fb &f, const uint16_t *b, int ld, int n0, int k0) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const uint32_t p = *(const uint32_t *)(b + (n0 + g) * ld + k0 + 2 * t);
+    f.b[0] = p << 16, f.b[1] = p & 0xffff0000u, f.s[0] = f.s[1] = 0u;
+}
+// A (16 x 8 at column k0) of fp32 rows a[r ld + k], column k scaled by fv[k], split.
+static __device__ __forceinline__ void gc_lda_ps(gc_fa &f, const float *a, int ld, int k0, const float *fv) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const float2 x0 = *(const float2 *)(a + g * ld + k0 + 2 * t), x1 = *(const float2 *)(a + (g + 8) * ld + k0 + 2 * t);
+    const float2 c = *(const float2 *)(fv + k0 + 2 * t);
+    const float x[4] = {x0.x * c.x, x1.x * c.x, x0.y * c.y, x1.y * c.y};
+#pragma unroll
+    for (int i = 0; i < 4; i++) gc_split(x[i], f.b[i], f.s[i]);
 }
 // A (big, rest) pair of one state value.
 static __device__ __forceinline__ float2 gc_pair(float x) {
@@ -385,11 +389,14 @@ __global__ void __launch_bounds__(256)
     }
 }
 
-// Shared floats of phase A: Q (64 x ldk; later B, 64 x (GC_VT + 8), the right operand of X.B), K
-// (64 x ldk), A and X (64 x 68), 6 vectors of 64.
+// Shared memory of phase A in floats: q then v (bf16, 64 x ldh), k (bf16, 64 x ldh + 32 elements: the
+// W product's ldmatrix of a last partial group of 4 column tiles reads past the row end), A and X
+// (64 x 68 fp32), 7 vectors of 64. ldh = max(Dk8, GC_VT) + 8 bf16: 68 words = 4 mod 32 a row
+// (conflict-free pair loads and ldmatrix rows).
+static __host__ __device__ __forceinline__ int gc_prep_ldh(int dk) { return (((dk + 7) & ~7) > GC_VT ? ((dk + 7) & ~7) : GC_VT) + 8; }
 static size_t gc_prep_smem_floats(int dk) {
-    const size_t ldk = ((dk + 7) & ~7) + 4;
-    return GC_C * (GC_VT + 8) + GC_C * ldk + 2 * GC_C * GC_LD64 + 6 * GC_C;
+    const size_t ldh = gc_prep_ldh(dk);
+    return (2 * GC_C * ldh + 32) / 2 + 2 * GC_C * GC_LD64 + 7 * GC_C;
 }
 // Shared memory of phase B in floats: the state as (big, rest) groups (ncols x 2 ld8, gc_sidx), W
 // (64 x Dk8, fragment order), Q and K in bf16 (64 x ld8 each), M (64 x 64, fragment order), U and
@@ -399,14 +406,6 @@ static size_t gc_prep_smem_floats(int dk) {
 static size_t gc_scan_smem_floats(int dk, int ncols) {
     const size_t dkp = (dk + 7) & ~7, ld8 = dkp + 8;
     return 2 * ncols * ld8 + GC_C * dkp + GC_C * ld8 + GC_C * GC_C + 2 * GC_C * ncols + 128 * ncols + 2 * GC_C;
-}
-
-// 8 bf16 (16 bytes) -> 8 floats in shared memory (dst 16-byte aligned), times scale.
-static __device__ __forceinline__ void gc_st8(float *dst, uint4 v, float scale) {
-    auto lo = [](uint32_t w) { return __uint_as_float(w << 16); };
-    auto hi = [](uint32_t w) { return __uint_as_float(w & 0xffff0000u); };
-    *(float4 *)dst = make_float4(scale * lo(v.x), scale * hi(v.x), scale * lo(v.y), scale * hi(v.y));
-    *(float4 *)(dst + 4) = make_float4(scale * lo(v.z), scale * hi(v.z), scale * lo(v.w), scale * hi(v.w));
 }
 
 // The record's W and M in the order phase B loads them as A fragments (gc_lda_f): the 16 x 8 tile
@@ -421,7 +420,14 @@ static __device__ __forceinline__ void gc_st_afrag(float *m, int nkt, int rb, in
 }
 
 // Phase A: one block per (chunk, v head), independent of the state; writes the chunk's record.
-__global__ void __launch_bounds__(GC_THREADS, 2)
+// Every product takes the raw conv outputs (bf16, exact in TF32) and puts the row factors outside
+// it, as phase B does: k_i.k_j / (|k_i| |k_j|) for the normed keys, (X diag(f)) K for X (f K), so
+// QK^T and KK^T take one MMA a k-step (both operands exact; products exact in fp32) instead of 3xTF32's
+// three, and W and U two (X diag(f) split, K and V exact) instead of three.
+#ifndef GC_PREP_BLOCKS
+#define GC_PREP_BLOCKS 3 // phase A blocks an SM the registers are capped for (2: 112 registers, no spill)
+#endif
+__global__ void __launch_bounds__(GC_THREADS, GC_PREP_BLOCKS)
     gdn_chunk_prep(gdn_dims d, int T, const uint16_t *cv, const uint16_t *bb, const uint16_t *aa,
                    const float *dt_bias, const float *A, float *scr) {
     extern __shared__ __align__(16) float sm[];
@@ -430,41 +436,34 @@ __global__ void __launch_bounds__(GC_THREADS, 2)
     const int Dk = d.dk, Dv = d.dv, C = 2 * d.hk * Dk + d.hv * Dv, kh = h / (d.hv / d.hk);
     const int c0 = ch * GC_C, nc = min(GC_C, T - c0);
     const gc_layout L = gc_lay(d);
-    const int dkp = L.dkp, dvp = L.dvp, ldk = dkp + 4, ldb = GC_VT + 8;
-    float *Qs = sm, *Bs = sm, *Ks = sm + GC_C * ldb;
-    float *Am = Ks + GC_C * ldk, *Xm = Am + GC_C * GC_LD64;
+    const int dkp = L.dkp, dvp = L.dvp, ldh = gc_prep_ldh(Dk);
+    uint16_t *Qh = (uint16_t *)sm, *Vh = Qh, *Kh = Qh + GC_C * ldh; // v takes q's rows once M is made
+    float *Am = sm + (2 * GC_C * ldh + 32) / 2, *Xm = Am + GC_C * GC_LD64;
     float *bet = Xm + GC_C * GC_LD64, *gam = bet + GC_C, *eG = gam + GC_C, *eC = eG + GC_C;
     float *iq = eC + GC_C, *ik = iq + GC_C; // 1 / |q| Dk^-1/2 and 1 / |k| per token
+    float *fw = ik + GC_C;                  // W's column factors beta e^Gamma / |k|
     float *rec = scr + ((long)ch * d.hv + h) * L.rec;
     float *gW = rec, *gM = rec + L.m, *gU = rec + L.u;
 
-    // q and k after conv + SiLU (gdn_conv_all, bf16; the k head of this v head) to fp32; zeros past
-    // the live rows. Dk is a multiple of 8 (gc_takes): 16-byte loads, all of a thread's issued
-    // before its first store (at most 8: 64 rows x 2 x 16 pieces over 256 threads).
+    // q and k after conv + SiLU (gdn_conv_all, bf16; the k head of this v head) as they are, zeros
+    // past the live rows and in the padding columns up to Dk8 (Dk is a multiple of 8, gc_takes).
     {
-        const int q8 = Dk / 8, np = GC_C * 2 * q8;
-        uint4 raw[8];
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            const int w = tid + j * GC_THREADS, tt = w / (2 * q8), ci = w % (2 * q8);
-            raw[j] = make_uint4(0, 0, 0, 0);
-            if (w < np && tt < nc)
-                raw[j] = __ldg((const uint4 *)(cv + (long)(c0 + tt) * C + (ci >= q8 ? d.hk * Dk : 0) + kh * Dk + (ci % q8) * 8));
+        const int q8 = dkp / 8;
+        for (int w = tid; w < GC_C * 2 * q8; w += GC_THREADS) {
+            const int tt = w / (2 * q8), ci = w % (2 * q8), sec = ci >= q8, cc = (ci % q8) * 8;
+            const bool live = tt < nc && cc < Dk;
+            wg_cp16((sec ? Kh : Qh) + tt * ldh + cc, live ? (const void *)(cv + (long)(c0 + tt) * C + (sec ? d.hk * Dk : 0) + kh * Dk + cc) : cv, live);
         }
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            const int w = tid + j * GC_THREADS, tt = w / (2 * q8), ci = w % (2 * q8);
-            if (w < np) gc_st8((ci >= q8 ? Ks : Qs) + tt * ldk + (ci % q8) * 8, raw[j], 1.0f);
-        }
+        wg_commit();
     }
     if (tid < GC_C) {
         const bool live = tid < nc;
         bet[tid] = live ? gdn_pf_beta(bb[(long)(c0 + tid) * d.hv + h]) : 0.0f;
         gam[tid] = live ? gdn_pf_logdecay(aa[(long)(c0 + tid) * d.hv + h], dt_bias[h], A[h]) : 0.0f;
     }
+    wg_cpwait<0>();
     __syncthreads();
-    // Gamma (warp 0, two tokens a lane), then the L2 norms (4 lanes a token, 8 tokens a warp: a warp a
-    // token waited on 8 serial reductions).
+    // Gamma (warp 0, two tokens a lane), then the L2 norms (4 lanes a token, 8 tokens a warp).
     if (warp == 0) {
         float g0 = gam[2 * lane], g1 = gam[2 * lane + 1], s = g0 + g1;
 #pragma unroll
@@ -480,27 +479,40 @@ __global__ void __launch_bounds__(GC_THREADS, 2)
     }
     {
         const int tt = warp * 8 + (lane >> 2), p = lane & 3; // 8 warps x 8 tokens = GC_C
-        float *q = Qs + tt * ldk, *k = Ks + tt * ldk;
+        const uint16_t *q = Qh + tt * ldh, *k = Kh + tt * ldh;
         float sq = 0.0f, sk = 0.0f;
-        for (int i = p; i < Dk; i += 4) sq += q[i] * q[i], sk += k[i] * k[i];
+        for (int i = p; i < Dk; i += 4) {
+            const float qv = __uint_as_float((uint32_t)q[i] << 16), kv = __uint_as_float((uint32_t)k[i] << 16);
+            sq += qv * qv, sk += kv * kv;
+        }
         sq += __shfl_xor_sync(0xffffffffu, sq, 1), sk += __shfl_xor_sync(0xffffffffu, sk, 1);
         sq += __shfl_xor_sync(0xffffffffu, sq, 2), sk += __shfl_xor_sync(0xffffffffu, sk, 2);
         const float rq = 1.0f / sqrtf(sq + 1e-6f) * rsqrtf((float)Dk), rk = 1.0f / sqrtf(sk + 1e-6f);
-        for (int i = p; i < Dk; i += 4) q[i] *= rq, k[i] *= rk;
         if (p == 0) iq[tt] = tt < nc ? rq : 0.0f, ik[tt] = tt < nc ? rk : 0.0f;
     }
     __syncthreads();
     if (tid < 2 * GC_C) // the row factors of phase B's products with the raw q and k
         rec[tid < GC_C ? L.fq + tid : L.fk + tid - GC_C] = tid < GC_C ? eG[tid] * iq[tid] : eC[tid - GC_C] * ik[tid - GC_C];
+    if (tid < GC_C) fw[tid] = bet[tid] * eG[tid] * ik[tid];
     // A (into shared) and M (straight to the record), 64 x 64 in 16 x 8 tiles, one warp computing a
-    // tile of both (they share the K fragments). Tiles t < 20 are the ones that reach the diagonal
-    // (row block rb starts at rb (rb + 1)), the 12 after them lie wholly above it and are zero.
+    // tile of both (they share the K fragments): the raw products k_i.k_j and q_i.k_j, one MMA a
+    // k-step each, then the factors. Tiles t < 20 are the ones that reach the diagonal (row block
+    // rb starts at rb (rb + 1)), the 12 after them lie wholly above it and are zero.
     for (int t = warp; t < 32; t += GC_WARPS) {
         int rb, cb;
         float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, accm[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         if (t < 20) {
             rb = t < 2 ? 0 : t < 6 ? 1 : t < 12 ? 2 : 3, cb = t - rb * (rb + 1);
-            gc_tile2a(acc, accm, Ks + rb * 16 * ldk, Qs + rb * 16 * ldk, ldk, 1, Ks + cb * 8 * ldk, 1, ldk, dkp);
+            GC_KLOOP
+            for (int k0 = 0; k0 < dkp; k0 += 8) {
+                uint32_t fk[4], fq[4];
+                gc_fb fb;
+                gc_lda_hp(fk, Kh + rb * 16 * ldh, ldh, k0);
+                gc_lda_hp(fq, Qh + rb * 16 * ldh, ldh, k0);
+                gc_ldb_hp(fb, Kh, ldh, cb * 8, k0);
+                gc_mma(acc, fk, fb.b);
+                gc_mma(accm, fq, fb.b);
+            }
         } else {
             const int u = t - 20;
             rb = u < 6 ? 0 : u < 10 ? 1 : 2, cb = 2 * rb + 2 + u - (rb == 0 ? 0 : rb == 1 ? 6 : 10);
@@ -510,29 +522,37 @@ __global__ void __launch_bounds__(GC_THREADS, 2)
         for (int e = 0; e < 4; e++) {
             const int i = rb * 16 + g + (e >> 1) * 8, j = cb * 8 + 2 * t4 + (e & 1);
             // Masked before the exp: exponents are <= 0 (spec §4 item 2).
-            Am[i * GC_LD64 + j] = j < i ? bet[i] * acc[e] * expf(gam[i] - gam[j]) : 0.0f;
-            mv[e] = j <= i ? accm[e] * expf(gam[i] - gam[j]) : 0.0f;
+            Am[i * GC_LD64 + j] = j < i ? bet[i] * (acc[e] * (ik[i] * ik[j])) * expf(gam[i] - gam[j]) : 0.0f;
+            mv[e] = j <= i ? (accm[e] * (iq[i] * ik[j])) * expf(gam[i] - gam[j]) : 0.0f;
         }
         gc_st_afrag(gM, 8, rb, cb, mv);
     }
     __syncthreads();
-    // B = beta e^Gamma K over Q's buffer (Q is spent); X = (I + A)^-1, lower unitriangular, by blocks
-    // of 16 (a forward substitution over all 64 rows kept the block waiting on warp 0's columns for
-    // a quarter of phase A):
+    // v (first pass of GC_VT columns) into q's rows (q is spent) while the inverse runs.
+    auto load_v = [&](int v0, int nv) {
+        if (!(Dv & 7)) { // 16-byte pieces (the row starts are 16-byte aligned: C % 8 == 0)
+            for (int w = tid; w < GC_C * (nv / 8); w += GC_THREADS) {
+                const int tt = w / (nv / 8), jj = (w % (nv / 8)) * 8;
+                const bool live = tt < nc && v0 + jj < Dv;
+                wg_cp16(Vh + tt * ldh + jj, live ? (const void *)(cv + (long)(c0 + tt) * C + 2 * d.hk * Dk + h * Dv + v0 + jj) : cv, live);
+            }
+            wg_commit();
+        } else {
+            for (int w = tid; w < GC_C * nv; w += GC_THREADS) {
+                const int tt = w / nv, jj = w % nv;
+                Vh[tt * ldh + jj] = tt < nc && v0 + jj < Dv ? cv[(long)(c0 + tt) * C + 2 * d.hk * Dk + h * Dv + v0 + jj] : (uint16_t)0;
+            }
+        }
+    };
+    load_v(0, min(GC_VT, dvp));
+    // X = (I + A)^-1, lower unitriangular, by blocks of 16 (a forward substitution over all 64 rows
+    // kept the block waiting on warp 0's columns for a quarter of phase A):
     //   the four diagonal blocks: X_ij = -sum_{m=j}^{i-1} A_im X_mj within the block, 4 lanes of one
     //   warp per column (m split mod 4), 16 rows in order, __syncwarp only;
     //   then the blocks below, one block diagonal at a time: X_IJ = -X_II T_IJ with T_IJ = sum over
     //   K = J..I-1 of A_IK X_KJ (T parked in A's unused upper block (J, I)), both as MMAs, a warp per
     //   16 x 8 tile (the CUDA-core loops were a fifth of phase A's stall samples).
     // Only X's lower blocks are written: the products below read row block rb up to column 16 rb + 15.
-    { // B by rows of 16-byte pieces, each thread's piece fixed (a division per element was 8 % of phase A)
-        const int q4 = dkp / 4, rs = GC_THREADS / q4, c = (tid % q4) * 4;
-        for (int i = tid < rs * q4 ? tid / q4 : GC_C; i < GC_C; i += rs) {
-            const float f = bet[i] * eG[i];
-            const float4 k4 = *(const float4 *)(Ks + i * ldk + c);
-            *(float4 *)(Bs + i * ldb + c) = make_float4(f * k4.x, f * k4.y, f * k4.z, f * k4.w);
-        }
-    }
     {
         const int j = warp * 8 + (lane >> 2), p = lane & 3, i0 = j & ~15;
         for (int i = i0; i < i0 + 16; i++) {
@@ -564,39 +584,49 @@ __global__ void __launch_bounds__(GC_THREADS, 2)
         }
         __syncthreads();
     }
-    // W = X B (X lower: row block rb needs columns < 16 (rb + 1)).
-    for (int tile = warp; tile < 4 * (dkp / 8); tile += GC_WARPS) {
-        const int rb = tile / (dkp / 8), cb = tile % (dkp / 8);
-        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        gc_tile(acc, Xm + rb * 16 * GC_LD64, GC_LD64, 1, Bs + cb * 8, ldb, 1, 16 * (rb + 1));
-        gc_st_afrag(gW, dkp / 8, rb, cb, acc);
-    }
-    // U = X (beta V), GC_VT columns a pass: beta v into B, then the product.
+    // out (64 x 8 ncb tiles, fragment order) = (X diag(fv)) B for bf16 rows B (64 x ldh), X lower
+    // (row block rb needs columns < 16 (rb + 1)). A unit is a row block and 4 column tiles (one
+    // ldmatrix of B, the X fragment shared); warp w takes column group w % 4 of row blocks 0 and 3
+    // (w < 4) or 1 and 2, the same number of k-steps. Tiles at or past ncb are computed from B's
+    // padding or the next row and not stored.
+    auto xprod = [&](const uint16_t *B, const float *fv, int ncb, auto store) {
+        for (int cg = warp & 3; cg * 4 < ncb; cg += 4)
+#pragma unroll
+            for (int half = 0; half < 2; half++) {
+                const int rb = warp < 4 ? (half ? 3 : 0) : (half ? 2 : 1);
+                float acc[4][4] = {}, cs[4][4] = {};
+                GC_KLOOP
+                for (int k0 = 0; k0 < 16 * (rb + 1); k0 += 8) {
+                    gc_fa fa;
+                    gc_fb fb[4];
+                    gc_lda_ps(fa, Xm + rb * 16 * GC_LD64, GC_LD64, k0, fv);
+                    gc_ldb_h4(fb, B + cg * 32, ldh, k0);
+#pragma unroll
+                    for (int q = 0; q < 4; q++) gc_mma2b(acc[q], cs[q], fa, fb[q]);
+                }
+#pragma unroll
+                for (int q = 0; q < 4; q++)
+                    if (cg * 4 + q < ncb) {
+#pragma unroll
+                        for (int e = 0; e < 4; e++) acc[q][e] += cs[q][e];
+                        store(rb, cg * 4 + q, acc[q]);
+                    }
+            }
+    };
+    // W = X (beta e^Gamma K/|k|) = (X diag(fw)) K.
+    xprod(Kh, fw, dkp / 8, [&](int rb, int cb, const float *c) { gc_st_afrag(gW, dkp / 8, rb, cb, c); });
+    // U = X (beta V) = (X diag(beta)) V, GC_VT columns a pass.
     for (int v0 = 0; v0 < dvp; v0 += GC_VT) {
         const int nv = min(GC_VT, dvp - v0);
-        __syncthreads();
-        if (!(Dv & 7)) { // 16-byte loads of 8 bf16 (the row starts are 16-byte aligned: C % 8 == 0)
-            for (int w = tid; w < GC_C * (nv / 8); w += GC_THREADS) {
-                const int tt = w / (nv / 8), jj = (w % (nv / 8)) * 8;
-                uint4 y = make_uint4(0, 0, 0, 0);
-                if (tt < nc && v0 + jj < Dv) y = __ldg((const uint4 *)(cv + (long)(c0 + tt) * C + 2 * d.hk * Dk + h * Dv + v0 + jj));
-                gc_st8(Bs + tt * ldb + jj, y, bet[tt]);
-            }
-        } else {
-            for (int w = tid; w < GC_C * nv; w += GC_THREADS) {
-                const int tt = w / nv, jj = w % nv;
-                float y = 0.0f;
-                if (tt < nc && v0 + jj < Dv) y = bet[tt] * __uint_as_float((uint32_t)cv[(long)(c0 + tt) * C + 2 * d.hk * Dk + h * Dv + v0 + jj] << 16);
-                Bs[tt * ldb + jj] = y;
-            }
+        if (v0) {
+            __syncthreads(); // the last pass's reads of v are done
+            load_v(v0, nv);
         }
+        wg_cpwait<0>();
         __syncthreads();
-        for (int tile = warp; tile < 4 * (nv / 8); tile += GC_WARPS) {
-            const int rb = tile / (nv / 8), cb = tile % (nv / 8);
-            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            gc_tile(acc, Xm + rb * 16 * GC_LD64, GC_LD64, 1, Bs + cb * 8, ldb, 1, 16 * (rb + 1));
-            *(float4 *)(gU + ((rb * (dvp / 8) + v0 / 8 + cb) * 32 + lane) * 4) = make_float4(acc[0], acc[1], acc[2], acc[3]);
-        }
+        xprod(Vh, bet, nv / 8, [&](int rb, int cb, const float *c) {
+            *(float4 *)(gU + ((rb * (dvp / 8) + v0 / 8 + cb) * 32 + lane) * 4) = make_float4(c[0], c[1], c[2], c[3]);
+        });
     }
 }
 
