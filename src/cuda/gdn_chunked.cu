@@ -389,6 +389,69 @@ __global__ void __launch_bounds__(256)
     }
 }
 
+// The same pass, 8 channels a thread (16-byte loads and stores of bf16 rows; the scalar form moved
+// 2 bytes a load, ~1.7 TB/s at 4K tokens) for K taps known at compile time: each output is the same
+// products added in the same order as above, so the same bits. The thread's loads of 8 rows go out
+// together.
+template <int K>
+__global__ void __launch_bounds__(256)
+    gdn_conv_all8(int C, int T, int pos, const uint16_t *qkv, const float *ring, const float *conv_w, uint16_t *cv) {
+    const int c8 = (blockIdx.x * blockDim.x + threadIdx.x) * 8, t0 = blockIdx.y * GCV_ROWS, t1 = min(T, t0 + GCV_ROWS);
+    if (c8 >= C) return;
+    float w[8][K], win[8][K]; // win[ch][dd]: the raw input dd tokens back (dd >= 1)
+#pragma unroll
+    for (int ch = 0; ch < 8; ch++)
+#pragma unroll
+        for (int dd = 0; dd < K; dd++) w[ch][dd] = conv_w[(long)(c8 + ch) * K + K - 1 - dd];
+#pragma unroll
+    for (int dd = 1; dd < K; dd++) {
+        const int tp = t0 - dd;
+        if (tp >= 0) {
+            const uint4 v = *(const uint4 *)(qkv + (long)tp * C + c8);
+            const uint32_t u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int p = 0; p < 4; p++) win[2 * p][dd] = __uint_as_float(u[p] << 16), win[2 * p + 1][dd] = __uint_as_float(u[p] & 0xffff0000u);
+        } else {
+            const float *r = ring + (long)(((pos + tp) % K + K) % K) * C + c8;
+#pragma unroll
+            for (int ch = 0; ch < 8; ch++) win[ch][dd] = r[ch];
+        }
+    }
+    for (int j0 = 0; j0 < GCV_ROWS; j0 += 8) {
+        uint4 xin[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int t = t0 + j0 + j;
+            xin[j] = t < t1 ? *(const uint4 *)(qkv + (long)t * C + c8) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int t = t0 + j0 + j;
+            if (t >= t1) break;
+            const uint32_t u[4] = {xin[j].x, xin[j].y, xin[j].z, xin[j].w};
+            uint32_t o[4];
+#pragma unroll
+            for (int p = 0; p < 4; p++) {
+                uint32_t h[2];
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int ch = 2 * p + e;
+                    const float x = __uint_as_float(e ? u[p] & 0xffff0000u : u[p] << 16);
+                    float y = w[ch][0] * x;
+#pragma unroll
+                    for (int dd = 1; dd < K; dd++) y += w[ch][dd] * win[ch][dd];
+                    h[e] = gc_bits(rb(silu_f(rb(y))));
+#pragma unroll
+                    for (int dd = K - 1; dd > 1; dd--) win[ch][dd] = win[ch][dd - 1];
+                    if (K > 1) win[ch][1] = x;
+                }
+                o[p] = h[0] | (h[1] << 16);
+            }
+            *(uint4 *)(cv + (long)t * C + c8) = make_uint4(o[0], o[1], o[2], o[3]);
+        }
+    }
+}
+
 // Shared memory of phase A in floats: q then v (bf16, 64 x ldh), k (bf16, 64 x ldh + 32 elements: the
 // W product's ldmatrix of a last partial group of 4 column tiles reads past the row end), A and X
 // (64 x 68 fp32), 7 vectors of 64. ldh = max(Dk8, GC_VT) + 8 bf16: 68 words = 4 mod 32 a row
@@ -844,8 +907,12 @@ void gdn_pf_chunked(gdn_dims d, int T, int pos, const uint16_t *qkv, const uint1
     nsplit = (d.dv + ncols - 1) / ncols;
     const int nch = (T + GC_C - 1) / GC_C, C = 2 * d.hk * d.dk + d.hv * d.dv;
     uint16_t *cv = (uint16_t *)(scratch + gc_rec_floats(d, T));
-    gdn_conv_all<<<dim3((C + 255) / 256, (T + GCV_ROWS - 1) / GCV_ROWS), 256, 0, st>>>(C, d.kconv, T, pos, qkv,
-                                                                                    conv_ring, conv_w, cv);
+    if (d.kconv == 4 && !(C & 7)) // the model's conv width: 8 channels a thread
+        gdn_conv_all8<4><<<dim3((C / 8 + 255) / 256, (T + GCV_ROWS - 1) / GCV_ROWS), 256, 0, st>>>(C, T, pos, qkv, conv_ring,
+                                                                                                conv_w, cv);
+    else
+        gdn_conv_all<<<dim3((C + 255) / 256, (T + GCV_ROWS - 1) / GCV_ROWS), 256, 0, st>>>(C, d.kconv, T, pos, qkv,
+                                                                                        conv_ring, conv_w, cv);
     PF_MARK("gdn conv + silu (all channels)");
     const size_t smem_a = gc_prep_smem_floats(d.dk) * sizeof(float);
     const size_t smem_b = gc_scan_smem_floats(d.dk, ncols) * sizeof(float);

@@ -124,6 +124,8 @@ static bool moe_pf_gathers(const moe_pf_w &w, const moe_pf_scratch *s, int tile_
            (lily_qg_wide || lily_qg_tma128) && (w.H % 8) == 0;
 }
 
+#define RN_MAXPT 16 // values a thread keeps in registers (rows up to 4096 at 256 threads)
+
 // out[t] = rb(res[t] + rb(sum_k yk[t, k] + rb(sigmoid(sh_s[t])) * sh_y[t])).
 // Pairs of columns a thread (H even, K <= CB_MAXK): every load of the pair (the K expert outputs as
 // bf16 pairs, the shared output and the residual as float2) issued before the sums, which add in the
@@ -161,7 +163,7 @@ __global__ void combine_kernel(const uint16_t *yk, int K, int H, const float *sh
     }
 }
 
-#define RN_MAXPT 16 // values a thread keeps in registers (rows up to 4096 at 256 threads)
+
 __global__ void rmsnorm_rows_kernel(int n, const float *x, const float *w, float eps, uint16_t *y) {
     __shared__ float red[32];
     const float *xr = x + (long)blockIdx.x * n;
@@ -190,6 +192,62 @@ __global__ void rmsnorm_rows_kernel(int n, const float *x, const float *w, float
     float r = rsqrtf(block_sum(ss, red) / n + eps);
     for (int c = threadIdx.x; c < n; c += blockDim.x)
         y[(long)blockIdx.x * n + c] = lily_f32_to_bf16(xr[c] * r * w[c]);
+}
+
+// The combine and the next layer's input norm in one pass (moe_pf_scratch.next_norm), a block a token:
+// the combine 8 columns a thread (16-byte loads of the K expert rows, float4 of the shared row and the
+// residual, every load issued before the sums, each column's sum in combine_kernel's order), the row
+// kept in shared memory; then the norm with thread t taking columns t + 256 j as rmsnorm_rows_kernel
+// does. So both outputs have the bits of combine_kernel then rmsnorm_rows_kernel, without the second
+// launch reading the row back. H % 8 == 0, H <= RN_MAXPT * 256, K <= CB_MAXK.
+__global__ void __launch_bounds__(256)
+    combine_norm_kernel(const uint16_t *yk, int K, int H, const float *sh_y, const float *sh_s, const float *res,
+                        float *out, const float *w, float eps, uint16_t *xn) {
+    __shared__ float red[32];
+    __shared__ __align__(16) float row[RN_MAXPT * 256];
+    const int tok = blockIdx.x;
+    const float coef = sh_y ? rb(sigmoid_f(sh_s[tok])) : 0.0f;
+    for (int c8 = 8 * threadIdx.x; c8 < H; c8 += 8 * 256) {
+        const long at = (long)tok * H + c8;
+        uint4 y[CB_MAXK];
+#pragma unroll
+        for (int k = 0; k < CB_MAXK; k++)
+            y[k] = k < K ? *(const uint4 *)(yk + ((long)tok * K + k) * H + c8) : make_uint4(0, 0, 0, 0);
+        float4 sy[2] = {make_float4(0.0f, 0.0f, 0.0f, 0.0f), make_float4(0.0f, 0.0f, 0.0f, 0.0f)};
+        if (sh_y) sy[0] = *(const float4 *)(sh_y + at), sy[1] = *(const float4 *)(sh_y + at + 4);
+        const float4 rs[2] = {*(const float4 *)(res + at), *(const float4 *)(res + at + 4)};
+        float v[8];
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            float s = 0.0f;
+#pragma unroll
+            for (int k = 0; k < CB_MAXK; k++) {
+                const uint32_t u = e < 2 ? y[k].x : e < 4 ? y[k].y : e < 6 ? y[k].z : y[k].w;
+                if (k < K) s += __uint_as_float(e & 1 ? u & 0xffff0000u : u << 16);
+            }
+            const float4 &q = sy[e >> 2], &r4 = rs[e >> 2];
+            const int i = e & 3;
+            if (sh_y) s += coef * (i == 0 ? q.x : i == 1 ? q.y : i == 2 ? q.z : q.w);
+            v[e] = rb((i == 0 ? r4.x : i == 1 ? r4.y : i == 2 ? r4.z : r4.w) + rb(s));
+        }
+        *(float4 *)(out + at) = make_float4(v[0], v[1], v[2], v[3]);
+        *(float4 *)(out + at + 4) = make_float4(v[4], v[5], v[6], v[7]);
+        *(float4 *)(row + c8) = make_float4(v[0], v[1], v[2], v[3]);
+        *(float4 *)(row + c8 + 4) = make_float4(v[4], v[5], v[6], v[7]);
+    }
+    __syncthreads();
+    float ss = 0.0f;
+#pragma unroll
+    for (int j = 0; j < RN_MAXPT; j++) {
+        const int c = threadIdx.x + j * 256;
+        if (c < H) ss += row[c] * row[c];
+    }
+    const float r = rsqrtf(block_sum(ss, red) / H + eps);
+#pragma unroll
+    for (int j = 0; j < RN_MAXPT; j++) {
+        const int c = threadIdx.x + j * 256;
+        if (c < H) xn[(long)tok * H + c] = lily_f32_to_bf16(row[c] * r * w[c]);
+    }
 }
 
 void pf_rmsnorm_rows(int T, int n, const float *x, const float *w, float eps, uint16_t *y, cudaStream_t st) {
@@ -228,6 +286,7 @@ void moe_pf_scratch_init(moe_pf_scratch *s, void *base, const moe_pf_w &w, int t
     s->sh_s = (float *)take(T * 4);
     s->t_max = t_max;
     s->host = NULL, s->sep = NULL, s->side = NULL, s->part = NULL, s->part_cap = 0;
+    s->next_norm = NULL, s->next_xn = NULL, s->next_eps = 0.0f;
 }
 
 void moe_pf_route(const moe_pf_w &w, int T, int tile_m, moe_pf_scratch *s, cudaStream_t st) {
@@ -473,10 +532,20 @@ static int moe_pf_routed(const moe_pf_w &w, const uint16_t *xn, int T, const flo
     } else if (shared && (rc = moe_pf_shared(w, xn, T, s, st))) {
         return rc;
     }
-    // 7. combine
+    // 7. combine (with the next layer's input norm when the caller asks)
+    if (s->next_norm && !(w.H & 7) && w.H <= RN_MAXPT * 256 && w.topk <= CB_MAXK) {
+        combine_norm_kernel<<<T, 256, 0, st>>>(s->yk, w.topk, w.H, shared ? s->sh_y : NULL, s->sh_s, res, out,
+                                               s->next_norm, s->next_eps, s->next_xn);
+        PF_MARK("moe combine + next input norm");
+        return 0;
+    }
     const bool pairs = !(w.H & 1) && w.topk <= CB_MAXK; // combine_kernel's pair path: half the threads
     dim3 grid(((pairs ? w.H / 2 : w.H) + 255) / 256, T);
     combine_kernel<<<grid, 256, 0, st>>>(s->yk, w.topk, w.H, shared ? s->sh_y : NULL, s->sh_s, res, out);
     PF_MARK("moe combine");
+    if (s->next_norm) { // shapes the fused kernel does not take: the norm as its own launch
+        pf_rmsnorm_rows(T, w.H, out, s->next_norm, s->next_eps, s->next_xn, st);
+        PF_MARK("rmsnorm (input + post)");
+    }
     return 0;
 }

@@ -260,6 +260,13 @@ struct moe_pf_scratch {
     // NULL = never split).
     float *part;
     long part_cap;
+    // The next layer's input norm, fused into the combine (NULL = not): with next_norm set, the
+    // combine also writes next_xn = rmsnorm(out) * next_norm (bf16, pf_rmsnorm_rows' bits), so the
+    // caller skips that launch. next_xn may be the xn this call read: the combine runs after its last
+    // reader (the GEMMs and the side stream's shared expert, joined before it).
+    const float *next_norm;
+    float next_eps;
+    uint16_t *next_xn;
 };
 // Host routing staging: pinned memory, made at the first use and grown as needed.
 struct moe_pf_host {

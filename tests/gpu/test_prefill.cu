@@ -504,6 +504,40 @@ static void test_moe_pf(rng &r) {
             CK(cudaStreamDestroy(ms));
             CK(cudaStreamDestroy(ss));
         }
+        // The next layer's input norm fused into the combine (moe_pf_scratch.next_norm), writing over
+        // the block's own input as the engine does, with the shared expert on a side stream: out and
+        // the normed rows bitwise equal to the combine's out and pf_rmsnorm_rows of it.
+        bool nn_ok = true;
+        {
+            cudaStream_t ms, ss2;
+            cudaEvent_t ev[2];
+            CK(cudaStreamCreateWithFlags(&ms, cudaStreamNonBlocking));
+            CK(cudaStreamCreateWithFlags(&ss2, cudaStreamNonBlocking));
+            for (cudaEvent_t &e : ev) CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+            std::vector<float> gain(k.H);
+            for (float &v : gain) v = 1.0f + 0.5f * r.normal();
+            float *dgain = dup(gain), *out3 = poisoned<float>((size_t)T * k.H);
+            uint16_t *xn_ref = poisoned<uint16_t>((size_t)T * k.H);
+            pf_rmsnorm_rows(T, k.H, out, dgain, 1e-6f, xn_ref, 0);
+            CK(cudaDeviceSynchronize());
+            if (k.Is) s.side = ss2, s.ev[0] = ev[0], s.ev[1] = ev[1];
+            s.next_norm = dgain, s.next_xn = dx, s.next_eps = 1e-6f;
+            int rc3;
+            if (k.skew) {
+                moe_pf_route(w, T, tile, &s, ms);
+                rc3 = moe_pf_experts(w, dx, T, dres, out3, &s, tile, ms);
+            } else {
+                rc3 = moe_pf_forward(w, dx, T, dres, out3, &s, tile, ms);
+            }
+            CK(cudaDeviceSynchronize());
+            s.side = NULL, s.next_norm = NULL, s.next_xn = NULL;
+            std::vector<float> o3 = back(out3, (size_t)T * k.H);
+            std::vector<uint16_t> xa = back(dx, (size_t)T * k.H), xb2 = back(xn_ref, (size_t)T * k.H);
+            nn_ok = !rc3 && !memcmp(o3.data(), gout.data(), o3.size() * 4) && !memcmp(xa.data(), xb2.data(), xa.size() * 2);
+            for (cudaEvent_t e : ev) CK(cudaEventDestroy(e));
+            CK(cudaStreamDestroy(ms));
+            CK(cudaStreamDestroy(ss2));
+        }
         // Compare the block's contribution (out - res), not out itself, so the residual cannot hide errors.
         std::vector<float> dg(gout.size()), dr(gout.size());
         for (size_t i = 0; i < gout.size(); i++) dg[i] = gout[i] - res[i], dr[i] = ref[i] - res[i];
@@ -519,10 +553,10 @@ static void test_moe_pf(rng &r) {
         }
         bool out_ok = sqrt(num) <= 1e-2 * sqrt(den) + sqrt(rnd) / 512.0;
         bool ok = !rc && ids_ok && ew <= 1.0 / 128 && map_ok && !count_nonfinite(gout.data(), gout.size()) && out_ok &&
-                  elg < 1e-2 && side_ok;
-        report(ok, "moe prefill T=%d H=%d I=%d E=%d top%d Is=%d %s tile=%d: groups empty %d, largest %d rows, %d tails on 64-row tiles; ids %s, wts max rel err %.1e (tol 2^-7), map %s, logits rel_l2 %.1e, out-res rel_l2 %.2e (tol 1e-2 + half a bf16 step of |out|), shared expert on a side stream, GEMM blocks rastered: %s",
+                  elg < 1e-2 && side_ok && nn_ok;
+        report(ok, "moe prefill T=%d H=%d I=%d E=%d top%d Is=%d %s tile=%d: groups empty %d, largest %d rows, %d tails on 64-row tiles; ids %s, wts max rel err %.1e (tol 2^-7), map %s, logits rel_l2 %.1e, out-res rel_l2 %.2e (tol 1e-2 + half a bf16 step of |out|), shared expert on a side stream, GEMM blocks rastered: %s; next input norm fused over the input: %s",
                T, k.H, k.I, k.E, k.K, k.Is, k.skew ? "skewed" : "router", tile, empty, biggest, split ? gtb[k.E] : 0,
-               ids_ok ? "equal" : "DIFFER", ew, map_ok ? "ok" : "BAD", elg, eo, side_res);
+               ids_ok ? "equal" : "DIFFER", ew, map_ok ? "ok" : "BAD", elg, eo, side_res, nn_ok ? "equal" : "DIFFER");
         free_all();
     }
 }
