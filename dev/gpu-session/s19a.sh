@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# s19a.sh (device, ~7 min; nineteenth session, call 1). Decode: is the step bound by reading weights
+# s19a.sh (device, ~7 min; nineteenth session, call 1; ran on a build with LILY_CUDA_L2PF, since removed). Decode: is the step bound by reading weights
 # from DRAM, or by its chain whatever the source?
 #   1. LILY_CUDA_DEV_ALIAS=1 / 3: every layer reads the first layer of its kind's dense weights (1) and
 #      experts too (3), so they stay in L2 over the step (wrong logits; a bound, not a path);
