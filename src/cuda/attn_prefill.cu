@@ -26,41 +26,89 @@ void pf_embed(const dq_mat &qm, const void *dense, int dense_dt, int hidden, con
     if (T > 0) pf_embed_kernel<<<dim3((hidden + 255) / 256, T), 256, 0, st>>>(qm, dense, dense_dt, hidden, toks, x);
 }
 
-// Grid (hq + hkv, T): blocks [0, hq) are query heads, the rest key heads (which also append v).
-__global__ void pf_qk_kernel(attn_dims d, int pos0, const float *qg, const float *k, const float *v,
-                             const float *q_norm, const float *k_norm, float *q_out, void *kc, void *vc) {
-    extern __shared__ float y[];
-    __shared__ float red[32];
-    const int hb = blockIdx.x, t = blockIdx.y, D = d.d, p = pos0 + t;
-    const bool is_q = hb < d.hq;
-    const int h = is_q ? hb : hb - d.hq;
-    const float *x = is_q ? qg + ((long)t * d.hq + h) * 2 * D : k + ((long)t * d.hkv + h) * D;
-    const float *w = is_q ? q_norm : k_norm;
-    float ss = 0.0f;
-    for (int i = threadIdx.x; i < D; i += blockDim.x) ss += x[i] * x[i];
-    float r = rsqrtf(block_sum(ss, red) / D + d.eps);
-    for (int i = threadIdx.x; i < D; i += blockDim.x) y[i] = rb(x[i] * r * w[i]);
-    __syncthreads();
-    const int half = d.rope_dim / 2;
-    for (int i = threadIdx.x; i < D; i += blockDim.x) {
-        float out = y[i];
+// One block a token: PQ_G groups of 128 threads, group g taking heads g, g + PQ_G, ... of the hq query
+// heads then the hkv key heads (which also append v). Each head's arithmetic is the decode kernel's
+// with 128 threads (a thread's elements i and i + 128; block_sum's order over the group's 4 warps), so
+// the bits are those of the block-a-head form, which ran 73,728 short blocks at 4K tokens (~120 us a
+// layer). The loads of PQ_BATCH heads go out together; the RoPE factors of a thread's elements are the
+// same for every head of the token and are computed once.
+#define PQ_G 2
+#define PQ_BATCH 8
+__global__ void __launch_bounds__(128 * PQ_G)
+    pf_qk_kernel(attn_dims d, int pos0, const float *qg, const float *k, const float *v, const float *q_norm,
+                 const float *k_norm, float *q_out, void *kc, void *vc) {
+    __shared__ float y[PQ_G][256];
+    __shared__ float red[PQ_G][4];
+    const int t = blockIdx.x, D = d.d, p = pos0 + t, g = threadIdx.x >> 7, tid = threadIdx.x & 127;
+    const int lane = tid & 31, wq = tid >> 5, nh = d.hq + d.hkv, nit = (nh + PQ_G - 1) / PQ_G, half = d.rope_dim / 2;
+    float cs[2] = {0.0f, 0.0f}, sn[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+        const int i = tid + 128 * e;
         if (i < d.rope_dim) {
-            int fi = i < half ? i : i - half;
-            float inv = 1.0f / powf(d.theta, (float)(2 * fi) / (float)d.rope_dim);
-            float ang = (float)p * inv, c = rb(cosf(ang)), s = rb(sinf(ang));
-            out = i < half ? rb(rb(y[i] * c) - rb(y[i + half] * s)) : rb(rb(y[i] * c) + rb(y[i - half] * s));
+            const int fi = i < half ? i : i - half;
+            const float inv = 1.0f / powf(d.theta, (float)(2 * fi) / (float)d.rope_dim), ang = (float)p * inv;
+            cs[e] = rb(cosf(ang)), sn[e] = rb(sinf(ang));
         }
-        if (is_q) {
-            q_out[((long)t * d.hq + h) * D + i] = out;
-        } else {
-            long at = ((long)h * d.max_ctx + p) * D + i;
-            float vv = v[((long)t * d.hkv + h) * D + i];
-            if (d.kv_f32) {
-                ((float *)kc)[at] = out;
-                ((float *)vc)[at] = vv;
-            } else {
-                ((uint16_t *)kc)[at] = lily_f32_to_bf16(out);
-                ((uint16_t *)vc)[at] = lily_f32_to_bf16(vv);
+    }
+    auto head_x = [&](int hb) {
+        return hb < d.hq ? qg + ((long)t * d.hq + hb) * 2 * D : k + ((long)t * d.hkv + hb - d.hq) * D;
+    };
+    for (int it0 = 0; it0 < nit; it0 += PQ_BATCH) {
+        float xv[PQ_BATCH][2];
+#pragma unroll
+        for (int b = 0; b < PQ_BATCH; b++) {
+            const int hb = (it0 + b) * PQ_G + g;
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int i = tid + 128 * e;
+                xv[b][e] = it0 + b < nit && hb < nh && i < D ? head_x(hb)[i] : 0.0f;
+            }
+        }
+#pragma unroll
+        for (int b = 0; b < PQ_BATCH; b++) {
+            if (it0 + b >= nit) break; // the same for the whole block: the barriers below match
+            const int hb = (it0 + b) * PQ_G + g;
+            const bool live = hb < nh, is_q = hb < d.hq;
+            const float *w = is_q ? q_norm : k_norm;
+            float ss = 0.0f;
+#pragma unroll
+            for (int e = 0; e < 2; e++)
+                if (tid + 128 * e < D) ss += xv[b][e] * xv[b][e];
+            ss = warp_sum(ss); // block_sum over the group's 4 warps
+            __syncthreads();
+            if (lane == 0) red[g][wq] = ss;
+            __syncthreads();
+            const float r = rsqrtf(warp_sum(lane < 4 ? red[g][lane] : 0.0f) / D + d.eps);
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int i = tid + 128 * e;
+                if (i < D && live) y[g][i] = rb(xv[b][e] * r * w[i]);
+            }
+            __syncthreads();
+            if (!live) continue;
+            const int h = is_q ? hb : hb - d.hq;
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int i = tid + 128 * e;
+                if (i >= D) continue;
+                float out = y[g][i];
+                if (i < d.rope_dim)
+                    out = i < half ? rb(rb(y[g][i] * cs[e]) - rb(y[g][i + half] * sn[e]))
+                                   : rb(rb(y[g][i] * cs[e]) + rb(y[g][i - half] * sn[e]));
+                if (is_q) {
+                    q_out[((long)t * d.hq + h) * D + i] = out;
+                } else {
+                    const long at = ((long)h * d.max_ctx + p) * D + i;
+                    const float vv = v[((long)t * d.hkv + h) * D + i];
+                    if (d.kv_f32) {
+                        ((float *)kc)[at] = out;
+                        ((float *)vc)[at] = vv;
+                    } else {
+                        ((uint16_t *)kc)[at] = lily_f32_to_bf16(out);
+                        ((uint16_t *)vc)[at] = lily_f32_to_bf16(vv);
+                    }
+                }
             }
         }
     }
@@ -69,9 +117,7 @@ __global__ void pf_qk_kernel(attn_dims d, int pos0, const float *qg, const float
 void pf_qk_norm_rope_append(attn_dims d, int T, int pos0, const float *qg, const float *k,
                             const float *v, const float *q_norm, const float *k_norm, float *q_out,
                             void *kc, void *vc, cudaStream_t st) {
-    if (T > 0)
-        pf_qk_kernel<<<dim3(d.hq + d.hkv, T), 128, d.d * sizeof(float), st>>>(d, pos0, qg, k, v, q_norm,
-                                                                           k_norm, q_out, kc, vc);
+    if (T > 0) pf_qk_kernel<<<T, 128 * PQ_G, 0, st>>>(d, pos0, qg, k, v, q_norm, k_norm, q_out, kc, vc);
 }
 
 __device__ __forceinline__ float pf_kv(const uint16_t *p) { return lily_bf16_to_f32(*p); }

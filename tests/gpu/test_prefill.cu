@@ -782,6 +782,63 @@ static void test_gdn_chunked(rng &r) {
 // costs one bf16 step, 2^-8) and the flash kernel also rounds P to bf16 before P.V (2^-9 relative
 // per weight, unbiased, with l summed over the rounded weights, so it does not grow with the length):
 // a few 1e-3 expected; a wrong mask, a lost tile or a bad rescale is > 1e-1 on the rows it touches.
+// The prefill's q/k norm + RoPE + KV append (pf_qk_norm_rope_append: a block a token, its heads in
+// two 128-thread groups) against the decode kernel (qk_norm_rope_append, tested against the CPU in
+// test_kernels), run token by token at positions pos0 + t: q, the K and V cache rows bitwise equal (the
+// same arithmetic per head), in bf16 and fp32 caches; the cache rows outside the chunk untouched. Odd
+// head counts (a group idle in the last round), D below 128 and above, more heads than one batch.
+static void test_pf_qk(rng &r) {
+    struct cs { int hq, hkv, D, T, pos0, f32; } cases[] = {
+        {16, 2, 256, 37, 5, 0}, {6, 2, 64, 9, 0, 0}, {5, 2, 96, 20, 100, 1}, {7, 1, 40, 3, 7, 0},
+        {24, 8, 128, 11, 64, 0}, {16, 2, 256, 1, 1000, 1}};
+    int idx = 0;
+    for (auto &k : cases) {
+        if (g_small && idx++ >= 2) break;
+        const int D = k.D, T = k.T, maxc = k.pos0 + T + 5;
+        attn_dims d = {k.hq, k.hkv, D, D / 4, maxc, 1e6f, 1e-6f, k.f32};
+        std::vector<float> qg((size_t)T * k.hq * 2 * D), kk((size_t)T * k.hkv * D), vv((size_t)T * k.hkv * D);
+        std::vector<float> qn(D), kn(D);
+        for (float &v : qg) v = bfr(2.0f * r.normal());
+        for (float &v : kk) v = bfr(2.0f * r.normal());
+        for (float &v : vv) v = bfr(r.normal());
+        for (float &v : qn) v = 1.0f + 0.3f * r.normal();
+        for (float &v : kn) v = 1.0f + 0.3f * r.normal();
+        const size_t es = k.f32 ? 4 : 2, nkv = (size_t)k.hkv * maxc * D;
+        float *dqg = dup(qg), *dk = dup(kk), *dv = dup(vv), *dqn = dup(qn), *dkn = dup(kn);
+        float *qo1 = poisoned<float>((size_t)T * k.hq * D), *qo2 = poisoned<float>((size_t)T * k.hq * D);
+        void *kc1, *vc1, *kc2, *vc2;
+        for (void **c : {&kc1, &vc1, &kc2, &vc2}) {
+            CK(cudaMalloc(c, nkv * es));
+            CK(cudaMemset(*c, 0x5a, nkv * es));
+            g_allocs.push_back(*c);
+        }
+        pf_qk_norm_rope_append(d, T, k.pos0, dqg, dk, dv, dqn, dkn, qo1, kc1, vc1, 0);
+        int *dpos;
+        CK(cudaMalloc(&dpos, sizeof(int)));
+        g_allocs.push_back(dpos);
+        for (int t = 0; t < T; t++) {
+            const int p = k.pos0 + t;
+            CK(cudaMemcpy(dpos, &p, sizeof p, cudaMemcpyHostToDevice));
+            qk_norm_rope_append(d, dqg + (size_t)t * k.hq * 2 * D, dk + (size_t)t * k.hkv * D, dv + (size_t)t * k.hkv * D,
+                                dqn, dkn, qo2 + (size_t)t * k.hq * D, kc2, vc2, dpos, 0);
+            CK(cudaDeviceSynchronize());
+        }
+        CK(cudaGetLastError());
+        std::vector<float> a = back(qo1, (size_t)T * k.hq * D), b = back(qo2, (size_t)T * k.hq * D);
+        std::vector<uint8_t> k1(nkv * es), k2(nkv * es), v1(nkv * es), v2(nkv * es);
+        CK(cudaMemcpy(k1.data(), kc1, nkv * es, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(k2.data(), kc2, nkv * es, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(v1.data(), vc1, nkv * es, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(v2.data(), vc2, nkv * es, cudaMemcpyDeviceToHost));
+        const bool qeq = !memcmp(a.data(), b.data(), a.size() * 4), keq = k1 == k2, veq = v1 == v2;
+        report(qeq && keq && veq && !count_nonfinite(a.data(), a.size()),
+               "attn prefill q/k norm + rope + append hq=%d hkv=%d D=%d T=%d pos0=%d %s cache: vs the decode kernel token by "
+               "token: q %s, K %s, V %s", k.hq, k.hkv, D, T, k.pos0, k.f32 ? "fp32" : "bf16", qeq ? "equal" : "DIFFER",
+               keq ? "equal" : "DIFFER", veq ? "equal" : "DIFFER");
+        free_all();
+    }
+}
+
 static void test_attn_pf(rng &r) {
     struct cs { int hq, hkv, D, T, pos0; } cases[] = {
         {16, 2, 256, 37, 0},  {6, 2, 64, 1, 0},     {16, 2, 256, 1, 0},   {16, 2, 256, 300, 1000},
@@ -1124,6 +1181,7 @@ void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
     lily_qg_bf16w = bw_saved, lily_qg_wide = wide_saved;
     test_gdn_pf(r);
     test_gdn_chunked(r);
+    test_pf_qk(r);
     test_attn_pf(r);
     if (bench) bench_prefill(r, quick);
 }
