@@ -163,7 +163,6 @@ __global__ void combine_kernel(const uint16_t *yk, int K, int H, const float *sh
     }
 }
 
-
 __global__ void rmsnorm_rows_kernel(int n, const float *x, const float *w, float eps, uint16_t *y) {
     __shared__ float red[32];
     const float *xr = x + (long)blockIdx.x * n;
