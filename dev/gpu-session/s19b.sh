@@ -19,10 +19,6 @@ for i in 1 2; do
   timeout 60 $B/lily bench $P --out $L/pn$i 2>&1 | grep -E "^prefill " | sed "s/^/new /"
   timeout 60 /tmp/lily3 bench $P --out $L/p3$i 2>&1 | grep -E "^prefill " | sed "s/^/new3 /"
 done; el prefill
-D="--model /tmp/big --backend cuda --no-plot --prefill none --decode 4K --reps 3 --warmup 1"
-for i in 1 2; do
-  timeout 60 /tmp/lily_old bench $D --out $L/do$i 2>&1 | grep -E "^decode " | sed "s/^/old /"
-  timeout 60 $B/lily bench $D --out $L/dn$i 2>&1 | grep -E "^decode " | sed "s/^/new /"
-done; el decode
+ab_bench 60 --model /tmp/big --backend cuda --no-plot --prefill none --decode 4K --reps 3 --warmup 1 # main and this build alternating, twice
 pf_prof 30
 safe_end

@@ -11,11 +11,7 @@ gdn_checks
 wait $SP; el synth
 pf_cli
 cmp_old_logits
-P="--model /tmp/big --backend cuda --no-plot --prefill 512,4K,32K --decode none --reps 1 --warmup 1"
-for i in 1 2; do
-  timeout 60 /tmp/lily_old bench $P --out $L/po$i 2>&1 | grep -E "^prefill " | sed "s/^/old /"
-  timeout 60 $B/lily bench $P --out $L/pn$i 2>&1 | grep -E "^prefill " | sed "s/^/new /"
-done; el prefill
+ab_bench 60 --model /tmp/big --backend cuda --no-plot --prefill 512,4K,32K --decode none --reps 1 --warmup 1 # main and this build alternating, twice
 pf_prof 32
 timeout 100 compute-sanitizer --tool memcheck --error-exitcode 9 $B/lily-gpu-test prefill 7 small > $L/memcheck.txt 2>&1; el "memcheck rc=$?"; tail -1 $L/memcheck.txt
 safe_end

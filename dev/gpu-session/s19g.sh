@@ -9,11 +9,7 @@ pf_checks
 grep -E "q/k norm \+ rope" $L/prefill.txt | cut -c1-200 | head -8
 wait $SP; el synth
 cmp_old_logits
-P="--model /tmp/big --backend cuda --no-plot --prefill 4K,32K --decode none --reps 1 --warmup 1"
-for i in 1 2; do
-  timeout 60 /tmp/lily_old bench $P --out $L/po$i 2>&1 | grep -E "^prefill " | sed "s/^/old /"
-  timeout 60 $B/lily bench $P --out $L/pn$i 2>&1 | grep -E "^prefill " | sed "s/^/new /"
-done; el prefill
+ab_bench 60 --model /tmp/big --backend cuda --no-plot --prefill 4K,32K --decode none --reps 1 --warmup 1 # main and this build alternating, twice
 pf_prof 24
 pf_cli
 safe_end

@@ -45,11 +45,7 @@ __global__ void __launch_bounds__(128 * PQ_G)
 #pragma unroll
     for (int e = 0; e < 2; e++) {
         const int i = tid + 128 * e;
-        if (i < d.rope_dim) {
-            const int fi = i < half ? i : i - half;
-            const float inv = 1.0f / powf(d.theta, (float)(2 * fi) / (float)d.rope_dim), ang = (float)p * inv;
-            cs[e] = rb(cosf(ang)), sn[e] = rb(sinf(ang));
-        }
+        if (i < d.rope_dim) rope_factors(d, p, i, cs[e], sn[e]);
     }
     auto head_x = [&](int hb) {
         return hb < d.hq ? qg + ((long)t * d.hq + hb) * 2 * D : k + ((long)t * d.hkv + hb - d.hq) * D;
@@ -93,9 +89,7 @@ __global__ void __launch_bounds__(128 * PQ_G)
                 const int i = tid + 128 * e;
                 if (i >= D) continue;
                 float out = y[g][i];
-                if (i < d.rope_dim)
-                    out = i < half ? rb(rb(y[g][i] * cs[e]) - rb(y[g][i + half] * sn[e]))
-                                   : rb(rb(y[g][i] * cs[e]) + rb(y[g][i - half] * sn[e]));
+                if (i < d.rope_dim) out = rope_rotate(y[g], i, half, cs[e], sn[e]);
                 if (is_q) {
                     q_out[((long)t * d.hq + h) * D + i] = out;
                 } else {

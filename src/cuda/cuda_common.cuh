@@ -207,3 +207,15 @@ __device__ __forceinline__ void trace_mark(int) {}
 #endif
 
 #include "kernels.cuh"
+
+// Partial NeoX RoPE (spec §2.3), shared by the decode and prefill q/k kernels so both give the same
+// bits: dim i < rope_dim at position p rotates with factors rounded to bf16 as the reference stores
+// them, and the rotated element reads its partner from the normed head y (half = rope_dim / 2).
+__device__ __forceinline__ void rope_factors(const attn_dims &d, int p, int i, float &c, float &s) {
+    const int half = d.rope_dim / 2, fi = i < half ? i : i - half;
+    const float inv = 1.0f / powf(d.theta, (float)(2 * fi) / (float)d.rope_dim), ang = (float)p * inv;
+    c = rb(cosf(ang)), s = rb(sinf(ang));
+}
+__device__ __forceinline__ float rope_rotate(const float *y, int i, int half, float c, float s) {
+    return i < half ? rb(rb(y[i] * c) - rb(y[i + half] * s)) : rb(rb(y[i] * c) + rb(y[i - half] * s));
+}

@@ -369,7 +369,7 @@ static int init_cuda(const lily_model *m, void **out) {
     if (cx->uploaded >= (1ul << 30))
         fprintf(stderr, "\rlily: cuda: uploaded %.2f GB of weights in %.1f s                \n",
                 cx->uploaded / 1e9, lily_time() - cx->t_start);
-    if (env_int("LILY_CUDA_DEV_ALIAS", 0)) dev_alias(cx, env_int("LILY_CUDA_DEV_ALIAS", 0));
+    if (const int alias = env_int("LILY_CUDA_DEV_ALIAS", 0)) dev_alias(cx, alias);
     FAIL(scratch_alloc(cx));
     note_mem(cx);
 #undef FAIL

@@ -25,12 +25,7 @@ __global__ void qk_kernel(attn_dims d, const float *qg, const float *k, const fl
     for (int u = 0; u < QK_DPT; u++) {
         const int i = threadIdx.x + u * blockDim.x;
         wv[u] = i < D ? w[i] : 0.0f, cv[u] = sv[u] = 0.0f;
-        if (i < d.rope_dim) {
-            int fi = i < half ? i : i - half;
-            float inv = 1.0f / powf(d.theta, (float)(2 * fi) / (float)d.rope_dim);
-            float ang = (float)p * inv;
-            cv[u] = rb(cosf(ang)), sv[u] = rb(sinf(ang));
-        }
+        if (i < d.rope_dim) rope_factors(d, p, i, cv[u], sv[u]);
     }
     pdl_wait();
     pdl_trigger();
@@ -49,10 +44,7 @@ __global__ void qk_kernel(attn_dims d, const float *qg, const float *k, const fl
         const int i = threadIdx.x + u * blockDim.x;
         if (i >= D) break;
         float out = y[i];
-        if (i < d.rope_dim) {
-            const float c = cv[u], s = sv[u];
-            out = i < half ? rb(rb(y[i] * c) - rb(y[i + half] * s)) : rb(rb(y[i] * c) + rb(y[i - half] * s));
-        }
+        if (i < d.rope_dim) out = rope_rotate(y, i, half, cv[u], sv[u]);
         if (is_q) {
             q_out[(long)h * D + i] = out;
         } else {

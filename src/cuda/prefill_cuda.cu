@@ -175,6 +175,7 @@ static int enqueue_chunk(cuda_ctx *cx, cuda_state *s, int T) {
     int rc = 0;
     pf_embed(cx->embed_q, cx->embed_dense, cx->embed_dt, H, b->toks, T, b->x, st);
     PF_MARK("embed");
+    b->moe.next_xn = b->xn, b->moe.next_eps = eps; // where the MoE combine writes the next layer's input norm
     for (int l = 0; l < c->n_layers && !rc; l++) {
         const dev_layer *d = &cx->L[l];
         if (l == 0) { // later layers' input norm comes with the previous layer's MoE combine
@@ -236,7 +237,6 @@ static int enqueue_chunk(cuda_ctx *cx, cuda_state *s, int T) {
         pf_rmsnorm_rows(T, H, b->x, d->post_norm, eps, b->xn, st);
         PF_MARK("rmsnorm (input + post)");
         b->moe.next_norm = l + 1 < c->n_layers ? cx->L[l + 1].in_norm : NULL; // the next input norm, fused
-        b->moe.next_xn = b->xn, b->moe.next_eps = eps;
         rc = moe_pf_forward(layer_moe(cx, d), b->xn, T, b->x, b->x, &b->moe, 0, st);
         if (cx->dump && !rc) dump_rows(cx, b->x + (size_t)(T - 1) * H, b->moe.ids + (size_t)(T - 1) * c->n_experts_tok, l);
     }
