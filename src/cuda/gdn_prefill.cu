@@ -200,8 +200,58 @@ __global__ void gdn_gnorm_kernel(int T, int hv, int dv, const uint16_t *o, const
     }
 }
 
+// The same norm 8 values a lane (16-byte loads and stores; dv / 8 lanes a head, 32 / (dv / 8) heads a
+// warp; dv in 8, 16, .., 256): the 2-byte loads of the form above moved 64 bytes a warp instruction.
+// Each lane sums its 8 squares, then the head's lanes by shuffles: the sum's order differs from the
+// warp-a-head form, so the bits may differ by a rounding of rsqrt's argument (the outputs' element
+// formula is the same). LILY_CUDA_GN_VEC=0 (read once) keeps the form above.
+__global__ void gdn_gnorm8_kernel(int T, int hv, int dv, const uint16_t *o, const uint16_t *z, const float *w,
+                                  float eps, uint16_t *out) {
+    const int L = dv / 8, lane = threadIdx.x & 31, sub = lane % L;
+    const long task = ((long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * (32 / L) + lane / L;
+    const bool live = task < (long)T * hv;
+    const long base = (live ? task : 0) * dv + sub * 8;
+    const uint4 ov = live ? *(const uint4 *)(o + base) : make_uint4(0, 0, 0, 0);
+    const uint4 zv = live ? *(const uint4 *)(z + base) : make_uint4(0, 0, 0, 0);
+    const float4 w0 = *(const float4 *)(w + sub * 8), w1 = *(const float4 *)(w + sub * 8 + 4);
+    const uint32_t ou[4] = {ov.x, ov.y, ov.z, ov.w}, zu[4] = {zv.x, zv.y, zv.z, zv.w};
+    const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+    float xv[8], ss = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+        xv[e] = __uint_as_float(e & 1 ? ou[e >> 1] & 0xffff0000u : ou[e >> 1] << 16);
+        ss += xv[e] * xv[e];
+    }
+    for (int off = L / 2; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+    const float r = rsqrtf(ss / dv + eps);
+    uint32_t res[4];
+#pragma unroll
+    for (int p = 0; p < 4; p++) {
+        uint32_t h[2];
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int i = 2 * p + e;
+            const float zz = __uint_as_float(e ? zu[p] & 0xffff0000u : zu[p] << 16);
+            h[e] = lily_f32_to_bf16(rb(wv[i] * rb(xv[i] * r)) * silu_f(zz));
+        }
+        res[p] = h[0] | (h[1] << 16);
+    }
+    if (live) *(uint4 *)(out + base) = make_uint4(res[0], res[1], res[2], res[3]);
+}
+
 void gdn_pf_gated_norm(int T, int hv, int dv, const uint16_t *o, const uint16_t *z,
                        const float *gnorm, float eps, uint16_t *out, cudaStream_t st) {
+    static int vec = -1;
+    if (vec < 0) {
+        const char *e = getenv("LILY_CUDA_GN_VEC");
+        vec = e && *e ? atoi(e) != 0 : 1;
+    }
     long tasks = (long)T * hv;
-    if (tasks > 0) gdn_gnorm_kernel<<<(unsigned)((tasks + 7) / 8), 256, 0, st>>>(T, hv, dv, o, z, gnorm, eps, out);
+    if (tasks <= 0) return;
+    if (vec && dv % 8 == 0 && dv <= 256 && 32 % (dv / 8) == 0) {
+        const long per_warp = 32 / (dv / 8), warps = (tasks + per_warp - 1) / per_warp;
+        gdn_gnorm8_kernel<<<(unsigned)((warps + 7) / 8), 256, 0, st>>>(T, hv, dv, o, z, gnorm, eps, out);
+        return;
+    }
+    gdn_gnorm_kernel<<<(unsigned)((tasks + 7) / 8), 256, 0, st>>>(T, hv, dv, o, z, gnorm, eps, out);
 }

@@ -669,9 +669,11 @@ static void test_gdn_pf(rng &r) {
                k.hk, k.hv, k.dk, k.dv, k.K, T, k.pos, k.nsplit, eo, es, ring_ok ? "equal" : "DIFFER", eo2, es2, ring2_ok ? "equal" : "DIFFER");
         free_all();
     }
-    // Gated RMSNorm.
-    {
-        const int T = 9, hv = 6, dv = 128;
+    // Gated RMSNorm: the 8-values-a-lane form (dv 128, 64: several heads a warp; 256; T * hv odd, so a
+    // warp's last head slot idles) and the warp-a-head form (dv 96, 20: shapes the first does not take).
+    const int gn_cases[][3] = {{9, 6, 128}, {7, 3, 64}, {5, 3, 256}, {11, 5, 96}, {4, 3, 20}, {33, 32, 128}};
+    for (auto &gc : gn_cases) {
+        const int T = gc[0], hv = gc[1], dv = gc[2];
         std::vector<uint16_t> ob = rand_bf16((size_t)T * hv * dv, r), zb = rand_bf16((size_t)T * hv * dv, r);
         std::vector<float> gw(dv);
         for (float &v : gw) v = 1.0f + 0.2f * r.normal();
