@@ -336,6 +336,7 @@ static int init_cuda(const lily_model *m, void **out) {
     // lost, 17.29 -> 19.84; docs/PERF.md, sixteenth session).
     cx->opt[LILY_CUDA_OPT_QG_WSP] = env_int("LILY_CUDA_QG_WSP", 1) & 3;
     cx->opt[LILY_CUDA_OPT_QG_SPLITK] = env_int("LILY_CUDA_QG_SPLITK", 1);
+    cx->opt[LILY_CUDA_OPT_QG_GT] = env_int("LILY_CUDA_QG_GT", 0) & 3;
     lily_cuda_moe_fused_tma = env_int("LILY_CUDA_MOE_FUSED_TMA", 1) != 0; // timing knob (bitwise the same)
     *out = cx;
 #define FAIL(x) do { rc = (x); if (rc) { free_ctx(cx); *out = NULL; return rc; } } while (0)
@@ -1017,6 +1018,7 @@ static const struct {
     {"pf_side", LILY_CUDA_OPT_PF_SIDE, 0, 1},     {"qg_raster", LILY_CUDA_OPT_QG_RASTER, 0, 1},
     {"attn_tc", LILY_CUDA_OPT_ATTN_TC, 0, 1},       {"qg_wsw", LILY_CUDA_OPT_QG_WSW, 0, 1},
     {"qg_wsp", LILY_CUDA_OPT_QG_WSP, 0, 1},       {"qg_splitk", LILY_CUDA_OPT_QG_SPLITK, 0, 1},
+    {"qg_gt", LILY_CUDA_OPT_QG_GT, 0, 1},
 };
 
 extern "C" int lily_cuda_set_opt(void *ctx, int opt, int value);

@@ -194,6 +194,15 @@ void qgemm_wg_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st);
 extern int lily_qg_rs;
 bool qgemm_rs_on(void);
 void qgemm_rs_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st);
+// qgemm_gt.cu: the MoE's grouped down projection with the tokens on the MMA's N side (groups padded
+// to 16 rows, not 64) and each group's X resident in shared memory (K <= 512, rows in group order,
+// bf16 weights, not QG_GLU). lily_qg_gt: 0 = off (this variable's own value, what kernel tests start
+// from), 1 = where the groups average at least 32 rows, 2 = always (tests); LILY_CUDA_QG_GT, option
+// LILY_CUDA_OPT_QG_GT, flag qg_gt. lily_qg_gt_parts / _nmax (tests; 0 = default): column parts a
+// group, rows a piece at most.
+extern int lily_qg_gt, lily_qg_gt_parts, lily_qg_gt_nmax;
+bool qgemm_gt_takes(const qg_args &a);
+int qgemm_gt_launch(const qg_args &a, cudaStream_t st);
 // qgemm_ws.cu: the same calls in warp-specialised form (a producer warp pair, one or two consumer
 // warpgroups, mbarriers); taken instead of qgemm_wg_launch when qgemm_ws_on() (lily_qg_ws; -1 =
 // read LILY_CUDA_QG_WS at the first call; default 0: not yet run on a GPU).

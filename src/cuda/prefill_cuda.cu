@@ -285,6 +285,7 @@ int forward_chunks(cuda_ctx *cx, cuda_state *s, const int *tokens, int n, float 
     lily_qg_wsw = cx->opt[LILY_CUDA_OPT_QG_WSW];          // and whether the wide tile is warp-specialised
     lily_qg_wsp = cx->opt[LILY_CUDA_OPT_QG_WSP];          // and whether the MoE's GEMMs are persistent
     lily_qg_splitk = cx->opt[LILY_CUDA_OPT_QG_SPLITK];    // and whether thin dense GEMMs split K
+    lily_qg_gt = cx->opt[LILY_CUDA_OPT_QG_GT];            // and whether the MoE down takes the tokens as N
     lily_fa_wg = cx->opt[LILY_CUDA_OPT_FA_WG];            // and which flash attention kernel
     const int C = cx->pf.C;
     if (cx->opt[LILY_CUDA_OPT_SEP_DEQUANT] && (rc = sep_reserve(cx, C))) return rc;

@@ -1104,6 +1104,8 @@ void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
         lily_qg_raster = 1, lily_qg_wsw = 1;
         const char *wsp = getenv("LILY_CUDA_QG_WSP");
         lily_qg_wsp = wsp ? atoi(wsp) & 3 : 1;
+        const char *gt = getenv("LILY_CUDA_QG_GT");
+        lily_qg_gt = gt ? atoi(gt) & 3 : 0;
         bench_moe(r, true, 0);
         return;
     }
@@ -1175,6 +1177,16 @@ void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
         test_moe_pf(r);
     }
     lily_qg_wsp = 0, lily_moe_tails = tails_was;
+    // The down projection with the tokens as N (qgemm_gt.cu): pieces as wide as shared memory allows in
+    // 2 column parts; pieces of at most 16 rows in 1 part; of at most 48 rows (uneven pieces, several
+    // chunk shapes) in 3 parts (a part's last tile cut by the next part's first column).
+    for (int v = 0; v < 3; v++) {
+        lily_qg_gt = 2, lily_qg_gt_nmax = v == 0 ? 0 : v == 1 ? 16 : 48, lily_qg_gt_parts = v == 0 ? 2 : v == 1 ? 1 : 3;
+        printf("(the same MoE cases with the down projection on the tokens-as-N kernel (qgemm_gt.cu), pieces of at most %s rows, %d column parts)\n",
+               v == 0 ? "176" : v == 1 ? "16" : "48", lily_qg_gt_parts);
+        test_moe_pf(r);
+    }
+    lily_qg_gt = 0, lily_qg_gt_nmax = 0, lily_qg_gt_parts = 0;
     lily_moe_gather = gather_saved;
     lily_qg_wide = 0, lily_qg_tma128 = 1;
     printf("(the same MoE cases on the 128-column bf16-weight tile with tensor-map loads where the rows are in order)\n");

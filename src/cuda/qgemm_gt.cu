@@ -1,0 +1,358 @@
+// qgemm_gt.cu: the MoE's grouped down projection with the tokens on the MMA's N side and each expert
+// group's activations resident in shared memory.
+//
+// Why: qgemm_wg.cu / qgemm_wsp.cu put the tokens on the wgmma's M side, in 64-row blocks. At 4K tokens
+// an expert group holds ~128 +- 11 rows, and the 128- and 192-row tiles compute ~19 % more rows than
+// there are (docs/PERF.md, nineteenth session). With the weights as the M side (dequantised straight
+// into the A registers, as qgemm_rs.cu does) and the tokens as N, a group is padded to 16 rows only.
+// The down projection has K = 512: a group's X (N x 512 bf16, 128 KB at N = 128) fits in shared memory,
+// so a block loads it once and walks many weight rows over it; nothing but the 4-bit codes streams.
+//
+// Block: one expert group (blockIdx.x) and one part of the output columns (blockIdx.y, part_rows
+// weight rows), WGS warpgroups. A group of more than nmax rows runs as pieces of equal size (each
+// padded to a multiple of 16), one after another.
+//   X: one thread copies the piece's rows by tensor map (boxes of 64 k x 16 rows, 128-byte swizzle;
+//     stage kt = k 64 kt .. 64 kt + 63 at kt * npad * 128 bytes), one mbarrier a stage, so the first
+//     tile's MMAs start as soon as their stage has landed. Rows past the group belong to the next one
+//     (computed and dropped) or past the matrix (zeros).
+//   Warpgroup w takes the part's 64-row weight tiles w, w + WGS, ...; per (tile, 64-k stage) an m64nNk16
+//     MMA x 4 with A from registers. Each warp streams its 16 code rows (32 bytes a stage) and their
+//     scale words by cp.async through a ring of its own (GT_RING stages ahead; no block barrier): the
+//     rows are stored so that lane (g, t)'s two rows, weight rows 2g and 2g + 1, sit at positions g and
+//     g + 8 of a 48-byte stride (conflict-free 16-byte reads). A fragment register is qgemm_rs.cu's:
+//     byte t of a code word, a byte permute and bf16x2 FMAs, rb(s q + b).
+//   The next stage's fragments are built while the current stage's MMAs run; those are retired
+//     (wait_group 0) before the next ones issue (an MMA issued while registers it might read are being
+//     defined makes ptxas serialise, C7513), the other warpgroups filling the tensor pipe meanwhile.
+//   Epilogue from registers: the thread holds output columns 2g, 2g + 1 (weight rows 2g, 2g + 1 of its
+//     warp's 16) of tokens 8j + 2t + e, so each store is a bf16 pair and a warp's store covers 32
+//     contiguous bytes of four output rows (full sectors). QG_SCALE_BF16 applies the routing weight and
+//     scatters to (token, slot) rows through the row map read once a piece.
+//
+// Rounding: the bf16-weight mode's (rb(s q + b), one fp32 accumulator over all of K, qg_store2_at's
+// epilogue): the same products as qgemm_wg.cu's, summed in another order.
+//
+// Switch: LILY_CUDA_QG_GT (option LILY_CUDA_OPT_QG_GT, flag qg_gt; lily_qg_gt): 1 = the MoE down
+// projection here where its groups average at least GT_MIN_ROWS rows, 2 = always (tests). Dev knobs,
+// read once: LILY_QG_GT_PARTS (column parts a group, default 2), LILY_QG_GT_WGS (2 or 3),
+// LILY_QG_GT_NMAX (rows a piece at most, a multiple of 16; 0 = as many as shared memory holds),
+// LILY_QG_GT_DEV (timing knobs, wrong results but 8: bit 0 no MMAs, 1 no code copies, 2 no stores; bit 3
+// the code copies with an L2::256B prefetch hint).
+#include "qgemm_wg.cuh"
+#include "wgmma_rs.cuh"
+
+#include <cudaTypedefs.h> // PFN_cuTensorMapEncodeTiled
+
+int lily_qg_gt = 0;
+int lily_qg_gt_parts = 0, lily_qg_gt_nmax = 0; // 0 = the env / the default (tests set them)
+
+#define GT_RING 6                    // code stages in flight a warp
+#define GT_CLD 48                    // bytes a code row takes in a ring slot (32 used)
+#define GT_SLOT (16 * GT_CLD + 64)   // a warp's stage: 16 code rows, then their 16 scale words
+#define GT_NMAX 176                  // widest piece (tokens; gt_chunks: 64 + 64 + 32 + 16)
+#define GT_BOX 16                    // rows a tensor-map box of X
+#define GT_MIN_ROWS 32               // lily_qg_gt 1: groups of at least this many rows on average
+
+// Keeps a stage's 16 fragment registers live up to this point (qgemm_rs.cu's rs_hold).
+__device__ __forceinline__ void gt_hold(const uint32_t (&f)[16]) {
+    asm volatile("" ::"r"(f[0]), "r"(f[1]), "r"(f[2]), "r"(f[3]), "r"(f[4]), "r"(f[5]), "r"(f[6]), "r"(f[7]),
+                 "r"(f[8]), "r"(f[9]), "r"(f[10]), "r"(f[11]), "r"(f[12]), "r"(f[13]), "r"(f[14]), "r"(f[15])
+                 : "memory");
+}
+
+// A piece's token columns as up to four MMAs a k16 step, each with accumulators at a fixed place:
+// chunk 0 = 64 tokens from 0 (acc 0..31), chunk 1 = 64 from 64 (acc 32..63), chunk 2 = 32 (acc 64..79)
+// and chunk 3 = 16 (acc 80..87) after whatever came before. c = npad / 16 <= 11: chunk 0 when c >= 4, 1
+// when c >= 8, 2 when c & 2, 3 when c & 1. One code path for every width: a kernel with one
+// instantiation per width behind a switch took 255 registers and spilled (twelve widths), against 143
+// (N = 128 alone) and 179 (N = 192 alone).
+#define GT_NACC 88
+struct gt_chunks {
+    bool on[4];
+    int tok[4]; // first token of each chunk
+};
+__device__ __forceinline__ gt_chunks gt_chunks_of(int npad) {
+    const int c = npad >> 4;
+    gt_chunks k;
+    k.on[0] = c >= 4, k.on[1] = c >= 8, k.on[2] = (c & 2) != 0, k.on[3] = (c & 1) != 0;
+    k.tok[0] = 0, k.tok[1] = 64, k.tok[2] = 16 * (c & ~3), k.tok[3] = 16 * (c & ~1);
+    return k;
+}
+template <int C> struct gt_chunk_shape; // C: chunk -> (instruction N, first accumulator)
+template <> struct gt_chunk_shape<0> { static constexpr int N = 64, A = 0; };
+template <> struct gt_chunk_shape<1> { static constexpr int N = 64, A = 32; };
+template <> struct gt_chunk_shape<2> { static constexpr int N = 32, A = 64; };
+template <> struct gt_chunk_shape<3> { static constexpr int N = 16, A = 80; };
+
+struct gt_piece {
+    int dev;                         // timing knobs (LILY_QG_GT_DEV): 2 no code copies, 4 no stores, 8 L2::256B
+    int grp, rows, npad, parity;     // expert, real rows, rows padded to 16, the X barriers' phase
+    int n_lo, n_hi, ntiles, KT;      // the part's weight rows [n_lo, n_hi), its 64-row tiles, K / 64
+};
+
+// One 64-k stage's MMAs for the chunks ON0..ON3, straight-line (fence, 4 k16 steps, commit): a
+// branch between two MMAs makes ptxas fence and scoreboard each one on its own (C7519).
+template <bool ON0, bool ON1, bool ON2, bool ON3>
+__device__ __forceinline__ void gt_stage(float *acc, const uint32_t *f, uint64_t db0, const gt_chunks &k, int kt) {
+    wgacc<GT_NACC>::fence(acc);
+#pragma unroll
+    for (int s = 0; s < 4; s++) {
+        const uint64_t db = db0 + (s * 32 >> 4);
+        const int on = kt > 0 || s > 0;
+        if (ON0) wgrs<64>::mma(acc + 0, f + 4 * s, db, on);
+        if (ON1) wgrs<64>::mma(acc + 32, f + 4 * s, db + (64 * 128 >> 4), on);
+        if (ON2) wgrs<32>::mma(acc + 64, f + 4 * s, db + ((k.tok[2] * 128) >> 4), on);
+        if (ON3) wgrs<16>::mma(acc + 80, f + 4 * s, db + ((k.tok[3] * 128) >> 4), on);
+    }
+    wgacc<GT_NACC>::commit(acc);
+}
+// The stage for a piece of c = npad / 16 (1..11) token blocks (NOMMA: none, timing only).
+template <bool NOMMA>
+__device__ __forceinline__ void gt_stage_c(float *acc, const uint32_t *f, uint64_t db, const gt_chunks &k, int kt, int c) {
+    if (NOMMA) {
+        wgacc<GT_NACC>::fence(acc);
+        wgacc<GT_NACC>::commit(acc);
+        return;
+    }
+    switch (c) {
+    case 1: gt_stage<0, 0, 0, 1>(acc, f, db, k, kt); break;
+    case 2: gt_stage<0, 0, 1, 0>(acc, f, db, k, kt); break;
+    case 3: gt_stage<0, 0, 1, 1>(acc, f, db, k, kt); break;
+    case 4: gt_stage<1, 0, 0, 0>(acc, f, db, k, kt); break;
+    case 5: gt_stage<1, 0, 0, 1>(acc, f, db, k, kt); break;
+    case 6: gt_stage<1, 0, 1, 0>(acc, f, db, k, kt); break;
+    case 7: gt_stage<1, 0, 1, 1>(acc, f, db, k, kt); break;
+    case 8: gt_stage<1, 1, 0, 0>(acc, f, db, k, kt); break;
+    case 9: gt_stage<1, 1, 0, 1>(acc, f, db, k, kt); break;
+    case 10: gt_stage<1, 1, 1, 0>(acc, f, db, k, kt); break;
+    default: gt_stage<1, 1, 1, 1>(acc, f, db, k, kt); break;
+    }
+}
+// One chunk's outputs of a finished tile: tokens tok + 8 j + 2 t + e, columns col, col + 1.
+template <int C>
+__device__ __forceinline__ void gt_store(const qg_args &a, const float *acc, const gt_chunks &k, const gt_piece &p,
+                                         const int *s_orow, const float *s_scale, int col, int t) {
+    using S = gt_chunk_shape<C>;
+    if (!k.on[C]) return;
+    uint16_t *y = (uint16_t *)a.y;
+    const bool scaled = a.epi == QG_SCALE_BF16;
+#pragma unroll
+    for (int jj = 0; jj < S::N / 8; jj++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int r = k.tok[C] + 8 * jj + 2 * t + e;
+            if (r < p.rows) { // qg_store2_at's QG_SCALE_BF16 / QG_BF16
+                const float v0 = acc[S::A + 4 * jj + e], v1 = acc[S::A + 4 * jj + 2 + e], sc = s_scale[r];
+                *(uint32_t *)(y + (long)s_orow[r] * a.ldy + col) = scaled ? wg_pack(sc * rb(v0), sc * rb(v1)) : wg_pack(v0, v1);
+            }
+        }
+}
+
+// One piece on this warpgroup: its tiles, every stage, the epilogue of each tile.
+template <int WGS, bool NOMMA>
+__device__ __forceinline__ void gt_run(const qg_args &a, const char *xs, char *ring_all, const int *s_orow,
+                                       const float *s_scale, uint64_t *xbar, const gt_piece &p) {
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2, wq = warp & 3;
+    const int g = lane >> 2, t = lane & 3;
+    const int my_tiles = p.ntiles > wg ? (p.ntiles - wg + WGS - 1) / WGS : 0;
+    const int items = my_tiles * p.KT;
+    if (items == 0) return; // the whole warpgroup
+    const gt_chunks k = gt_chunks_of(p.npad);
+    char *ring = ring_all + warp * (GT_RING * GT_SLOT);
+    const long row_bytes = a.K / 2, wbase = (long)p.grp * a.N;
+    const int ng = a.K / a.w.group, gshift = 31 - __clz(a.w.group);
+    // Copies: lane -> code row cr = lane / 2 of the warp's 16 (16-byte half lane % 2), stored at position
+    // (cr % 2) 8 + cr / 2; lanes 0..15 also copy row lane's scale word, at the same position rule.
+    const int cr = lane >> 1, ch = lane & 1, cpos = (cr & 1) * 8 + (cr >> 1);
+    const int spos = (lane & 1) * 8 + ((lane & 15) >> 1);
+    const char *codes = (const char *)a.w.codes;
+    int i_tt = wg, i_kt = 0, i_slot = 0, i_n = 0; // the issue cursor: tile, stage, ring slot, items issued
+    auto issue = [&]() {
+        if (i_n < items && !(p.dev & 2)) {
+            const int n = p.n_lo + i_tt * 64 + 16 * wq + cr, ns = p.n_lo + i_tt * 64 + 16 * wq + (lane & 15);
+            char *slot = ring + i_slot * GT_SLOT;
+            const bool ok = n < p.n_hi, oks = ns < p.n_hi;
+            const char *src = codes + (ok ? (wbase + n) * row_bytes + i_kt * 32 + ch * 16 : 0);
+            if (p.dev & 8) // the first touch of a row brings all its 256 bytes (K = 512) into L2
+                asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(wg_smem(slot + cpos * GT_CLD + ch * 16)),
+                             "l"(src), "r"(ok ? 16 : 0));
+            else
+                wg_cp16(slot + cpos * GT_CLD + ch * 16, src, ok);
+            if (lane < 16)
+                wg_cp4(slot + 16 * GT_CLD + 4 * spos, a.w.sb + (oks ? (wbase + ns) * ng + ((i_kt * WG_BK) >> gshift) : 0), oks);
+        }
+        wg_commit();
+        i_n++;
+        if (++i_slot == GT_RING) i_slot = 0;
+        if (++i_kt == p.KT) i_kt = 0, i_tt += WGS;
+    };
+    // Lane (g, t)'s A fragments of a stage (qgemm_rs.cu's build): rows at positions g and g + 8.
+    auto build = [&](int slot, uint32_t (&f)[16]) {
+        const uint32_t cs = wg_smem(ring + slot * GT_SLOT);
+        const uint4 p0 = wg_lds128(cs + g * GT_CLD), p1 = wg_lds128(cs + g * GT_CLD + 16);
+        const uint4 q0 = wg_lds128(cs + (g + 8) * GT_CLD), q1 = wg_lds128(cs + (g + 8) * GT_CLD + 16);
+        uint32_t s0, b0, s1, b1;
+        wg_sb_pairs(wg_lds32(cs + 16 * GT_CLD + 4 * g), s0, b0);
+        wg_sb_pairs(wg_lds32(cs + 16 * GT_CLD + 4 * (g + 8)), s1, b1);
+        const uint32_t wa[8] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
+        const uint32_t wb[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+#pragma unroll
+        for (int s = 0; s < 4; s++) {
+            f[4 * s + 0] = wg_bf2_fma(wg_code_pair(wa[2 * s], wa[2 * s] >> 4, t), s0, b0);
+            f[4 * s + 1] = wg_bf2_fma(wg_code_pair(wb[2 * s], wb[2 * s] >> 4, t), s1, b1);
+            f[4 * s + 2] = wg_bf2_fma(wg_code_pair(wa[2 * s + 1], wa[2 * s + 1] >> 4, t), s0, b0);
+            f[4 * s + 3] = wg_bf2_fma(wg_code_pair(wb[2 * s + 1], wb[2 * s + 1] >> 4, t), s1, b1);
+        }
+    };
+
+    float acc[GT_NACC];
+#pragma unroll
+    for (int i = 0; i < GT_NACC; i++) acc[i] = 0.0f;
+    uint32_t fa[16], fb[16];
+    const uint64_t db0 = wg_desc_sw128(xs);
+    const int stage_bytes = p.npad * 128, nc = p.npad >> 4;
+
+#pragma unroll 1
+    for (int i = 0; i < GT_RING; i++) issue();
+    wg_cpwait<GT_RING - 1>();
+    __syncwarp();
+    build(0, fa);
+    int kt = 0, tt = wg, slot = 0, j = 0; // the consume cursor
+    auto step = [&](const uint32_t (&f)[16], uint32_t (&fn)[16]) {
+        if (tt == wg) mb_wait(&xbar[kt], p.parity); // the first tile: has stage kt of X landed?
+        gt_stage_c<NOMMA>(acc, f, db0 + ((kt * stage_bytes) >> 4), k, kt, nc);
+        if (j + 1 < items) {
+            wg_cpwait<GT_RING - 2>(); // item j + 1 has landed (this lane's copies) ...
+            __syncwarp();             // ... for every lane; and every lane is past build(j)
+            build(slot + 1 == GT_RING ? 0 : slot + 1, fn);
+            issue(); // item j + GT_RING into slot `slot`, which build(j) read
+        }
+        wgacc<GT_NACC>::wait0(acc);
+        gt_hold(f);
+        if (kt == p.KT - 1) { // the tile's epilogue
+            const int col = p.n_lo + tt * 64 + 16 * wq + 2 * g;
+            if (col < p.n_hi && !(p.dev & 4)) {
+                gt_store<0>(a, acc, k, p, s_orow, s_scale, col, t);
+                gt_store<1>(a, acc, k, p, s_orow, s_scale, col, t);
+                gt_store<2>(a, acc, k, p, s_orow, s_scale, col, t);
+                gt_store<3>(a, acc, k, p, s_orow, s_scale, col, t);
+            }
+            kt = 0, tt += WGS;
+        } else {
+            kt++;
+        }
+        if (++slot == GT_RING) slot = 0;
+        j++;
+    };
+#pragma unroll 1
+    while (j < items) {
+        step(fa, fb);
+        if (j < items) step(fb, fa);
+    }
+    wg_cpwait<0>();
+}
+
+template <int WGS, bool NOMMA>
+__global__ void __launch_bounds__(128 * WGS, 1)
+    qgemm_gt_kernel(const qg_args a, const __grid_constant__ CUtensorMap tmx, int nmax, int part_rows, int dev) {
+    extern __shared__ __align__(1024) char smem[];
+    const int KT = a.K / WG_BK, tid = threadIdx.x;
+    char *ring = smem + (long)nmax * a.K * 2;
+    int *s_orow = (int *)(ring + 4 * WGS * GT_RING * GT_SLOT);
+    float *s_scale = (float *)(s_orow + nmax);
+    uint64_t *xbar = (uint64_t *)(s_scale + nmax);
+    const int grp = blockIdx.x;
+    const int g0 = __ldg(a.grp_off + grp), c = __ldg(a.grp_off + grp + 1) - g0;
+    const int n_lo = blockIdx.y * part_rows;
+    if (c <= 0 || n_lo >= a.N) return;
+    gt_piece p;
+    p.dev = dev, p.grp = grp, p.n_lo = n_lo, p.n_hi = min(a.N, n_lo + part_rows), p.KT = KT;
+    p.ntiles = (p.n_hi - n_lo + 63) / 64;
+    if (tid == 0) {
+        for (int k = 0; k < KT; k++) mb_init(&xbar[k], 1);
+        mb_init_fence();
+    }
+    __syncthreads();
+    const int np = (c + nmax - 1) / nmax;
+    for (int pc = 0; pc < np; pc++) {
+        const int r0 = (int)((long)c * pc / np);
+        p.rows = (int)((long)c * (pc + 1) / np) - r0;
+        p.npad = (p.rows + 15) & ~15;
+        p.parity = pc & 1;
+        const int m0 = g0 + r0;
+        if (tid == 0) {
+            for (int k = 0; k < KT; k++) {
+                mb_expect_tx(&xbar[k], p.npad * 128);
+                for (int b = 0; b < p.npad / GT_BOX; b++)
+                    tma_g2s_2d(smem + k * p.npad * 128 + b * GT_BOX * 128, &tmx, k * WG_BK, m0 + b * GT_BOX, &xbar[k]);
+            }
+        }
+        for (int r = tid; r < p.npad; r += 128 * WGS) {
+            const int o = r < p.rows ? (a.y_rows ? __ldg(a.y_rows + m0 + r) : m0 + r) : 0;
+            s_orow[r] = o;
+            s_scale[r] = a.epi == QG_SCALE_BF16 && r < p.rows ? __ldg(a.scale + o) : 0.0f;
+        }
+        __syncthreads();
+        gt_run<WGS, NOMMA>(a, smem, ring, s_orow, s_scale, xbar, p);
+        __syncthreads(); // every warpgroup's MMAs on this piece's X are retired before the next copies
+    }
+}
+
+static int gt_env(const char *name, int def) {
+    const char *e = getenv(name);
+    return e ? atoi(e) : def;
+}
+
+bool qgemm_gt_takes(const qg_args &a) {
+    if (!lily_qg_gt || !lily_qg_bf16w || !a.grp_off || a.x_rows || (a.epi != QG_SCALE_BF16 && a.epi != QG_BF16) || a.w.fmt == DQ_DENSE ||
+        a.w.bits != 4 || a.w.group % WG_BK || (a.w.group & (a.w.group - 1)) || a.K % WG_BK || a.K > 512 ||
+        a.K <= 0 || a.N % 2 || a.N <= 0 || a.n_groups <= 0 || ((uintptr_t)a.x & 15) || a.ldx % 8 ||
+        a.ldx < a.K || !lily_tmap_encoder())
+        return false;
+    return lily_qg_gt == 2 || (long)a.M >= (long)GT_MIN_ROWS * a.n_groups;
+}
+
+template <int WGS, bool NOMMA>
+static int gt_launch_t(const qg_args &a, const CUtensorMap &tm, int parts, int nmax_want, int dev, cudaStream_t st) {
+    static int optin = 0;
+    static bool attr = false;
+    if (!optin) cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
+    const int KT = a.K / WG_BK;
+    const long fixed = 4L * WGS * GT_RING * GT_SLOT + 8L * KT;
+    int nmax = (int)((optin - fixed) / ((long)a.K * 2 + 8)) & ~15;
+    if (nmax > GT_NMAX) nmax = GT_NMAX;
+    if (nmax_want > 0 && nmax_want < nmax) nmax = nmax_want & ~15;
+    if (nmax < 16) return lily_err_set(LILY_EINVAL, "qgemm_gt: K=%d leaves no room for X", a.K);
+    const size_t smem = (size_t)nmax * a.K * 2 + fixed + 8L * nmax;
+    if (!attr) {
+        cudaFuncSetAttribute(qgemm_gt_kernel<WGS, NOMMA>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
+        attr = true;
+    }
+    const int part_rows = ((a.N + parts - 1) / parts + 63) & ~63;
+    dim3 grid(a.n_groups, (a.N + part_rows - 1) / part_rows);
+    qgemm_gt_kernel<WGS, NOMMA><<<grid, 128 * WGS, smem, st>>>(a, tm, nmax, part_rows, dev);
+    return 0;
+}
+
+int qgemm_gt_launch(const qg_args &a, cudaStream_t st) {
+    static int env_parts = -1, env_wgs = 2, env_nmax = 0, env_dev = 0;
+    if (env_parts < 0) {
+        env_parts = gt_env("LILY_QG_GT_PARTS", 2);
+        env_wgs = gt_env("LILY_QG_GT_WGS", 2) == 3 ? 3 : 2;
+        env_nmax = gt_env("LILY_QG_GT_NMAX", 0);
+        env_dev = gt_env("LILY_QG_GT_DEV", 0);
+    }
+    const int parts = lily_qg_gt_parts > 0 ? lily_qg_gt_parts : env_parts > 0 ? env_parts : 1;
+    const int nmax = lily_qg_gt_nmax > 0 ? lily_qg_gt_nmax : env_nmax;
+    PFN_cuTensorMapEncodeTiled_v12000 enc = (PFN_cuTensorMapEncodeTiled_v12000)lily_tmap_encoder();
+    CUtensorMap tm;
+    const cuuint32_t es[2] = {1, 1};
+    const cuuint64_t xd[2] = {(cuuint64_t)a.K, (cuuint64_t)a.M}, xs[1] = {(cuuint64_t)a.ldx * 2};
+    const cuuint32_t xb[2] = {WG_BK, GT_BOX};
+    if (!enc || enc(&tm, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)a.x, xd, xs, xb, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                    CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+        return lily_err_set(LILY_EBACKEND, "qgemm_gt: cannot make the tensor map of X");
+    if (a.M <= 0) return 0;
+    if (env_dev & 1) return gt_launch_t<2, true>(a, tm, parts, nmax, env_dev, st);
+    return env_wgs == 3 ? gt_launch_t<3, false>(a, tm, parts, nmax, env_dev, st) : gt_launch_t<2, false>(a, tm, parts, nmax, env_dev, st);
+}
