@@ -36,8 +36,7 @@
 // projection here where its groups average at least GT_MIN_ROWS rows, 2 = always (tests). Dev knobs,
 // read once: LILY_QG_GT_PARTS (column parts a group, default 2), LILY_QG_GT_WGS (2 or 3),
 // LILY_QG_GT_NMAX (rows a piece at most, a multiple of 16; 0 = as many as shared memory holds),
-// LILY_QG_GT_DEV (timing knobs, wrong results but 8: bit 0 no MMAs, 1 no code copies, 2 no stores; bit 3
-// the code copies with an L2::256B prefetch hint).
+// LILY_QG_GT_DEV (timing knobs, wrong results: bit 0 no MMAs, 1 no code copies, 2 no stores).
 #include "qgemm_wg.cuh"
 #include "wgmma_rs.cuh"
 
@@ -46,7 +45,9 @@
 int lily_qg_gt = 0;
 int lily_qg_gt_parts = 0, lily_qg_gt_nmax = 0; // 0 = the env / the default (tests set them)
 
-#define GT_RING 6                    // code stages in flight a warp
+#define GT_RING 5                    // code stages in flight a warp (6 measured the same)
+#define GT_STG_LD 48                 // bytes a token row of the epilogue's staging takes (32 used)
+#define GT_STG (32 * GT_STG_LD)      // a warp's epilogue staging: 32 tokens x 16 columns
 #define GT_CLD 48                    // bytes a code row takes in a ring slot (32 used)
 #define GT_SLOT (16 * GT_CLD + 64)   // a warp's stage: 16 code rows, then their 16 scale words
 #define GT_NMAX 176                  // widest piece (tokens; gt_chunks: 64 + 64 + 32 + 16)
@@ -85,7 +86,7 @@ template <> struct gt_chunk_shape<2> { static constexpr int N = 32, A = 64; };
 template <> struct gt_chunk_shape<3> { static constexpr int N = 16, A = 80; };
 
 struct gt_piece {
-    int dev;                         // timing knobs (LILY_QG_GT_DEV): 2 no code copies, 4 no stores, 8 L2::256B
+    int dev;                         // timing knobs (LILY_QG_GT_DEV): 2 no code copies, 4 no stores
     int grp, rows, npad, parity;     // expert, real rows, rows padded to 16, the X barriers' phase
     int n_lo, n_hi, ntiles, KT;      // the part's weight rows [n_lo, n_hi), its 64-row tiles, K / 64
 };
@@ -128,24 +129,50 @@ __device__ __forceinline__ void gt_stage_c(float *acc, const uint32_t *f, uint64
     default: gt_stage<1, 1, 1, 1>(acc, f, db, k, kt); break;
     }
 }
-// One chunk's outputs of a finished tile: tokens tok + 8 j + 2 t + e, columns col, col + 1.
+// One chunk's outputs of a finished tile, through the warp's staging (GT_STG bytes), 32 tokens a round:
+// each thread writes its column pair (2g, 2g + 1) of tokens 8 jj + 2 t + e as bf16 rb(v); then each lane
+// takes 16 bytes, 8 columns of one token, applies the token's routing weight (QG_SCALE_BF16: sc * rb(v),
+// rounded, qg_store2_at's value) and stores them. A warp's store is then a 16-byte piece a lane of 16
+// output rows (32 contiguous bytes a row); the direct form (a 4-byte store per token and column pair,
+// its row offset and scale looked up each time) took 0.12 of the kernel's 0.41 ms at 4K (LILY_QG_GT_DEV=4).
 template <int C>
 __device__ __forceinline__ void gt_store(const qg_args &a, const float *acc, const gt_chunks &k, const gt_piece &p,
-                                         const int *s_orow, const float *s_scale, int col, int t) {
+                                         const int *s_orow, const float *s_scale, uint32_t stg, int col0, int lane) {
     using S = gt_chunk_shape<C>;
     if (!k.on[C]) return;
-    uint16_t *y = (uint16_t *)a.y;
+    constexpr int SUB = S::N < 32 ? S::N : 32; // tokens a round
+    const int g = lane >> 2, t = lane & 3;
     const bool scaled = a.epi == QG_SCALE_BF16;
 #pragma unroll
-    for (int jj = 0; jj < S::N / 8; jj++)
+    for (int sub = 0; sub < S::N / SUB; sub++) {
 #pragma unroll
-        for (int e = 0; e < 2; e++) {
-            const int r = k.tok[C] + 8 * jj + 2 * t + e;
-            if (r < p.rows) { // qg_store2_at's QG_SCALE_BF16 / QG_BF16
-                const float v0 = acc[S::A + 4 * jj + e], v1 = acc[S::A + 4 * jj + 2 + e], sc = s_scale[r];
-                *(uint32_t *)(y + (long)s_orow[r] * a.ldy + col) = scaled ? wg_pack(sc * rb(v0), sc * rb(v1)) : wg_pack(v0, v1);
+        for (int jj = 0; jj < SUB / 8; jj++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int i = sub * (SUB / 8) + jj;
+                asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(stg + (8 * jj + 2 * t + e) * GT_STG_LD + 4 * g),
+                             "r"(wg_pack(acc[S::A + 4 * i + e], acc[S::A + 4 * i + 2 + e]))
+                             : "memory");
+            }
+        __syncwarp();
+#pragma unroll
+        for (int q = lane; q < SUB * 2; q += 32) {
+            const int rl = q >> 1, h = q & 1, r = k.tok[C] + sub * SUB + rl, col = col0 + 8 * h;
+            if (r < p.rows && col < p.n_hi) {
+                uint4 v = wg_lds128(stg + rl * GT_STG_LD + 16 * h);
+                if (scaled) {
+                    const float sc = s_scale[r];
+                    uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+                    for (int u = 0; u < 4; u++)
+                        w[u] = wg_pack(sc * __uint_as_float(w[u] << 16), sc * __uint_as_float(w[u] & 0xffff0000u));
+                    v = make_uint4(w[0], w[1], w[2], w[3]);
+                }
+                *(uint4 *)((uint16_t *)a.y + (long)s_orow[r] * a.ldy + col) = v;
             }
         }
+        __syncwarp();
+    }
 }
 
 // One piece on this warpgroup: its tiles, every stage, the epilogue of each tile.
@@ -159,36 +186,41 @@ __device__ __forceinline__ void gt_run(const qg_args &a, const char *xs, char *r
     if (items == 0) return; // the whole warpgroup
     const gt_chunks k = gt_chunks_of(p.npad);
     char *ring = ring_all + warp * (GT_RING * GT_SLOT);
+    const uint32_t stg = wg_smem(ring_all + 4 * WGS * (GT_RING * GT_SLOT) + warp * GT_STG); // the epilogue's staging
     const long row_bytes = a.K / 2, wbase = (long)p.grp * a.N;
     const int ng = a.K / a.w.group, gshift = 31 - __clz(a.w.group);
     // Copies: lane -> code row cr = lane / 2 of the warp's 16 (16-byte half lane % 2), stored at position
     // (cr % 2) 8 + cr / 2; lanes 0..15 also copy row lane's scale word, at the same position rule.
     const int cr = lane >> 1, ch = lane & 1, cpos = (cr & 1) * 8 + (cr >> 1);
     const int spos = (lane & 1) * 8 + ((lane & 15) >> 1);
-    const char *codes = (const char *)a.w.codes;
-    int i_tt = wg, i_kt = 0, i_slot = 0, i_n = 0; // the issue cursor: tile, stage, ring slot, items issued
+    // This lane's copy sources, found once and advanced by constants (the per-item address arithmetic was
+    // a third of the stage loop's instructions): code row n_c of tile i_tt (+ WGS 64 rows a tile, + 32 bytes
+    // a stage), scale row n_s; destinations in the ring slot at offset i_off.
+    int i_kt = 0, i_n = 0, n_c = p.n_lo + wg * 64 + 16 * wq + cr, n_s = p.n_lo + wg * 64 + 16 * wq + (lane & 15);
+    const char *c_row = (const char *)a.w.codes + (wbase + n_c) * row_bytes + ch * 16;
+    const uint32_t *s_row = a.w.sb + (wbase + n_s) * ng;
+    const uint32_t ring_s = wg_smem(ring), dst_c = ring_s + cpos * GT_CLD + ch * 16, dst_s = ring_s + 16 * GT_CLD + 4 * spos;
+    uint32_t i_off = 0;
     auto issue = [&]() {
         if (i_n < items && !(p.dev & 2)) {
-            const int n = p.n_lo + i_tt * 64 + 16 * wq + cr, ns = p.n_lo + i_tt * 64 + 16 * wq + (lane & 15);
-            char *slot = ring + i_slot * GT_SLOT;
-            const bool ok = n < p.n_hi, oks = ns < p.n_hi;
-            const char *src = codes + (ok ? (wbase + n) * row_bytes + i_kt * 32 + ch * 16 : 0);
-            if (p.dev & 8) // the first touch of a row brings all its 256 bytes (K = 512) into L2
-                asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(wg_smem(slot + cpos * GT_CLD + ch * 16)),
-                             "l"(src), "r"(ok ? 16 : 0));
-            else
-                wg_cp16(slot + cpos * GT_CLD + ch * 16, src, ok);
+            const bool ok = n_c < p.n_hi, oks = n_s < p.n_hi;
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst_c + i_off),
+                         "l"(ok ? c_row + i_kt * 32 : (const char *)a.w.codes), "r"(ok ? 16 : 0));
             if (lane < 16)
-                wg_cp4(slot + 16 * GT_CLD + 4 * spos, a.w.sb + (oks ? (wbase + ns) * ng + ((i_kt * WG_BK) >> gshift) : 0), oks);
+                asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst_s + i_off),
+                             "l"(oks ? s_row + ((i_kt * WG_BK) >> gshift) : a.w.sb), "r"(oks ? 4 : 0));
         }
         wg_commit();
         i_n++;
-        if (++i_slot == GT_RING) i_slot = 0;
-        if (++i_kt == p.KT) i_kt = 0, i_tt += WGS;
+        i_off = i_off == (GT_RING - 1) * GT_SLOT ? 0 : i_off + GT_SLOT;
+        if (++i_kt == p.KT) {
+            i_kt = 0, n_c += WGS * 64, n_s += WGS * 64;
+            c_row += (long)WGS * 64 * row_bytes, s_row += (long)WGS * 64 * ng;
+        }
     };
     // Lane (g, t)'s A fragments of a stage (qgemm_rs.cu's build): rows at positions g and g + 8.
     auto build = [&](int slot, uint32_t (&f)[16]) {
-        const uint32_t cs = wg_smem(ring + slot * GT_SLOT);
+        const uint32_t cs = ring_s + slot * GT_SLOT;
         const uint4 p0 = wg_lds128(cs + g * GT_CLD), p1 = wg_lds128(cs + g * GT_CLD + 16);
         const uint4 q0 = wg_lds128(cs + (g + 8) * GT_CLD), q1 = wg_lds128(cs + (g + 8) * GT_CLD + 16);
         uint32_t s0, b0, s1, b1;
@@ -230,12 +262,12 @@ __device__ __forceinline__ void gt_run(const qg_args &a, const char *xs, char *r
         wgacc<GT_NACC>::wait0(acc);
         gt_hold(f);
         if (kt == p.KT - 1) { // the tile's epilogue
-            const int col = p.n_lo + tt * 64 + 16 * wq + 2 * g;
-            if (col < p.n_hi && !(p.dev & 4)) {
-                gt_store<0>(a, acc, k, p, s_orow, s_scale, col, t);
-                gt_store<1>(a, acc, k, p, s_orow, s_scale, col, t);
-                gt_store<2>(a, acc, k, p, s_orow, s_scale, col, t);
-                gt_store<3>(a, acc, k, p, s_orow, s_scale, col, t);
+            const int col0 = p.n_lo + tt * 64 + 16 * wq;
+            if (!(p.dev & 4)) {
+                gt_store<0>(a, acc, k, p, s_orow, s_scale, stg, col0, lane);
+                gt_store<1>(a, acc, k, p, s_orow, s_scale, stg, col0, lane);
+                gt_store<2>(a, acc, k, p, s_orow, s_scale, stg, col0, lane);
+                gt_store<3>(a, acc, k, p, s_orow, s_scale, stg, col0, lane);
             }
             kt = 0, tt += WGS;
         } else {
@@ -258,7 +290,7 @@ __global__ void __launch_bounds__(128 * WGS, 1)
     extern __shared__ __align__(1024) char smem[];
     const int KT = a.K / WG_BK, tid = threadIdx.x;
     char *ring = smem + (long)nmax * a.K * 2;
-    int *s_orow = (int *)(ring + 4 * WGS * GT_RING * GT_SLOT);
+    int *s_orow = (int *)(ring + 4 * WGS * (GT_RING * GT_SLOT + GT_STG));
     float *s_scale = (float *)(s_orow + nmax);
     uint64_t *xbar = (uint64_t *)(s_scale + nmax);
     const int grp = blockIdx.x;
@@ -306,7 +338,7 @@ static int gt_env(const char *name, int def) {
 bool qgemm_gt_takes(const qg_args &a) {
     if (!lily_qg_gt || !lily_qg_bf16w || !a.grp_off || a.x_rows || (a.epi != QG_SCALE_BF16 && a.epi != QG_BF16) || a.w.fmt == DQ_DENSE ||
         a.w.bits != 4 || a.w.group % WG_BK || (a.w.group & (a.w.group - 1)) || a.K % WG_BK || a.K > 512 ||
-        a.K <= 0 || a.N % 2 || a.N <= 0 || a.n_groups <= 0 || ((uintptr_t)a.x & 15) || a.ldx % 8 ||
+        a.K <= 0 || a.N % 16 || a.N <= 0 || a.ldy % 8 || ((uintptr_t)a.y & 15) || a.n_groups <= 0 || ((uintptr_t)a.x & 15) || a.ldx % 8 ||
         a.ldx < a.K || !lily_tmap_encoder())
         return false;
     return lily_qg_gt == 2 || (long)a.M >= (long)GT_MIN_ROWS * a.n_groups;
@@ -318,7 +350,7 @@ static int gt_launch_t(const qg_args &a, const CUtensorMap &tm, int parts, int n
     static bool attr = false;
     if (!optin) cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
     const int KT = a.K / WG_BK;
-    const long fixed = 4L * WGS * GT_RING * GT_SLOT + 8L * KT;
+    const long fixed = 4L * WGS * (GT_RING * GT_SLOT + GT_STG) + 8L * KT;
     int nmax = (int)((optin - fixed) / ((long)a.K * 2 + 8)) & ~15;
     if (nmax > GT_NMAX) nmax = GT_NMAX;
     if (nmax_want > 0 && nmax_want < nmax) nmax = nmax_want & ~15;

@@ -1084,6 +1084,20 @@ static void bench_gdn(rng &r) {
     CK(cudaGetLastError());
 }
 
+// The MoE cases with the down projection on the tokens-as-N kernel (qgemm_gt.cu; LILY_GPU_PF=moegt: these only).
+static void test_moe_gt(rng &r) {
+    // The down projection with the tokens as N (qgemm_gt.cu): pieces as wide as shared memory allows in
+    // 2 column parts; pieces of at most 16 rows in 1 part; of at most 48 rows (uneven pieces, several
+    // chunk shapes) in 3 parts (a part's last tile cut by the next part's first column).
+    for (int v = 0; v < 3; v++) {
+        lily_qg_gt = 2, lily_qg_gt_nmax = v == 0 ? 0 : v == 1 ? 16 : 48, lily_qg_gt_parts = v == 0 ? 2 : v == 1 ? 1 : 3;
+        printf("(the same MoE cases with the down projection on the tokens-as-N kernel (qgemm_gt.cu), pieces of at most %s rows, %d column parts)\n",
+               v == 0 ? "the shared memory's" : v == 1 ? "16" : "48", lily_qg_gt_parts);
+        test_moe_pf(r);
+    }
+    lily_qg_gt = 0, lily_qg_gt_nmax = 0, lily_qg_gt_parts = 0;
+}
+
 void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
     rng r(seed);
     g_small = small;
@@ -1109,8 +1123,11 @@ void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
         bench_moe(r, true, 0);
         return;
     }
-    test_qgemm(r);
-    test_qgemm_splitk(r);
+    const bool gt_only = only && !strcmp(only, "moegt"); // the MoE cases on qgemm_gt.cu only
+    if (!gt_only) {
+        test_qgemm(r);
+        test_qgemm_splitk(r);
+    }
     lily_qg_bf16w = bw_default;
     const char *rs = getenv("LILY_CUDA_QG_RS");
     lily_qg_rs = rs ? atoi(rs) != 0 : 0;
@@ -1120,6 +1137,11 @@ void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
     lily_moe_gather = gat ? atoi(gat) != 0 : 1;
     const char *tl = getenv("LILY_CUDA_MOE_TAILS");
     lily_moe_tails = tl ? atoi(tl) : 2; // as the engine, for every pass below
+    if (gt_only) {
+        lily_qg_bf16w = 1;
+        test_moe_gt(r);
+        return;
+    }
     test_moe_pf(r); // default kernels: wgmma for tiles of 64/128 (gate|up: 192) rows
     const int tails_env = lily_moe_tails;
     lily_moe_tails = lily_moe_tails == 0 ? 2 : 0;
@@ -1177,16 +1199,7 @@ void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
         test_moe_pf(r);
     }
     lily_qg_wsp = 0, lily_moe_tails = tails_was;
-    // The down projection with the tokens as N (qgemm_gt.cu): pieces as wide as shared memory allows in
-    // 2 column parts; pieces of at most 16 rows in 1 part; of at most 48 rows (uneven pieces, several
-    // chunk shapes) in 3 parts (a part's last tile cut by the next part's first column).
-    for (int v = 0; v < 3; v++) {
-        lily_qg_gt = 2, lily_qg_gt_nmax = v == 0 ? 0 : v == 1 ? 16 : 48, lily_qg_gt_parts = v == 0 ? 2 : v == 1 ? 1 : 3;
-        printf("(the same MoE cases with the down projection on the tokens-as-N kernel (qgemm_gt.cu), pieces of at most %s rows, %d column parts)\n",
-               v == 0 ? "176" : v == 1 ? "16" : "48", lily_qg_gt_parts);
-        test_moe_pf(r);
-    }
-    lily_qg_gt = 0, lily_qg_gt_nmax = 0, lily_qg_gt_parts = 0;
+    test_moe_gt(r);
     lily_moe_gather = gather_saved;
     lily_qg_wide = 0, lily_qg_tma128 = 1;
     printf("(the same MoE cases on the 128-column bf16-weight tile with tensor-map loads where the rows are in order)\n");
