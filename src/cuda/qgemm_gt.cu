@@ -54,6 +54,15 @@ int lily_qg_gt_parts = 0, lily_qg_gt_nmax = 0; // 0 = the env / the default (tes
 #define GT_BOX 16                    // rows a tensor-map box of X
 #define GT_MIN_ROWS 32               // lily_qg_gt 1: groups of at least this many rows on average
 
+// wg_code_pair (qgemm_wg.cuh) with the nibble mask and the exponent bits in one LOP3: c43 holds 0x43004300
+// in a register the compiler cannot fold (SASS LOP3 takes one immediate; with both constants immediate it
+// emitted two). Same bits.
+__device__ __forceinline__ uint32_t gt_code_pair(uint32_t w, uint32_t w4, int i, uint32_t c43) {
+    uint32_t v;
+    asm("lop3.b32 %0, %1, 0x000F000F, %2, 0xEA;\n" : "=r"(v) : "r"(__byte_perm(w, w4, i | ((4 + i) << 8))), "r"(c43));
+    return wg_bf2_fma(v, 0x3F803F80u, 0xC300C300u); // 128 + q - 128: q exactly
+}
+
 // Keeps a stage's 16 fragment registers live up to this point (qgemm_rs.cu's rs_hold).
 __device__ __forceinline__ void gt_hold(const uint32_t (&f)[16]) {
     asm volatile("" ::"r"(f[0]), "r"(f[1]), "r"(f[2]), "r"(f[3]), "r"(f[4]), "r"(f[5]), "r"(f[6]), "r"(f[7]),
@@ -218,6 +227,8 @@ __device__ __forceinline__ void gt_run(const qg_args &a, const char *xs, char *r
             c_row += (long)WGS * 64 * row_bytes, s_row += (long)WGS * 64 * ng;
         }
     };
+    uint32_t c43;
+    asm volatile("mov.b32 %0, 0x43004300;\n" : "=r"(c43));
     // Lane (g, t)'s A fragments of a stage (qgemm_rs.cu's build): rows at positions g and g + 8.
     auto build = [&](int slot, uint32_t (&f)[16]) {
         const uint32_t cs = ring_s + slot * GT_SLOT;
@@ -230,10 +241,10 @@ __device__ __forceinline__ void gt_run(const qg_args &a, const char *xs, char *r
         const uint32_t wb[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
 #pragma unroll
         for (int s = 0; s < 4; s++) {
-            f[4 * s + 0] = wg_bf2_fma(wg_code_pair(wa[2 * s], wa[2 * s] >> 4, t), s0, b0);
-            f[4 * s + 1] = wg_bf2_fma(wg_code_pair(wb[2 * s], wb[2 * s] >> 4, t), s1, b1);
-            f[4 * s + 2] = wg_bf2_fma(wg_code_pair(wa[2 * s + 1], wa[2 * s + 1] >> 4, t), s0, b0);
-            f[4 * s + 3] = wg_bf2_fma(wg_code_pair(wb[2 * s + 1], wb[2 * s + 1] >> 4, t), s1, b1);
+            f[4 * s + 0] = wg_bf2_fma(gt_code_pair(wa[2 * s], wa[2 * s] >> 4, t, c43), s0, b0);
+            f[4 * s + 1] = wg_bf2_fma(gt_code_pair(wb[2 * s], wb[2 * s] >> 4, t, c43), s1, b1);
+            f[4 * s + 2] = wg_bf2_fma(gt_code_pair(wa[2 * s + 1], wa[2 * s + 1] >> 4, t, c43), s0, b0);
+            f[4 * s + 3] = wg_bf2_fma(gt_code_pair(wb[2 * s + 1], wb[2 * s + 1] >> 4, t, c43), s1, b1);
         }
     };
 
