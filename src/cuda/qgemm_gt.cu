@@ -15,25 +15,35 @@
 //     stage kt = k 64 kt .. 64 kt + 63 at kt * npad * 128 bytes), one mbarrier a stage, so the first
 //     tile's MMAs start as soon as their stage has landed. Rows past the group belong to the next one
 //     (computed and dropped) or past the matrix (zeros).
-//   Warpgroup w takes the part's 64-row weight tiles w, w + WGS, ...; per (tile, 64-k stage) an m64nNk16
-//     MMA x 4 with A from registers. Each warp streams its 16 code rows (32 bytes a stage) and their
-//     scale words by cp.async through a ring of its own (GT_RING stages ahead; no block barrier): the
-//     rows are stored so that lane (g, t)'s two rows, weight rows 2g and 2g + 1, sit at positions g and
-//     g + 8 of a 48-byte stride (conflict-free 16-byte reads). A fragment register is qgemm_rs.cu's:
-//     byte t of a code word, a byte permute and bf16x2 FMAs, rb(s q + b).
+//   Warpgroup w takes the part's 64-row weight tiles w, w + WGS, ...; per (tile, 64-k stage) 4 k16 steps
+//     of up to four MMAs (the piece's width as 64 + 64 + 32 + 16 token chunks, gt_chunks) with A from
+//     registers. Each warp streams its 16 code rows (32 bytes a stage) and their scale words by cp.async
+//     through a ring of its own (GT_RING stages; no block barrier): the rows are stored so that lane
+//     (g, t)'s two rows, weight rows 2g and 2g + 1, sit at positions g and g + 8 of a 48-byte stride
+//     (conflict-free 16-byte reads). A fragment register is qgemm_rs.cu's: byte t of a code word, a byte
+//     permute, one LOP3 and two bf16x2 FMAs, rb(s q + b).
 //   The next stage's fragments are built while the current stage's MMAs run; those are retired
-//     (wait_group 0) before the next ones issue (an MMA issued while registers it might read are being
-//     defined makes ptxas serialise, C7513), the other warpgroups filling the tensor pipe meanwhile.
-//   Epilogue from registers: the thread holds output columns 2g, 2g + 1 (weight rows 2g, 2g + 1 of its
-//     warp's 16) of tokens 8j + 2t + e, so each store is a bf16 pair and a warp's store covers 32
-//     contiguous bytes of four output rows (full sectors). QG_SCALE_BF16 applies the routing weight and
-//     scatters to (token, slot) rows through the row map read once a piece.
+//     (wait_group 0) before the next ones issue, the other warpgroup filling the tensor pipe meanwhile.
+//     Keeping one stage in flight instead (wait_group 1 before building into the other register set)
+//     makes ptxas fence and wait after every MMA of the kernel, silently (no C75xx message; SASS: a
+//     WARPGROUP.DEPBAR after each HGMMA).
+//   Epilogue per tile: the thread holds output columns 2g, 2g + 1 (weight rows 2g, 2g + 1 of its warp's
+//     16) of tokens 8j + 2t + e; they go through a per-warp staging in shared memory, 32 tokens a round,
+//     and leave as 16-byte stores of 8 columns of one row (gt_store), the routing weight applied there
+//     (QG_SCALE_BF16) and the rows scattered to (token, slot) order through the row map read once a
+//     piece.
+//
+// Measured (docs/PERF.md, twentieth session): at 4K tokens the MoE down projection 12.71 ms against
+// qgemm_wsp.cu's 11.73; faster at 2K (groups of ~64 rows, which 64-row tiles pad to 128) and with
+// 16K-token chunks. Half of its time is outside the MMAs (the fragment build, the copies, the epilogue:
+// without MMAs it still takes ~0.18 of ~0.33 ms a layer), and with two warps a scheduler the two do not
+// overlap well.
 //
 // Rounding: the bf16-weight mode's (rb(s q + b), one fp32 accumulator over all of K, qg_store2_at's
 // epilogue): the same products as qgemm_wg.cu's, summed in another order.
 //
-// Switch: LILY_CUDA_QG_GT (option LILY_CUDA_OPT_QG_GT, flag qg_gt; lily_qg_gt): 1 = the MoE down
-// projection here where its groups average at least GT_MIN_ROWS rows, 2 = always (tests). Dev knobs,
+// Switch: LILY_CUDA_QG_GT (option LILY_CUDA_OPT_QG_GT, flag qg_gt; lily_qg_gt): 1 (the engine's default)
+// = the MoE down projection here where its groups average at least GT_MIN_ROWS rows, 2 = always (tests). Dev knobs,
 // read once: LILY_QG_GT_PARTS (column parts a group, default 2), LILY_QG_GT_WGS (2 or 3),
 // LILY_QG_GT_NMAX (rows a piece at most, a multiple of 16; 0 = as many as shared memory holds),
 // LILY_QG_GT_DEV (timing knobs, wrong results: bit 0 no MMAs, 1 no code copies, 2 no stores).
@@ -52,7 +62,10 @@ int lily_qg_gt_parts = 0, lily_qg_gt_nmax = 0; // 0 = the env / the default (tes
 #define GT_SLOT (16 * GT_CLD + 64)   // a warp's stage: 16 code rows, then their 16 scale words
 #define GT_NMAX 176                  // widest piece (tokens; gt_chunks: 64 + 64 + 32 + 16)
 #define GT_BOX 16                    // rows a tensor-map box of X
-#define GT_MIN_ROWS 32               // lily_qg_gt 1: groups of at least this many rows on average
+// lily_qg_gt 1: groups of at least this many rows on average. Prefill with the switch 0 / 1 (docs/PERF.md,
+// twentieth session): 1K tokens (32 rows a group) -4 %, 2K (64) +4.5 %, 4K (128) within noise, 8K +1.5 %,
+// 16K +0.6 %, 32K (16K-token chunks, 512) +1.5 %.
+#define GT_MIN_ROWS 48
 
 // wg_code_pair (qgemm_wg.cuh) with the nibble mask and the exponent bits in one LOP3: c43 holds 0x43004300
 // in a register the compiler cannot fold (SASS LOP3 takes one immediate; with both constants immediate it
