@@ -154,7 +154,7 @@ __device__ __forceinline__ void gt_stage_c(float *acc, const uint32_t *f, uint64
 // One chunk's outputs of a finished tile, through the warp's staging (GT_STG bytes), 32 tokens a round:
 // each thread writes its column pair (2g, 2g + 1) of tokens 8 jj + 2 t + e as bf16 rb(v); then each lane
 // takes 16 bytes, 8 columns of one token, applies the token's routing weight (QG_SCALE_BF16: sc * rb(v),
-// rounded, qg_store2_at's value) and stores them. A warp's store is then a 16-byte piece a lane of 16
+// rounded, qg_store2_at's value) and stores them to the pair's row. A warp's store is then a 16-byte piece a lane of 16
 // output rows (32 contiguous bytes a row); the direct form (a 4-byte store per token and column pair,
 // its row offset and scale looked up each time) took 0.12 of the kernel's 0.41 ms at 4K (LILY_QG_GT_DEV=4).
 template <int C>
@@ -164,7 +164,6 @@ __device__ __forceinline__ void gt_store(const qg_args &a, const float *acc, con
     if (!k.on[C]) return;
     constexpr int SUB = S::N < 32 ? S::N : 32; // tokens a round
     const int g = lane >> 2, t = lane & 3;
-    const bool scaled = a.epi == QG_SCALE_BF16;
 #pragma unroll
     for (int sub = 0; sub < S::N / SUB; sub++) {
 #pragma unroll
@@ -181,16 +180,13 @@ __device__ __forceinline__ void gt_store(const qg_args &a, const float *acc, con
         for (int q = lane; q < SUB * 2; q += 32) {
             const int rl = q >> 1, h = q & 1, r = k.tok[C] + sub * SUB + rl, col = col0 + 8 * h;
             if (r < p.rows && col < p.n_hi) {
-                uint4 v = wg_lds128(stg + rl * GT_STG_LD + 16 * h);
-                if (scaled) {
-                    const float sc = s_scale[r];
-                    uint32_t w[4] = {v.x, v.y, v.z, v.w};
+                const uint4 v = wg_lds128(stg + rl * GT_STG_LD + 16 * h);
+                const float sc = s_scale[r];
+                uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-                    for (int u = 0; u < 4; u++)
-                        w[u] = wg_pack(sc * __uint_as_float(w[u] << 16), sc * __uint_as_float(w[u] & 0xffff0000u));
-                    v = make_uint4(w[0], w[1], w[2], w[3]);
-                }
-                *(uint4 *)((uint16_t *)a.y + (long)s_orow[r] * a.ldy + col) = v;
+                for (int u = 0; u < 4; u++)
+                    w[u] = wg_pack(sc * __uint_as_float(w[u] << 16), sc * __uint_as_float(w[u] & 0xffff0000u));
+                *(uint4 *)((uint16_t *)a.y + (long)s_orow[r] * a.ldy + col) = make_uint4(w[0], w[1], w[2], w[3]);
             }
         }
         __syncwarp();
@@ -344,9 +340,9 @@ __global__ void __launch_bounds__(128 * WGS, 1)
             }
         }
         for (int r = tid; r < p.npad; r += 128 * WGS) {
-            const int o = r < p.rows ? (a.y_rows ? __ldg(a.y_rows + m0 + r) : m0 + r) : 0;
+            const int o = r < p.rows ? __ldg(a.y_rows + m0 + r) : 0;
             s_orow[r] = o;
-            s_scale[r] = a.epi == QG_SCALE_BF16 && r < p.rows ? __ldg(a.scale + o) : 0.0f;
+            s_scale[r] = r < p.rows ? __ldg(a.scale + o) : 0.0f;
         }
         __syncthreads();
         gt_run<WGS, NOMMA>(a, smem, ring, s_orow, s_scale, xbar, p);
@@ -360,7 +356,7 @@ static int gt_env(const char *name, int def) {
 }
 
 bool qgemm_gt_takes(const qg_args &a) {
-    if (!lily_qg_gt || !lily_qg_bf16w || !a.grp_off || a.x_rows || (a.epi != QG_SCALE_BF16 && a.epi != QG_BF16) || a.w.fmt == DQ_DENSE ||
+    if (!lily_qg_gt || !lily_qg_bf16w || !a.grp_off || a.x_rows || a.epi != QG_SCALE_BF16 || !a.y_rows || !a.scale || a.w.fmt == DQ_DENSE ||
         a.w.bits != 4 || a.w.group % WG_BK || (a.w.group & (a.w.group - 1)) || a.K % WG_BK || a.K > 512 ||
         a.K <= 0 || a.N % 16 || a.N <= 0 || a.ldy % 8 || ((uintptr_t)a.y & 15) || a.n_groups <= 0 || ((uintptr_t)a.x & 15) || a.ldx % 8 ||
         a.ldx < a.K || !lily_tmap_encoder())
