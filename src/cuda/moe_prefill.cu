@@ -523,7 +523,7 @@ static int moe_pf_routed(const moe_pf_w &w, const uint16_t *xn, int T, const flo
     g.x = s->h, g.ldx = w.I, g.w = w.down, g.M = R, g.N = w.H, g.K = w.I, g.grp_off = s->grp_off,
     g.tile_off = s->tile_off, g.n_groups = w.E, g.epi = QG_SCALE_BF16, g.y = s->yk, g.ldy = w.H;
     g.y_rows = s->sorted_pair, g.scale = s->wts;
-    if (!s->sep && qgemm_gt_takes(g)) { // tokens as N, each group's X resident (qgemm_gt.cu)
+    if (qgemm_gt_takes(g)) { // tokens as N, each group's X resident (qgemm_gt.cu)
         if ((rc = qgemm_gt_launch(g, st))) return rc;
         PF_MARK("moe experts down grouped gemm, tokens as N");
     } else if ((rc = grouped_gemm(g, s, tile_m, max_tiles, st, dn_names))) {

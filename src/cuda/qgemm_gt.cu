@@ -50,8 +50,6 @@
 #include "qgemm_wg.cuh"
 #include "wgmma_rs.cuh"
 
-#include <cudaTypedefs.h> // PFN_cuTensorMapEncodeTiled
-
 int lily_qg_gt = 0;
 int lily_qg_gt_parts = 0, lily_qg_gt_nmax = 0; // 0 = the env / the default (tests set them)
 
@@ -396,15 +394,9 @@ int qgemm_gt_launch(const qg_args &a, cudaStream_t st) {
     }
     const int parts = lily_qg_gt_parts > 0 ? lily_qg_gt_parts : env_parts > 0 ? env_parts : 1;
     const int nmax = lily_qg_gt_nmax > 0 ? lily_qg_gt_nmax : env_nmax;
-    PFN_cuTensorMapEncodeTiled_v12000 enc = (PFN_cuTensorMapEncodeTiled_v12000)lily_tmap_encoder();
-    CUtensorMap tm;
-    const cuuint32_t es[2] = {1, 1};
-    const cuuint64_t xd[2] = {(cuuint64_t)a.K, (cuuint64_t)a.M}, xs[1] = {(cuuint64_t)a.ldx * 2};
-    const cuuint32_t xb[2] = {WG_BK, GT_BOX};
-    if (!enc || enc(&tm, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)a.x, xd, xs, xb, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                    CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
-        return lily_err_set(LILY_EBACKEND, "qgemm_gt: cannot make the tensor map of X");
     if (a.M <= 0) return 0;
+    CUtensorMap tm;
+    if (!wg_make_xmap(a, &tm, GT_BOX)) return lily_err_set(LILY_EBACKEND, "qgemm_gt: cannot make the tensor map of X");
     if (env_dev & 1) return gt_launch_t<2, true>(a, tm, parts, nmax, env_dev, st);
     return env_wgs == 3 ? gt_launch_t<3, false>(a, tm, parts, nmax, env_dev, st) : gt_launch_t<2, false>(a, tm, parts, nmax, env_dev, st);
 }

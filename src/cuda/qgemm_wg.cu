@@ -332,15 +332,20 @@ static PFN_cuTensorMapEncodeTiled_v12000 wg_encoder(void) {
 // its group belong to the next group and are computed and dropped, past M they are zeros); the code
 // map spans every group's rows. False when the call does not fit them (gathered rows, unaligned X, or no encoder): it then
 // takes the cp.async path.
-static bool wg_make_tmaps(const qg_args &a, wg_tmaps *tm, int bn, int bm = 128) {
-    PFN_cuTensorMapEncodeTiled_v12000 enc = lily_qg_tma ? wg_encoder() : NULL;
-    if (!enc || a.x_rows || ((uintptr_t)a.x & 15) || (a.ldx % 8) || a.ldx < a.K) return false;
+bool wg_make_xmap(const qg_args &a, CUtensorMap *m, int box_rows) {
+    PFN_cuTensorMapEncodeTiled_v12000 enc = wg_encoder();
+    if (!enc || a.x_rows || a.M <= 0 || ((uintptr_t)a.x & 15) || (a.ldx % 8) || a.ldx < a.K) return false;
     const cuuint32_t es[2] = {1, 1};
     const cuuint64_t xd[2] = {(cuuint64_t)a.K, (cuuint64_t)a.M}, xs[1] = {(cuuint64_t)a.ldx * 2};
-    const cuuint32_t xb[2] = {WG_BK, (cuuint32_t)bm}; // a box of the tile's rows
-    if (enc(&tm->x, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)a.x, xd, xs, xb, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
-            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
-        return false;
+    const cuuint32_t xb[2] = {WG_BK, (cuuint32_t)box_rows};
+    return enc(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)a.x, xd, xs, xb, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+static bool wg_make_tmaps(const qg_args &a, wg_tmaps *tm, int bn, int bm = 128) {
+    PFN_cuTensorMapEncodeTiled_v12000 enc = lily_qg_tma ? wg_encoder() : NULL;
+    if (!enc || !wg_make_xmap(a, &tm->x, bm)) return false; // a box of the tile's rows
+    const cuuint32_t es[2] = {1, 1};
     const bool glu = a.epi == QG_GLU;
     const cuuint64_t wrows = (cuuint64_t)a.N * (a.tile_off ? a.n_groups : 1);
     const cuuint64_t rb = (cuuint64_t)a.K / 2, wd[2] = {rb, wrows}, ws[1] = {rb};

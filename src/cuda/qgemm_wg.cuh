@@ -20,6 +20,10 @@
 
 // cuTensorMapEncodeTiled (a PFN_cuTensorMapEncodeTiled_v12000) or NULL (qgemm_wg.cu).
 void *lily_tmap_encoder(void);
+// The tensor map of a call's X as the wgmma kernels load it (qgemm_wg.cu): bf16 rows of K, boxes of 64 k
+// x box_rows rows, 128-byte swizzle, L2 promotion 256 B; rows past M read as zeros. False where X does
+// not fit a map (gathered rows, no rows, unaligned) or there is no encoder.
+bool wg_make_xmap(const qg_args &a, CUtensorMap *m, int box_rows);
 
 __device__ __forceinline__ uint32_t wg_smem(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void wg_cp16(void *dst, const void *src, bool ok) {
