@@ -145,8 +145,8 @@ __global__ void __launch_bounds__(256) pf_attn_kernel(attn_dims d, int pos0, con
                 uint32_t kw[4] = {kr.x, kr.y, kr.z, kr.w}, vw[4] = {vr.x, vr.y, vr.z, vr.w};
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
-                    kf[2 * j] = __uint_as_float(kw[j] << 16), kf[2 * j + 1] = __uint_as_float(kw[j] & 0xffff0000u);
-                    vf[2 * j] = __uint_as_float(vw[j] << 16), vf[2 * j + 1] = __uint_as_float(vw[j] & 0xffff0000u);
+                    kf[2 * j] = bf16_elem(kw[j], 0), kf[2 * j + 1] = bf16_elem(kw[j], 1);
+                    vf[2 * j] = bf16_elem(vw[j], 0), vf[2 * j + 1] = bf16_elem(vw[j], 1);
                 }
             } else {
 #pragma unroll

@@ -73,6 +73,10 @@ __device__ __forceinline__ float rb(float f) {
 // sigmoid keeps the IEEE division: it is rare (a gate per head), and its bf16-rounded result scales
 // a whole head (GDN's beta), so a value moved across a rounding edge shows (the GDN kernel test's
 // state tolerance caught one on seed 1796044562).
+// Element e (0: the low half, 1: the high half) of a pair of bf16 values packed in 32 bits, as fp32 (exact).
+__device__ __forceinline__ float bf16_elem(uint32_t pair, int e) {
+    return __uint_as_float(e ? pair & 0xffff0000u : pair << 16);
+}
 __device__ __forceinline__ float silu_f(float x) { return __fdividef(x, 1.0f + __expf(-x)); }
 __device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + __expf(-x)); }
 

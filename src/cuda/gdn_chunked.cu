@@ -410,7 +410,7 @@ __global__ void __launch_bounds__(256)
             const uint4 v = *(const uint4 *)(qkv + (long)tp * C + c8);
             const uint32_t u[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-            for (int p = 0; p < 4; p++) win[2 * p][dd] = __uint_as_float(u[p] << 16), win[2 * p + 1][dd] = __uint_as_float(u[p] & 0xffff0000u);
+            for (int p = 0; p < 4; p++) win[2 * p][dd] = bf16_elem(u[p], 0), win[2 * p + 1][dd] = bf16_elem(u[p], 1);
         } else {
             const float *r = ring + (long)(((pos + tp) % K + K) % K) * C + c8;
 #pragma unroll
@@ -436,7 +436,7 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
                     const int ch = 2 * p + e;
-                    const float x = __uint_as_float(e ? u[p] & 0xffff0000u : u[p] << 16);
+                    const float x = bf16_elem(u[p], e);
                     float y = w[ch][0] * x;
 #pragma unroll
                     for (int dd = 1; dd < K; dd++) y += w[ch][dd] * win[ch][dd];

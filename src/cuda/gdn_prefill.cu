@@ -219,7 +219,7 @@ __global__ void gdn_gnorm8_kernel(int T, int hv, int dv, const uint16_t *o, cons
     float xv[8], ss = 0.0f;
 #pragma unroll
     for (int e = 0; e < 8; e++) {
-        xv[e] = __uint_as_float(e & 1 ? ou[e >> 1] & 0xffff0000u : ou[e >> 1] << 16);
+        xv[e] = bf16_elem(ou[e >> 1], e & 1);
         ss += xv[e] * xv[e];
     }
     for (int off = L / 2; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
@@ -231,7 +231,7 @@ __global__ void gdn_gnorm8_kernel(int T, int hv, int dv, const uint16_t *o, cons
 #pragma unroll
         for (int e = 0; e < 2; e++) {
             const int i = 2 * p + e;
-            const float zz = __uint_as_float(e ? zu[p] & 0xffff0000u : zu[p] << 16);
+            const float zz = bf16_elem(zu[p], e);
             h[e] = lily_f32_to_bf16(rb(wv[i] * rb(xv[i] * r)) * silu_f(zz));
         }
         res[p] = h[0] | (h[1] << 16);

@@ -222,7 +222,7 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
             for (int k = 0; k < CB_MAXK; k++) {
                 const uint32_t u = e < 2 ? y[k].x : e < 4 ? y[k].y : e < 6 ? y[k].z : y[k].w;
-                if (k < K) s += __uint_as_float(e & 1 ? u & 0xffff0000u : u << 16);
+                if (k < K) s += bf16_elem(u, e & 1);
             }
             const float4 &q = sy[e >> 2], &r4 = rs[e >> 2];
             const int i = e & 3;

@@ -183,7 +183,7 @@ __device__ __forceinline__ void gt_store(const qg_args &a, const float *acc, con
                 uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
                 for (int u = 0; u < 4; u++)
-                    w[u] = wg_pack(sc * __uint_as_float(w[u] << 16), sc * __uint_as_float(w[u] & 0xffff0000u));
+                    w[u] = wg_pack(sc * bf16_elem(w[u], 0), sc * bf16_elem(w[u], 1));
                 *(uint4 *)((uint16_t *)a.y + (long)s_orow[r] * a.ldy + col) = make_uint4(w[0], w[1], w[2], w[3]);
             }
         }
