@@ -16,8 +16,7 @@
 //     tile's MMAs start as soon as their stage has landed. Rows past the group belong to the next one
 //     (computed and dropped) or past the matrix (zeros).
 //   Warpgroup w takes the part's 64-row weight tiles w, w + WGS, ...; per (tile, 64-k stage) 4 k16 steps
-//     of up to four MMAs (the piece's width as 64 + 64 + 32 + 16 token chunks, gt_chunks) with A from
-//     registers. Each warp streams its 16 code rows (32 bytes a stage) and their scale words by cp.async
+//     of one m64nNk16 MMA, N the piece's width, with A from registers. Each warp streams its 16 code rows (32 bytes a stage) and their scale words by cp.async
 //     through a ring of its own (GT_RING stages; no block barrier): the rows are stored so that lane
 //     (g, t)'s two rows, weight rows 2g and 2g + 1, sit at positions g and g + 8 of a 48-byte stride
 //     (conflict-free 16-byte reads). A fragment register is qgemm_rs.cu's: byte t of a code word, a byte
@@ -58,7 +57,7 @@ int lily_qg_gt_parts = 0, lily_qg_gt_nmax = 0; // 0 = the env / the default (tes
 #define GT_STG (32 * GT_STG_LD)      // a warp's epilogue staging: 32 tokens x 16 columns
 #define GT_CLD 48                    // bytes a code row takes in a ring slot (32 used)
 #define GT_SLOT (16 * GT_CLD + 64)   // a warp's stage: 16 code rows, then their 16 scale words
-#define GT_NMAX 176                  // widest piece (tokens; gt_chunks: 64 + 64 + 32 + 16)
+#define GT_NMAX 176                  // widest piece (tokens; the widest instruction of wgmma_rs.cuh)
 #define GT_BOX 16                    // rows a tensor-map box of X
 // lily_qg_gt 1: groups of at least this many rows on average. Prefill with the switch 0 / 1 (docs/PERF.md,
 // twentieth session): 1K tokens (32 rows a group) -4 %, 2K (64) +4.5 %, 4K (128) within noise, 8K +1.5 %,
@@ -81,29 +80,13 @@ __device__ __forceinline__ void gt_hold(const uint32_t (&f)[16]) {
                  : "memory");
 }
 
-// A piece's token columns as up to four MMAs a k16 step, each with accumulators at a fixed place:
-// chunk 0 = 64 tokens from 0 (acc 0..31), chunk 1 = 64 from 64 (acc 32..63), chunk 2 = 32 (acc 64..79)
-// and chunk 3 = 16 (acc 80..87) after whatever came before. c = npad / 16 <= 11: chunk 0 when c >= 4, 1
-// when c >= 8, 2 when c & 2, 3 when c & 1. One code path for every width: a kernel with one
-// instantiation per width behind a switch took 255 registers and spilled (twelve widths), against 143
-// (N = 128 alone) and 179 (N = 192 alone).
+// A piece's token columns as one MMA a k16 step of width npad (16 .. 176, one switch a stage over the 11
+// widths; the generated instructions of wgmma_rs.cuh). The accumulator layout is a prefix one (columns
+// 0 .. N-1 in d[0 .. N/2) the same way for every N), so one array of GT_NACC registers and one epilogue
+// serve all widths. (Instantiating the whole stage loop per width behind a switch took 255 registers and
+// spilled; the first form covered the width by up to four MMAs of 64 + 64 + 32 + 16 tokens, 2.82 M HGMMA
+// instructions a launch at 4K.)
 #define GT_NACC 88
-struct gt_chunks {
-    bool on[4];
-    int tok[4]; // first token of each chunk
-};
-__device__ __forceinline__ gt_chunks gt_chunks_of(int npad) {
-    const int c = npad >> 4;
-    gt_chunks k;
-    k.on[0] = c >= 4, k.on[1] = c >= 8, k.on[2] = (c & 2) != 0, k.on[3] = (c & 1) != 0;
-    k.tok[0] = 0, k.tok[1] = 64, k.tok[2] = 16 * (c & ~3), k.tok[3] = 16 * (c & ~1);
-    return k;
-}
-template <int C> struct gt_chunk_shape; // C: chunk -> (instruction N, first accumulator)
-template <> struct gt_chunk_shape<0> { static constexpr int N = 64, A = 0; };
-template <> struct gt_chunk_shape<1> { static constexpr int N = 64, A = 32; };
-template <> struct gt_chunk_shape<2> { static constexpr int N = 32, A = 64; };
-template <> struct gt_chunk_shape<3> { static constexpr int N = 16, A = 80; };
 
 struct gt_piece {
     int dev;                         // timing knobs (LILY_QG_GT_DEV): 2 no code copies, 4 no stores
@@ -111,72 +94,64 @@ struct gt_piece {
     int n_lo, n_hi, ntiles, KT;      // the part's weight rows [n_lo, n_hi), its 64-row tiles, K / 64
 };
 
-// One 64-k stage's MMAs for the chunks ON0..ON3, straight-line (fence, 4 k16 steps, commit): a
-// branch between two MMAs makes ptxas fence and scoreboard each one on its own (C7519).
-template <bool ON0, bool ON1, bool ON2, bool ON3>
-__device__ __forceinline__ void gt_stage(float *acc, const uint32_t *f, uint64_t db0, const gt_chunks &k, int kt) {
+// One 64-k stage's MMAs at width N, straight-line (fence, 4 k16 steps, commit): a branch between two
+// MMAs makes ptxas fence and scoreboard each one on its own (C7519).
+template <int N>
+__device__ __forceinline__ void gt_stage(float *acc, const uint32_t *f, uint64_t db0, int kt) {
     wgacc<GT_NACC>::fence(acc);
 #pragma unroll
-    for (int s = 0; s < 4; s++) {
-        const uint64_t db = db0 + (s * 32 >> 4);
-        const int on = kt > 0 || s > 0;
-        if (ON0) wgrs<64>::mma(acc + 0, f + 4 * s, db, on);
-        if (ON1) wgrs<64>::mma(acc + 32, f + 4 * s, db + (64 * 128 >> 4), on);
-        if (ON2) wgrs<32>::mma(acc + 64, f + 4 * s, db + ((k.tok[2] * 128) >> 4), on);
-        if (ON3) wgrs<16>::mma(acc + 80, f + 4 * s, db + ((k.tok[3] * 128) >> 4), on);
-    }
+    for (int s = 0; s < 4; s++) wgrs<N>::mma(acc, f + 4 * s, db0 + (s * 32 >> 4), kt > 0 || s > 0);
     wgacc<GT_NACC>::commit(acc);
 }
 // The stage for a piece of c = npad / 16 (1..11) token blocks (NOMMA: none, timing only).
 template <bool NOMMA>
-__device__ __forceinline__ void gt_stage_c(float *acc, const uint32_t *f, uint64_t db, const gt_chunks &k, int kt, int c) {
+__device__ __forceinline__ void gt_stage_c(float *acc, const uint32_t *f, uint64_t db, int kt, int c) {
     if (NOMMA) {
         wgacc<GT_NACC>::fence(acc);
         wgacc<GT_NACC>::commit(acc);
         return;
     }
     switch (c) {
-    case 1: gt_stage<0, 0, 0, 1>(acc, f, db, k, kt); break;
-    case 2: gt_stage<0, 0, 1, 0>(acc, f, db, k, kt); break;
-    case 3: gt_stage<0, 0, 1, 1>(acc, f, db, k, kt); break;
-    case 4: gt_stage<1, 0, 0, 0>(acc, f, db, k, kt); break;
-    case 5: gt_stage<1, 0, 0, 1>(acc, f, db, k, kt); break;
-    case 6: gt_stage<1, 0, 1, 0>(acc, f, db, k, kt); break;
-    case 7: gt_stage<1, 0, 1, 1>(acc, f, db, k, kt); break;
-    case 8: gt_stage<1, 1, 0, 0>(acc, f, db, k, kt); break;
-    case 9: gt_stage<1, 1, 0, 1>(acc, f, db, k, kt); break;
-    case 10: gt_stage<1, 1, 1, 0>(acc, f, db, k, kt); break;
-    default: gt_stage<1, 1, 1, 1>(acc, f, db, k, kt); break;
+    case 1: gt_stage<16>(acc, f, db, kt); break;
+    case 2: gt_stage<32>(acc, f, db, kt); break;
+    case 3: gt_stage<48>(acc, f, db, kt); break;
+    case 4: gt_stage<64>(acc, f, db, kt); break;
+    case 5: gt_stage<80>(acc, f, db, kt); break;
+    case 6: gt_stage<96>(acc, f, db, kt); break;
+    case 7: gt_stage<112>(acc, f, db, kt); break;
+    case 8: gt_stage<128>(acc, f, db, kt); break;
+    case 9: gt_stage<144>(acc, f, db, kt); break;
+    case 10: gt_stage<160>(acc, f, db, kt); break;
+    default: gt_stage<176>(acc, f, db, kt); break;
     }
 }
-// One chunk's outputs of a finished tile, through the warp's staging (GT_STG bytes), 32 tokens a round:
-// each thread writes its column pair (2g, 2g + 1) of tokens 8 jj + 2 t + e as bf16 rb(v); then each lane
-// takes 16 bytes, 8 columns of one token, applies the token's routing weight (QG_SCALE_BF16: sc * rb(v),
-// rounded, qg_store2_at's value) and stores them to the pair's row. A warp's store is then a 16-byte piece a lane of 16
-// output rows (32 contiguous bytes a row); the direct form (a 4-byte store per token and column pair,
-// its row offset and scale looked up each time) took 0.12 of the kernel's 0.41 ms at 4K (LILY_QG_GT_DEV=4).
-template <int C>
-__device__ __forceinline__ void gt_store(const qg_args &a, const float *acc, const gt_chunks &k, const gt_piece &p,
-                                         const int *s_orow, const float *s_scale, uint32_t stg, int col0, int lane) {
-    using S = gt_chunk_shape<C>;
-    if (!k.on[C]) return;
-    constexpr int SUB = S::N < 32 ? S::N : 32; // tokens a round
+// A finished tile's outputs, through the warp's staging (GT_STG bytes), 32 tokens a round: each thread
+// writes its column pair (2g, 2g + 1) of tokens 8 j + 2 t + e as bf16 rb(v); then each lane takes 16
+// bytes, 8 columns of one token, applies the token's routing weight (sc * rb(v), rounded: qg_store2_at's
+// QG_SCALE_BF16 value) and stores them to the pair's row. A warp's store is then a 16-byte piece a lane
+// of 16 output rows (32 contiguous bytes a row); the direct form (a 4-byte store per token and column
+// pair, its row offset and scale looked up each time) took 0.12 of the kernel's 0.41 ms at 4K
+// (LILY_QG_GT_DEV=4).
+__device__ __forceinline__ void gt_store(const qg_args &a, const float *acc, const gt_piece &p, const int *s_orow,
+                                         const float *s_scale, uint32_t stg, int col0, int lane) {
     const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int sub = 0; sub < S::N / SUB; sub++) {
+    for (int sub = 0; sub < (GT_NACC / 4 + 3) / 4; sub++) {
+        if (32 * sub >= p.npad) break; // uniform over the warp
 #pragma unroll
-        for (int jj = 0; jj < SUB / 8; jj++)
+        for (int jj = 0; jj < 4; jj++) {
+            const int j = 4 * sub + jj; // acc[4 j ..] holds tokens 8 j ..; past npad they are not read below
+            if (j < GT_NACC / 4)
 #pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int i = sub * (SUB / 8) + jj;
-                asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(stg + (8 * jj + 2 * t + e) * GT_STG_LD + 4 * g),
-                             "r"(wg_pack(acc[S::A + 4 * i + e], acc[S::A + 4 * i + 2 + e]))
-                             : "memory");
-            }
+                for (int e = 0; e < 2; e++)
+                    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(stg + (8 * jj + 2 * t + e) * GT_STG_LD + 4 * g),
+                                 "r"(wg_pack(acc[4 * j + e], acc[4 * j + 2 + e]))
+                                 : "memory");
+        }
         __syncwarp();
 #pragma unroll
-        for (int q = lane; q < SUB * 2; q += 32) {
-            const int rl = q >> 1, h = q & 1, r = k.tok[C] + sub * SUB + rl, col = col0 + 8 * h;
+        for (int q = lane; q < 64; q += 32) {
+            const int rl = q >> 1, h = q & 1, r = 32 * sub + rl, col = col0 + 8 * h;
             if (r < p.rows && col < p.n_hi) {
                 const uint4 v = wg_lds128(stg + rl * GT_STG_LD + 16 * h);
                 const float sc = s_scale[r];
@@ -200,7 +175,6 @@ __device__ __forceinline__ void gt_run(const qg_args &a, const char *xs, char *r
     const int my_tiles = p.ntiles > wg ? (p.ntiles - wg + WGS - 1) / WGS : 0;
     const int items = my_tiles * p.KT;
     if (items == 0) return; // the whole warpgroup
-    const gt_chunks k = gt_chunks_of(p.npad);
     char *ring = ring_all + warp * (GT_RING * GT_SLOT);
     const uint32_t stg = wg_smem(ring_all + 4 * WGS * (GT_RING * GT_SLOT) + warp * GT_STG); // the epilogue's staging
     const long row_bytes = a.K / 2, wbase = (long)p.grp * a.N;
@@ -270,7 +244,7 @@ __device__ __forceinline__ void gt_run(const qg_args &a, const char *xs, char *r
     int kt = 0, tt = wg, slot = 0, j = 0; // the consume cursor
     auto step = [&](const uint32_t (&f)[16], uint32_t (&fn)[16]) {
         if (tt == wg) mb_wait(&xbar[kt], p.parity); // the first tile: has stage kt of X landed?
-        gt_stage_c<NOMMA>(acc, f, db0 + ((kt * stage_bytes) >> 4), k, kt, nc);
+        gt_stage_c<NOMMA>(acc, f, db0 + ((kt * stage_bytes) >> 4), kt, nc);
         if (j + 1 < items) {
             wg_cpwait<GT_RING - 2>(); // item j + 1 has landed (this lane's copies) ...
             __syncwarp();             // ... for every lane; and every lane is past build(j)
@@ -281,12 +255,7 @@ __device__ __forceinline__ void gt_run(const qg_args &a, const char *xs, char *r
         gt_hold(f);
         if (kt == p.KT - 1) { // the tile's epilogue
             const int col0 = p.n_lo + tt * 64 + 16 * wq;
-            if (!(p.dev & 4)) {
-                gt_store<0>(a, acc, k, p, s_orow, s_scale, stg, col0, lane);
-                gt_store<1>(a, acc, k, p, s_orow, s_scale, stg, col0, lane);
-                gt_store<2>(a, acc, k, p, s_orow, s_scale, stg, col0, lane);
-                gt_store<3>(a, acc, k, p, s_orow, s_scale, stg, col0, lane);
-            }
+            if (!(p.dev & 4)) gt_store(a, acc, p, s_orow, s_scale, stg, col0, lane);
             kt = 0, tt += WGS;
         } else {
             kt++;
