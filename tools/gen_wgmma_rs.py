@@ -9,7 +9,7 @@ committed header is this script's output. Run from the repository root:
     python3 tools/gen_wgmma_rs.py > src/cuda/wgmma_rs.cuh
 """
 NS = list(range(16, 177, 16))
-ACCS = [88]  # accumulator sets named by the fences (qgemm_gt.cu: up to 176 tokens)
+ACCS = [88, 32]  # accumulator sets named by the fences (qgemm_gt.cu: up to 176 tokens; the narrow form's 64)
 
 
 def regs(n):

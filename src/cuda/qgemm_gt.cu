@@ -45,12 +45,14 @@
 // = the MoE down projection here where its groups average at least GT_MIN_ROWS rows, 2 = always (tests). Dev knobs,
 // read once: LILY_QG_GT_PARTS (column parts a group, default 2), LILY_QG_GT_WGS (2 or 3),
 // LILY_QG_GT_NMAX (rows a piece at most, a multiple of 16; 0 = as many as shared memory holds),
-// LILY_QG_GT_DEV (timing knobs, wrong results: bit 0 no MMAs, 1 no code copies, 2 no stores).
+// LILY_QG_GT_DEV (timing knobs, wrong results: bit 0 no MMAs, 1 no code copies, 2 no stores),
+// LILY_QG_GT_NARROW=1 (pieces of at most 64 tokens, 32 accumulators, two blocks an SM: twice the warps to
+// hide the stage loop's latency, the codes streamed once per piece).
 #include "qgemm_wg.cuh"
 #include "wgmma_rs.cuh"
 
 int lily_qg_gt = 0;
-int lily_qg_gt_parts = 0, lily_qg_gt_nmax = 0; // 0 = the env / the default (tests set them)
+int lily_qg_gt_parts = 0, lily_qg_gt_nmax = 0, lily_qg_gt_narrow = 0; // 0 = the env / the default (tests set them)
 
 #define GT_RING 5                    // code stages in flight a warp (6 measured the same)
 #define GT_STG_LD 48                 // bytes a token row of the epilogue's staging takes (32 used)
@@ -96,33 +98,42 @@ struct gt_piece {
 
 // One 64-k stage's MMAs at width N, straight-line (fence, 4 k16 steps, commit): a branch between two
 // MMAs makes ptxas fence and scoreboard each one on its own (C7519).
-template <int N>
+template <int N, int NACC>
 __device__ __forceinline__ void gt_stage(float *acc, const uint32_t *f, uint64_t db0, int kt) {
-    wgacc<GT_NACC>::fence(acc);
+    wgacc<NACC>::fence(acc);
 #pragma unroll
     for (int s = 0; s < 4; s++) wgrs<N>::mma(acc, f + 4 * s, db0 + (s * 32 >> 4), kt > 0 || s > 0);
-    wgacc<GT_NACC>::commit(acc);
+    wgacc<NACC>::commit(acc);
 }
 // The stage for a piece of c = npad / 16 (1..11) token blocks (NOMMA: none, timing only).
-template <bool NOMMA>
+template <bool NOMMA, int NACC>
 __device__ __forceinline__ void gt_stage_c(float *acc, const uint32_t *f, uint64_t db, int kt, int c) {
     if (NOMMA) {
-        wgacc<GT_NACC>::fence(acc);
-        wgacc<GT_NACC>::commit(acc);
+        wgacc<NACC>::fence(acc);
+        wgacc<NACC>::commit(acc);
         return;
     }
-    switch (c) {
-    case 1: gt_stage<16>(acc, f, db, kt); break;
-    case 2: gt_stage<32>(acc, f, db, kt); break;
-    case 3: gt_stage<48>(acc, f, db, kt); break;
-    case 4: gt_stage<64>(acc, f, db, kt); break;
-    case 5: gt_stage<80>(acc, f, db, kt); break;
-    case 6: gt_stage<96>(acc, f, db, kt); break;
-    case 7: gt_stage<112>(acc, f, db, kt); break;
-    case 8: gt_stage<128>(acc, f, db, kt); break;
-    case 9: gt_stage<144>(acc, f, db, kt); break;
-    case 10: gt_stage<160>(acc, f, db, kt); break;
-    default: gt_stage<176>(acc, f, db, kt); break;
+    if constexpr (NACC == 32) { // the narrow form: pieces of at most 64 tokens
+        switch (c) {
+        case 1: gt_stage<16, NACC>(acc, f, db, kt); break;
+        case 2: gt_stage<32, NACC>(acc, f, db, kt); break;
+        case 3: gt_stage<48, NACC>(acc, f, db, kt); break;
+        default: gt_stage<64, NACC>(acc, f, db, kt); break;
+        }
+    } else {
+        switch (c) {
+        case 1: gt_stage<16, NACC>(acc, f, db, kt); break;
+        case 2: gt_stage<32, NACC>(acc, f, db, kt); break;
+        case 3: gt_stage<48, NACC>(acc, f, db, kt); break;
+        case 4: gt_stage<64, NACC>(acc, f, db, kt); break;
+        case 5: gt_stage<80, NACC>(acc, f, db, kt); break;
+        case 6: gt_stage<96, NACC>(acc, f, db, kt); break;
+        case 7: gt_stage<112, NACC>(acc, f, db, kt); break;
+        case 8: gt_stage<128, NACC>(acc, f, db, kt); break;
+        case 9: gt_stage<144, NACC>(acc, f, db, kt); break;
+        case 10: gt_stage<160, NACC>(acc, f, db, kt); break;
+        default: gt_stage<176, NACC>(acc, f, db, kt); break;
+        }
     }
 }
 // A finished tile's outputs, through the warp's staging (GT_STG bytes), 32 tokens a round: each thread
@@ -132,16 +143,17 @@ __device__ __forceinline__ void gt_stage_c(float *acc, const uint32_t *f, uint64
 // of 16 output rows (32 contiguous bytes a row); the direct form (a 4-byte store per token and column
 // pair, its row offset and scale looked up each time) took 0.12 of the kernel's 0.41 ms at 4K
 // (LILY_QG_GT_DEV=4).
+template <int NACC>
 __device__ __forceinline__ void gt_store(const qg_args &a, const float *acc, const gt_piece &p, const int *s_orow,
                                          const float *s_scale, uint32_t stg, int col0, int lane) {
     const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int sub = 0; sub < (GT_NACC / 4 + 3) / 4; sub++) {
+    for (int sub = 0; sub < (NACC / 4 + 3) / 4; sub++) {
         if (32 * sub >= p.npad) break; // uniform over the warp
 #pragma unroll
         for (int jj = 0; jj < 4; jj++) {
             const int j = 4 * sub + jj; // acc[4 j ..] holds tokens 8 j ..; past npad they are not read below
-            if (j < GT_NACC / 4)
+            if (j < NACC / 4)
 #pragma unroll
                 for (int e = 0; e < 2; e++)
                     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(stg + (8 * jj + 2 * t + e) * GT_STG_LD + 4 * g),
@@ -167,7 +179,7 @@ __device__ __forceinline__ void gt_store(const qg_args &a, const float *acc, con
 }
 
 // One piece on this warpgroup: its tiles, every stage, the epilogue of each tile.
-template <int WGS, bool NOMMA>
+template <int WGS, bool NOMMA, int NACC>
 __device__ __forceinline__ void gt_run(const qg_args &a, const char *xs, char *ring_all, const int *s_orow,
                                        const float *s_scale, uint64_t *xbar, const gt_piece &p) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2, wq = warp & 3;
@@ -229,9 +241,9 @@ __device__ __forceinline__ void gt_run(const qg_args &a, const char *xs, char *r
         }
     };
 
-    float acc[GT_NACC];
+    float acc[NACC];
 #pragma unroll
-    for (int i = 0; i < GT_NACC; i++) acc[i] = 0.0f;
+    for (int i = 0; i < NACC; i++) acc[i] = 0.0f;
     uint32_t fa[16], fb[16];
     const uint64_t db0 = wg_desc_sw128(xs);
     const int stage_bytes = p.npad * 128, nc = p.npad >> 4;
@@ -244,18 +256,18 @@ __device__ __forceinline__ void gt_run(const qg_args &a, const char *xs, char *r
     int kt = 0, tt = wg, slot = 0, j = 0; // the consume cursor
     auto step = [&](const uint32_t (&f)[16], uint32_t (&fn)[16]) {
         if (tt == wg) mb_wait(&xbar[kt], p.parity); // the first tile: has stage kt of X landed?
-        gt_stage_c<NOMMA>(acc, f, db0 + ((kt * stage_bytes) >> 4), kt, nc);
+        gt_stage_c<NOMMA, NACC>(acc, f, db0 + ((kt * stage_bytes) >> 4), kt, nc);
         if (j + 1 < items) {
             wg_cpwait<GT_RING - 2>(); // item j + 1 has landed (this lane's copies) ...
             __syncwarp();             // ... for every lane; and every lane is past build(j)
             build(slot + 1 == GT_RING ? 0 : slot + 1, fn);
             issue(); // item j + GT_RING into slot `slot`, which build(j) read
         }
-        wgacc<GT_NACC>::wait0(acc);
+        wgacc<NACC>::wait0(acc);
         gt_hold(f);
         if (kt == p.KT - 1) { // the tile's epilogue
             const int col0 = p.n_lo + tt * 64 + 16 * wq;
-            if (!(p.dev & 4)) gt_store(a, acc, p, s_orow, s_scale, stg, col0, lane);
+            if (!(p.dev & 4)) gt_store<NACC>(a, acc, p, s_orow, s_scale, stg, col0, lane);
             kt = 0, tt += WGS;
         } else {
             kt++;
@@ -271,8 +283,8 @@ __device__ __forceinline__ void gt_run(const qg_args &a, const char *xs, char *r
     wg_cpwait<0>();
 }
 
-template <int WGS, bool NOMMA>
-__global__ void __launch_bounds__(128 * WGS, 1)
+template <int WGS, bool NOMMA, int NACC>
+__global__ void __launch_bounds__(128 * WGS, NACC <= 32 ? 2 : 1)
     qgemm_gt_kernel(const qg_args a, const __grid_constant__ CUtensorMap tmx, int nmax, int part_rows, int dev) {
     extern __shared__ __align__(1024) char smem[];
     const int KT = a.K / WG_BK, tid = threadIdx.x;
@@ -312,7 +324,7 @@ __global__ void __launch_bounds__(128 * WGS, 1)
             s_scale[r] = r < p.rows ? __ldg(a.scale + o) : 0.0f;
         }
         __syncthreads();
-        gt_run<WGS, NOMMA>(a, smem, ring, s_orow, s_scale, xbar, p);
+        gt_run<WGS, NOMMA, NACC>(a, smem, ring, s_orow, s_scale, xbar, p);
         __syncthreads(); // every warpgroup's MMAs on this piece's X are retired before the next copies
     }
 }
@@ -331,7 +343,7 @@ bool qgemm_gt_takes(const qg_args &a) {
     return lily_qg_gt == 2 || (long)a.M >= (long)GT_MIN_ROWS * a.n_groups;
 }
 
-template <int WGS, bool NOMMA>
+template <int WGS, bool NOMMA, int NACC = GT_NACC>
 static int gt_launch_t(const qg_args &a, const CUtensorMap &tm, int parts, int nmax_want, int dev, cudaStream_t st) {
     static int optin = 0;
     static bool attr = false;
@@ -339,27 +351,34 @@ static int gt_launch_t(const qg_args &a, const CUtensorMap &tm, int parts, int n
     const int KT = a.K / WG_BK;
     const long fixed = 4L * WGS * (GT_RING * GT_SLOT + GT_STG) + 8L * KT;
     int nmax = (int)((optin - fixed) / ((long)a.K * 2 + 8)) & ~15;
-    if (nmax > GT_NMAX) nmax = GT_NMAX;
+    if (nmax > 2 * NACC) nmax = 2 * NACC;
+    if (NACC <= 32) { // two blocks an SM: each within half the SM's shared memory (less the reserved 1 KB a block)
+        int sm_total = 0;
+        cudaDeviceGetAttribute(&sm_total, cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0);
+        const int fit = (int)((sm_total / 2 - 1024 - fixed) / ((long)a.K * 2 + 8)) & ~15;
+        if (fit < nmax) nmax = fit;
+    }
     if (nmax_want > 0 && nmax_want < nmax) nmax = nmax_want & ~15;
     if (nmax < 16) return lily_err_set(LILY_EINVAL, "qgemm_gt: K=%d leaves no room for X", a.K);
     const size_t smem = (size_t)nmax * a.K * 2 + fixed + 8L * nmax;
     if (!attr) {
-        cudaFuncSetAttribute(qgemm_gt_kernel<WGS, NOMMA>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
+        cudaFuncSetAttribute(qgemm_gt_kernel<WGS, NOMMA, NACC>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
         attr = true;
     }
     const int part_rows = ((a.N + parts - 1) / parts + 63) & ~63;
     dim3 grid(a.n_groups, (a.N + part_rows - 1) / part_rows);
-    qgemm_gt_kernel<WGS, NOMMA><<<grid, 128 * WGS, smem, st>>>(a, tm, nmax, part_rows, dev);
+    qgemm_gt_kernel<WGS, NOMMA, NACC><<<grid, 128 * WGS, smem, st>>>(a, tm, nmax, part_rows, dev);
     return 0;
 }
 
 int qgemm_gt_launch(const qg_args &a, cudaStream_t st) {
-    static int env_parts = -1, env_wgs = 2, env_nmax = 0, env_dev = 0;
+    static int env_parts = -1, env_wgs = 2, env_nmax = 0, env_dev = 0, env_narrow = 0;
     if (env_parts < 0) {
         env_parts = gt_env("LILY_QG_GT_PARTS", 2);
         env_wgs = gt_env("LILY_QG_GT_WGS", 2) == 3 ? 3 : 2;
         env_nmax = gt_env("LILY_QG_GT_NMAX", 0);
         env_dev = gt_env("LILY_QG_GT_DEV", 0);
+        env_narrow = gt_env("LILY_QG_GT_NARROW", 0);
     }
     const int parts = lily_qg_gt_parts > 0 ? lily_qg_gt_parts : env_parts > 0 ? env_parts : 1;
     const int nmax = lily_qg_gt_nmax > 0 ? lily_qg_gt_nmax : env_nmax;
@@ -367,5 +386,6 @@ int qgemm_gt_launch(const qg_args &a, cudaStream_t st) {
     CUtensorMap tm;
     if (!wg_make_xmap(a, &tm, GT_BOX)) return lily_err_set(LILY_EBACKEND, "qgemm_gt: cannot make the tensor map of X");
     if (env_dev & 1) return gt_launch_t<2, true>(a, tm, parts, nmax, env_dev, st);
+    if (lily_qg_gt_narrow > 0 || env_narrow) return gt_launch_t<2, false, 32>(a, tm, parts, nmax, env_dev, st);
     return env_wgs == 3 ? gt_launch_t<3, false>(a, tm, parts, nmax, env_dev, st) : gt_launch_t<2, false>(a, tm, parts, nmax, env_dev, st);
 }
