@@ -3,8 +3,8 @@
 # left). qgemm_gt.cu with one m64nNk16 MMA a k16 step at the piece's width (N = 16 .. 176) instead of up to
 # four chunk MMAs (64 + 64 + 32 + 16): its MoE cases against the CPU (LILY_GPU_PF=moegt), e2e and fixtures
 # with LILY_CUDA_QG_GT=2, the MoE block at 4096 tokens (main's kernel 1.022 ms forced, 1.006 the old
-# default), Nsight metrics of the tensor pipe (main: 29.2 % busy, 2.82 M HGMMA), prefill 2K/4K/8K/32K with
-# the switch 0 / 1 alternating. Then the narrow form (LILY_QG_GT_NARROW=1: pieces of at most 64 tokens, 32
+# default), Nsight metrics of the tensor pipe (main: 29.2 % busy, 2.82 M HGMMA), prefill 1K .. 32K with
+# the switch 0 / 2 alternating. Then the narrow form (LILY_QG_GT_NARROW=1: pieces of at most 64 tokens, 32
 # accumulators, 122 registers, two blocks an SM): the MoE block and prefill with it 0 / 1.
 . .carry/common.sh; synth_bg; safe_start 520
 LILY_GPU_PF=moegt timeout 120 $B/lily-gpu-test prefill $(date +%s) > $L/moegt.txt 2>&1; el "moegt rc=$?"; grep -E "FAIL|passed" $L/moegt.txt | head -5
@@ -16,6 +16,8 @@ M=sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__ins
 LILY_CUDA_QG_GT=2 LILY_GPU_PF=moe timeout 100 ncu --clock-control none --metrics $M -k regex:qgemm_gt --launch-skip 2 --launch-count 1 $B/lily-gpu-test prefill 5 > $L/ncu_m.txt 2>&1; el "ncu rc=$?"
 grep -E "pipe_tensor|hmma.sum|issue_active|duration" $L/ncu_m.txt
 wait $SP; el synth
-env_ab LILY_CUDA_QG_GT --model /tmp/big --backend cuda --no-plot --prefill 2K,4K,8K,32K --decode none --reps 1 --warmup 1
-env_ab LILY_QG_GT_NARROW --model /tmp/big --backend cuda --no-plot --prefill 2K,4K,8K,32K --decode none --reps 1 --warmup 1
+# prefill 1K .. 32K: the old kernels, the tokens-as-N kernel forced everywhere, its narrow form, twice each
+for i in 1 2; do for cfg in "LILY_CUDA_QG_GT=0" "LILY_CUDA_QG_GT=2" "LILY_CUDA_QG_GT=2 LILY_QG_GT_NARROW=1"; do
+  env $cfg timeout 100 $B/lily bench --model /tmp/big --backend cuda --no-plot --prefill 1K,2K,4K,8K,32K --decode none --reps 1 --warmup 1 --out $L/ab 2>&1 | grep -E "^prefill " | sed "s/^/$cfg /"
+done; done; el bench
 safe_end
