@@ -1089,14 +1089,15 @@ static void test_moe_gt(rng &r) {
     // The down projection with the tokens as N (qgemm_gt.cu): pieces as wide as shared memory allows in
     // 2 column parts; pieces of at most 16 rows in 1 part; of at most 48 rows (uneven pieces, several
     // chunk shapes) in 3 parts (a part's last tile cut by the next part's first column).
-    for (int v = 0; v < 4; v++) {
-        lily_qg_gt = 2, lily_qg_gt_nmax = v == 1 ? 16 : v == 2 ? 48 : 0, lily_qg_gt_parts = v == 1 ? 1 : v == 2 ? 3 : 2;
-        lily_qg_gt_narrow = v == 3;
-        printf("(the same MoE cases with the down projection on the tokens-as-N kernel (qgemm_gt.cu), pieces of at most %s rows, %d column parts)\n",
-               v == 0 ? "the shared memory's" : v == 1 ? "16" : v == 2 ? "48" : "64 (the narrow form, two blocks an SM)", lily_qg_gt_parts);
+    for (int v = 0; v < 6; v++) {
+        lily_qg_gt = 2, lily_qg_gt_nmax = v == 1 || v == 5 ? 16 : v == 2 ? 48 : 0, lily_qg_gt_parts = v == 1 ? 1 : v == 2 || v == 5 ? 3 : 2;
+        lily_qg_gt_narrow = v == 3, lily_qg_gt_ws = v >= 4;
+        printf("(the same MoE cases with the down projection on the tokens-as-N kernel (qgemm_gt.cu), pieces of at most %s rows, %d column parts%s)\n",
+               v == 0 || v == 4 ? "the shared memory's" : v == 1 || v == 5 ? "16" : v == 2 ? "48" : "64 (the narrow form, two blocks an SM)",
+               lily_qg_gt_parts, v >= 4 ? ", warp-specialised" : "");
         test_moe_pf(r);
     }
-    lily_qg_gt = 0, lily_qg_gt_nmax = 0, lily_qg_gt_parts = 0, lily_qg_gt_narrow = 0;
+    lily_qg_gt = 0, lily_qg_gt_nmax = 0, lily_qg_gt_parts = 0, lily_qg_gt_narrow = 0, lily_qg_gt_ws = 0;
 }
 
 void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
