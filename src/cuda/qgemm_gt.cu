@@ -52,7 +52,7 @@
 #include "wgmma_rs.cuh"
 
 int lily_qg_gt = 0;
-int lily_qg_gt_parts = 0, lily_qg_gt_nmax = 0, lily_qg_gt_narrow = 0, lily_qg_gt_ws = 0; // 0 = the env / the default (tests set them)
+int lily_qg_gt_parts = 0, lily_qg_gt_nmax = 0, lily_qg_gt_narrow = 0; // 0 = the env / the default (tests set them)
 
 #define GT_RING 5                    // code stages in flight a warp (6 measured the same)
 #define GT_STG_LD 48                 // bytes a token row of the epilogue's staging takes (32 used)
@@ -65,6 +65,7 @@ int lily_qg_gt_parts = 0, lily_qg_gt_nmax = 0, lily_qg_gt_narrow = 0, lily_qg_gt
 // twentieth session): 1K tokens (32 rows a group) -4 %, 2K (64) +4.5 %, 4K (128) within noise, 8K +1.5 %,
 // 16K +0.6 %, 32K (16K-token chunks, 512) +1.5 %.
 #define GT_MIN_ROWS 48
+#define GT_NARROW_MIN 24
 
 // wg_code_pair (qgemm_wg.cuh) with the nibble mask and the exponent bits in one LOP3: c43 holds 0x43004300
 // in a register the compiler cannot fold (SASS LOP3 takes one immediate; with both constants immediate it
@@ -329,199 +330,16 @@ __global__ void __launch_bounds__(128 * WGS, NACC <= 32 ? 2 : 1)
     }
 }
 
-// ---- The warp-specialised form (LILY_QG_GT_WS=1, dev; written in the twentieth session, not yet run) ----
-// Warpgroups 0 and 1 multiply, warpgroup 2 dequantises. Consumer c takes the part's tiles c, c + 2, ...
-// as the default form does, but its A operand (64 weight rows x 64 k a stage, bf16 rb(s q + b)) comes from
-// shared memory, written by producer half c (64 threads, a weight row each: wg_dq_half, qgemm_wg.cu's
-// layout: 8-row core-matrix groups 256 bytes apart, k16 steps 2 KB apart) into a ring of GTW_NS slots with
-// full / empty mbarriers. With no fragment registers being written, a consumer keeps one stage of MMAs
-// in flight (wait_group 1) while it waits for the next, which the register-A form cannot (ptxas then
-// waits after every MMA). Each producer thread reads its row's codes GTW_PF stages ahead into registers.
-#define GTW_NS 3  // A slots a consumer
-#define GTW_PF 4  // stages of codes a producer thread holds ahead
-#define GTW_A (64 * WG_BK * 2) // bytes of one A slot (64 rows x 64 k bf16)
-
-template <int N>
-__device__ __forceinline__ void gtw_stage(float *acc, uint64_t da0, uint64_t db0, int kt) {
-    wgacc<GT_NACC>::fence(acc);
-#pragma unroll
-    for (int s = 0; s < 4; s++) wgss<N>::mma(acc, da0 + (s * 2048 >> 4), db0 + (s * 32 >> 4), kt > 0 || s > 0);
-    wgacc<GT_NACC>::commit(acc);
-}
-__device__ __forceinline__ void gtw_stage_c(float *acc, uint64_t da, uint64_t db, int kt, int c) {
-    switch (c) {
-    case 1: gtw_stage<16>(acc, da, db, kt); break;
-    case 2: gtw_stage<32>(acc, da, db, kt); break;
-    case 3: gtw_stage<48>(acc, da, db, kt); break;
-    case 4: gtw_stage<64>(acc, da, db, kt); break;
-    case 5: gtw_stage<80>(acc, da, db, kt); break;
-    case 6: gtw_stage<96>(acc, da, db, kt); break;
-    case 7: gtw_stage<112>(acc, da, db, kt); break;
-    case 8: gtw_stage<128>(acc, da, db, kt); break;
-    case 9: gtw_stage<144>(acc, da, db, kt); break;
-    case 10: gtw_stage<160>(acc, da, db, kt); break;
-    default: gtw_stage<176>(acc, da, db, kt); break;
-    }
-}
-
-// Consumer c's walk over a piece: q counts its items over the block's pieces (the rings' phases).
-__device__ __forceinline__ void gtw_consume(const qg_args &a, const char *xs, char *aring, uint64_t *full, uint64_t *empty,
-                                            const int *s_orow, const float *s_scale, uint32_t stg, uint64_t *xbar,
-                                            const gt_piece &p, int c, int &q) {
-    const int lane = threadIdx.x & 31, wq = (threadIdx.x >> 5) & 3;
-    const int my_tiles = p.ntiles > c ? (p.ntiles - c + 1) / 2 : 0, items = my_tiles * p.KT;
-    float acc[GT_NACC];
-#pragma unroll
-    for (int i = 0; i < GT_NACC; i++) acc[i] = 0.0f;
-    const uint64_t db0 = wg_desc_sw128(xs), da0 = wg_desc(aring + c * GTW_NS * GTW_A, 128, 256, 0);
-    const int stage_bytes = p.npad * 128, nc = p.npad >> 4;
-    int kt = 0, tt = c, pending = -1;
-    for (int j = 0; j < items; j++, q++) {
-        const int slot = q % GTW_NS;
-        mb_wait(&full[c * GTW_NS + slot], (q / GTW_NS) & 1);
-        if (tt == c) mb_wait(&xbar[kt], p.parity);
-        gtw_stage_c(acc, da0 + ((slot * GTW_A) >> 4), db0 + ((kt * stage_bytes) >> 4), kt, nc);
-        // The retired stages' slots go back to the producer (one arrival a warpgroup). The epilogue stays in
-        // the branch of its wait_group 0: where the two branches met before it, ptxas put a wait_group 0
-        // after every stage (C7517) to make the accumulators readable.
-        const bool lead = (threadIdx.x & 127) == 0;
-        if (kt == p.KT - 1) {
-            wgacc<GT_NACC>::wait0(acc);
-            if (lead) {
-                if (pending >= 0) mb_arrive(&empty[c * GTW_NS + pending]);
-                mb_arrive(&empty[c * GTW_NS + slot]);
-            }
-            pending = -1;
-            if (!(p.dev & 4)) gt_store<GT_NACC>(a, acc, p, s_orow, s_scale, stg, p.n_lo + tt * 64 + 16 * wq, lane);
-            kt = 0, tt += 2;
-        } else {
-            wgacc<GT_NACC>::wait1(acc);
-            if (lead && pending >= 0) mb_arrive(&empty[c * GTW_NS + pending]);
-            pending = slot;
-            kt++;
-        }
-    }
-}
-
-// Producer half c (64 threads, row r of each of consumer c's tiles): dequantise each stage into the ring.
-__device__ __forceinline__ void gtw_produce(const qg_args &a, char *aring, uint64_t *full, uint64_t *empty,
-                                            const gt_piece &p, int c, int r, int &q) {
-    const int my_tiles = p.ntiles > c ? (p.ntiles - c + 1) / 2 : 0, items = my_tiles * p.KT;
-    if (items == 0) return;
-    const long row_bytes = a.K / 2, wbase = (long)p.grp * a.N;
-    const int ng = a.K / a.w.group, gshift = 31 - __clz(a.w.group);
-    const uint32_t abase = wg_smem(aring + c * GTW_NS * GTW_A);
-    uint4 w0[GTW_PF], w1[GTW_PF];
-    uint32_t sbv[GTW_PF];
-    // Codes of item i (tile c + 2 (i / KT), stage i % KT) into prefetch entry d.
-    auto load = [&](int i, int d) {
-        w0[d] = w1[d] = make_uint4(0, 0, 0, 0), sbv[d] = 0;
-        if (i >= items) return;
-        const int tt = c + 2 * (i / p.KT), kt = i % p.KT, n = p.n_lo + tt * 64 + r;
-        if (n >= p.n_hi) return;
-        const uint4 *src = (const uint4 *)((const char *)a.w.codes + (wbase + n) * row_bytes + kt * 32);
-        w0[d] = __ldg(src), w1[d] = __ldg(src + 1);
-        sbv[d] = __ldg(a.w.sb + (wbase + n) * ng + ((kt * WG_BK) >> gshift));
-    };
-#pragma unroll
-    for (int d = 0; d < GTW_PF; d++) load(d, d);
-    for (int j0 = 0; j0 < items; j0 += GTW_PF) {
-#pragma unroll
-        for (int d = 0; d < GTW_PF; d++) {
-            const int j = j0 + d;
-            if (j >= items) break;
-            const int qq = q + j, slot = qq % GTW_NS;
-            if (qq >= GTW_NS) mb_wait(&empty[c * GTW_NS + slot], (qq / GTW_NS - 1) & 1);
-            const uint32_t A = abase + slot * GTW_A;
-            wg_dq_half<true>(A, 2048, r, 0, w0[d], sbv[d]);
-            wg_dq_half<true>(A, 2048, r, 1, w1[d], sbv[d]);
-            wg_fence_proxy(); // these generic-proxy stores before the consumers' MMAs read them
-            mb_arrive(&full[c * GTW_NS + slot]);
-            load(j + GTW_PF, d);
-        }
-    }
-    q += items;
-}
-
-__global__ void __launch_bounds__(384, 1)
-    qgemm_gtw_kernel(const qg_args a, const __grid_constant__ CUtensorMap tmx, int nmax, int part_rows, int dev) {
-    extern __shared__ __align__(1024) char smem[];
-    const int KT = a.K / WG_BK, tid = threadIdx.x, wgi = tid >> 7;
-    char *aring = smem + (long)nmax * a.K * 2;
-    char *stg_all = aring + 2 * GTW_NS * GTW_A;
-    int *s_orow = (int *)(stg_all + 8 * GT_STG);
-    float *s_scale = (float *)(s_orow + nmax);
-    uint64_t *xbar = (uint64_t *)(s_scale + nmax);
-    uint64_t *full = xbar + KT, *empty = full + 2 * GTW_NS;
-    const int grp = blockIdx.x;
-    const int g0 = __ldg(a.grp_off + grp), c = __ldg(a.grp_off + grp + 1) - g0;
-    const int n_lo = blockIdx.y * part_rows;
-    if (c <= 0 || n_lo >= a.N) return;
-    gt_piece p;
-    p.dev = dev, p.grp = grp, p.n_lo = n_lo, p.n_hi = min(a.N, n_lo + part_rows), p.KT = KT;
-    p.ntiles = (p.n_hi - n_lo + 63) / 64;
-    if (tid == 0) {
-        for (int k = 0; k < KT; k++) mb_init(&xbar[k], 1);
-        for (int s = 0; s < 2 * GTW_NS; s++) mb_init(&full[s], 64), mb_init(&empty[s], 1);
-        mb_init_fence();
-    }
-    __syncthreads();
-    int q = 0; // this thread's role's item count over the pieces (consumer c or producer half c)
-    const int np = (c + nmax - 1) / nmax;
-    for (int pc = 0; pc < np; pc++) {
-        const int r0 = (int)((long)c * pc / np);
-        p.rows = (int)((long)c * (pc + 1) / np) - r0;
-        p.npad = (p.rows + 15) & ~15;
-        p.parity = pc & 1;
-        const int m0 = g0 + r0;
-        if (tid == 0) {
-            for (int k = 0; k < KT; k++) {
-                mb_expect_tx(&xbar[k], p.npad * 128);
-                for (int b = 0; b < p.npad / GT_BOX; b++)
-                    tma_g2s_2d(smem + k * p.npad * 128 + b * GT_BOX * 128, &tmx, k * WG_BK, m0 + b * GT_BOX, &xbar[k]);
-            }
-        }
-        for (int r = tid; r < p.npad; r += 384) {
-            const int o = r < p.rows ? __ldg(a.y_rows + m0 + r) : 0;
-            s_orow[r] = o;
-            s_scale[r] = r < p.rows ? __ldg(a.scale + o) : 0.0f;
-        }
-        __syncthreads();
-        // The role warp-uniform through lane 0: a branch on threadIdx around wgmma looks divergent to
-        // ptxas, which then serialises every wgmma of the kernel (C7518; qgemm_wsp.cu does the same).
-        const int role = __shfl_sync(0xffffffffu, wgi, 0);
-        if (role < 2)
-            gtw_consume(a, smem, aring, full, empty, s_orow, s_scale, wg_smem(stg_all + (tid >> 5) * GT_STG), xbar, p, role, q);
-        else
-            gtw_produce(a, aring, full, empty, p, (tid >> 6) & 1, tid & 63, q);
-        __syncthreads(); // every MMA on this piece's X is retired before the next copies
-    }
-}
-
-static int gtw_launch(const qg_args &a, const CUtensorMap &tm, int parts, int nmax_want, int dev, cudaStream_t st) {
-    static int optin = 0;
-    static bool attr = false;
-    if (!optin) cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
-    const int KT = a.K / WG_BK;
-    const long fixed = 2L * GTW_NS * GTW_A + 8L * GT_STG + 8L * KT + 8L * 4 * GTW_NS;
-    int nmax = (int)((optin - fixed) / ((long)a.K * 2 + 8)) & ~15;
-    if (nmax > GT_NMAX) nmax = GT_NMAX;
-    if (nmax_want > 0 && nmax_want < nmax) nmax = nmax_want & ~15;
-    if (nmax < 16) return lily_err_set(LILY_EINVAL, "qgemm_gt: K=%d leaves no room for X", a.K);
-    const size_t smem = (size_t)nmax * a.K * 2 + fixed + 8L * nmax;
-    if (!attr) {
-        cudaFuncSetAttribute(qgemm_gtw_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
-        attr = true;
-    }
-    const int part_rows = ((a.N + parts - 1) / parts + 63) & ~63;
-    dim3 grid(a.n_groups, (a.N + part_rows - 1) / part_rows);
-    qgemm_gtw_kernel<<<grid, 384, smem, st>>>(a, tm, nmax, part_rows, dev);
-    return 0;
-}
-
 static int gt_env(const char *name, int def) {
     const char *e = getenv(name);
     return e ? atoi(e) : def;
+}
+// lily_qg_gt 1: the narrow form for groups of GT_NARROW_MIN .. GT_MIN_ROWS rows on average (LILY_QG_GT_LO
+// overrides the lower bound, dev).
+static int gt_narrow_min() {
+    static int lo = -1;
+    if (lo < 0) lo = gt_env("LILY_QG_GT_LO", GT_NARROW_MIN);
+    return lo;
 }
 
 bool qgemm_gt_takes(const qg_args &a) {
@@ -530,7 +348,7 @@ bool qgemm_gt_takes(const qg_args &a) {
         a.K <= 0 || a.N % 16 || a.N <= 0 || a.ldy % 8 || ((uintptr_t)a.y & 15) || a.n_groups <= 0 || ((uintptr_t)a.x & 15) || a.ldx % 8 ||
         a.ldx < a.K || !lily_tmap_encoder())
         return false;
-    return lily_qg_gt == 2 || (long)a.M >= (long)GT_MIN_ROWS * a.n_groups;
+    return lily_qg_gt == 2 || (long)a.M >= (long)gt_narrow_min() * a.n_groups;
 }
 
 template <int WGS, bool NOMMA, int NACC = GT_NACC>
@@ -562,14 +380,13 @@ static int gt_launch_t(const qg_args &a, const CUtensorMap &tm, int parts, int n
 }
 
 int qgemm_gt_launch(const qg_args &a, cudaStream_t st) {
-    static int env_parts = -1, env_wgs = 2, env_nmax = 0, env_dev = 0, env_narrow = 0, env_ws = 0;
+    static int env_parts = -1, env_wgs = 2, env_nmax = 0, env_dev = 0, env_narrow = 0;
     if (env_parts < 0) {
         env_parts = gt_env("LILY_QG_GT_PARTS", 2);
         env_wgs = gt_env("LILY_QG_GT_WGS", 2) == 3 ? 3 : 2;
         env_nmax = gt_env("LILY_QG_GT_NMAX", 0);
         env_dev = gt_env("LILY_QG_GT_DEV", 0);
         env_narrow = gt_env("LILY_QG_GT_NARROW", 0);
-        env_ws = gt_env("LILY_QG_GT_WS", 0);
     }
     const int parts = lily_qg_gt_parts > 0 ? lily_qg_gt_parts : env_parts > 0 ? env_parts : 1;
     const int nmax = lily_qg_gt_nmax > 0 ? lily_qg_gt_nmax : env_nmax;
@@ -577,7 +394,7 @@ int qgemm_gt_launch(const qg_args &a, cudaStream_t st) {
     CUtensorMap tm;
     if (!wg_make_xmap(a, &tm, GT_BOX)) return lily_err_set(LILY_EBACKEND, "qgemm_gt: cannot make the tensor map of X");
     if (env_dev & 1) return gt_launch_t<2, true>(a, tm, parts, nmax, env_dev, st);
-    if (lily_qg_gt_ws > 0 || env_ws) return gtw_launch(a, tm, parts, nmax, env_dev, st);
-    if (lily_qg_gt_narrow > 0 || env_narrow) return gt_launch_t<2, false, 32>(a, tm, parts, nmax, env_dev, st);
+    const bool narrow = lily_qg_gt_narrow > 0 || env_narrow || (lily_qg_gt == 1 && (long)a.M < (long)GT_MIN_ROWS * a.n_groups);
+    if (narrow) return gt_launch_t<2, false, 32>(a, tm, parts, nmax, env_dev, st);
     return env_wgs == 3 ? gt_launch_t<3, false>(a, tm, parts, nmax, env_dev, st) : gt_launch_t<2, false>(a, tm, parts, nmax, env_dev, st);
 }

@@ -1088,16 +1088,20 @@ static void bench_gdn(rng &r) {
 static void test_moe_gt(rng &r) {
     // The down projection with the tokens as N (qgemm_gt.cu): pieces as wide as shared memory allows in
     // 2 column parts; pieces of at most 16 rows in 1 part; of at most 48 rows (uneven pieces, several
-    // chunk shapes) in 3 parts (a part's last tile cut by the next part's first column).
+    // chunk shapes) in 3 parts (a part's last tile cut by the next part's first column); the narrow form
+    // (pieces of at most 64 rows, two blocks an SM) in 2 parts, and at most 48 rows in 3 parts; and the
+    // engine's rule (lily_qg_gt 1: the wide form, the narrow one or none by the groups' average rows).
+    static const char *what[6] = {"pieces as wide as shared memory allows", "pieces of at most 16 rows", "pieces of at most 48 rows",
+                                  "the narrow form (at most 64 rows, two blocks an SM)", "the narrow form, pieces of at most 48 rows",
+                                  "the engine's rule (wide, narrow or none by the groups' average rows)"};
     for (int v = 0; v < 6; v++) {
-        lily_qg_gt = 2, lily_qg_gt_nmax = v == 1 || v == 5 ? 16 : v == 2 ? 48 : 0, lily_qg_gt_parts = v == 1 ? 1 : v == 2 || v == 5 ? 3 : 2;
-        lily_qg_gt_narrow = v == 3, lily_qg_gt_ws = v >= 4;
-        printf("(the same MoE cases with the down projection on the tokens-as-N kernel (qgemm_gt.cu), pieces of at most %s rows, %d column parts%s)\n",
-               v == 0 || v == 4 ? "the shared memory's" : v == 1 || v == 5 ? "16" : v == 2 ? "48" : "64 (the narrow form, two blocks an SM)",
-               lily_qg_gt_parts, v >= 4 ? ", warp-specialised" : "");
+        lily_qg_gt = v == 5 ? 1 : 2, lily_qg_gt_nmax = v == 1 ? 16 : v == 2 || v == 4 ? 48 : 0;
+        lily_qg_gt_parts = v == 1 ? 1 : v == 2 || v == 4 ? 3 : 2, lily_qg_gt_narrow = v == 3 || v == 4;
+        printf("(the same MoE cases with the down projection on the tokens-as-N kernel (qgemm_gt.cu): %s, %d column parts)\n",
+               what[v], lily_qg_gt_parts);
         test_moe_pf(r);
     }
-    lily_qg_gt = 0, lily_qg_gt_nmax = 0, lily_qg_gt_parts = 0, lily_qg_gt_narrow = 0, lily_qg_gt_ws = 0;
+    lily_qg_gt = 0, lily_qg_gt_nmax = 0, lily_qg_gt_parts = 0, lily_qg_gt_narrow = 0;
 }
 
 void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
