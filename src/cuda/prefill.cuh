@@ -199,7 +199,7 @@ void qgemm_rs_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st);
 // bf16 weights, QG_SCALE_BF16 scattered by y_rows). lily_qg_gt: 0 = off (this variable's own value,
 // what kernel tests start from), 1 = the engine's default: the wide form where the groups average at
 // least 48 rows (chunks of 1.5K tokens and up), the narrow form (pieces of at most 64 rows, two blocks an
-// SM) from 24 rows, none below; 2 = always, the wide form (tests); LILY_CUDA_QG_GT, option
+// SM) from 16 rows, none below; 2 = always, the wide form (tests); LILY_CUDA_QG_GT, option
 // LILY_CUDA_OPT_QG_GT, flag qg_gt. lily_qg_gt_parts / _nmax / _narrow (tests; 0 = the default): column
 // parts a group, rows a piece at most, the narrow form always (LILY_QG_GT_NARROW).
 extern int lily_qg_gt, lily_qg_gt_parts, lily_qg_gt_nmax, lily_qg_gt_narrow;

@@ -32,22 +32,26 @@
 //     (QG_SCALE_BF16) and the rows scattered to (token, slot) order through the row map read once a
 //     piece.
 //
-// Measured (docs/PERF.md, twentieth session): at 4K tokens the MoE down projection 12.71 ms against
-// qgemm_wsp.cu's 11.73; faster at 2K (groups of ~64 rows, which 64-row tiles pad to 128) and with
-// 16K-token chunks. Half of its time is outside the MMAs (the fragment build, the copies, the epilogue:
-// without MMAs it still takes ~0.18 of ~0.33 ms a layer), and with two warps a scheduler the two do not
-// overlap well.
+// Measured (docs/PERF.md, twentieth and twenty-first sessions): at 4K tokens the MoE down projection
+// 10.79 ms (pfprof) against qgemm_wsp.cu's 11.73 (covering the width by four chunk MMAs, 12.71 at first).
+// About half of its time is outside the MMAs (the fragment build, the copies, the epilogue: without
+// MMAs it still took ~0.18 of ~0.33 ms a layer), and with two warps a scheduler the two do not overlap
+// well: Nsight Compute, the tensor pipe busy 32 % of the kernel's time.
 //
 // Rounding: the bf16-weight mode's (rb(s q + b), one fp32 accumulator over all of K, qg_store2_at's
 // epilogue): the same products as qgemm_wg.cu's, summed in another order.
 //
 // Switch: LILY_CUDA_QG_GT (option LILY_CUDA_OPT_QG_GT, flag qg_gt; lily_qg_gt): 1 (the engine's default)
-// = the MoE down projection here where its groups average at least GT_MIN_ROWS rows, 2 = always (tests). Dev knobs,
-// read once: LILY_QG_GT_PARTS (column parts a group, default 2), LILY_QG_GT_WGS (2 or 3),
+// = the MoE down projection here where its groups average at least GT_NARROW_MIN rows: the wide form from
+// GT_MIN_ROWS, the narrow form below (pieces of at most 64 tokens, 32 accumulators, 122 registers, two
+// blocks an SM: twice the warps to hide the stage loop's latency); 2 = always, the wide form (tests). Dev
+// knobs, read once: LILY_QG_GT_PARTS (column parts a group, default 2), LILY_QG_GT_WGS (2 or 3),
 // LILY_QG_GT_NMAX (rows a piece at most, a multiple of 16; 0 = as many as shared memory holds),
 // LILY_QG_GT_DEV (timing knobs, wrong results: bit 0 no MMAs, 1 no code copies, 2 no stores),
-// LILY_QG_GT_NARROW=1 (pieces of at most 64 tokens, 32 accumulators, two blocks an SM: twice the warps to
-// hide the stage loop's latency, the codes streamed once per piece).
+// LILY_QG_GT_NARROW=1 (the narrow form always), LILY_QG_GT_LO (the narrow form's lower bound).
+// Measured (docs/PERF.md, twenty-first session; prefill against the old kernels, LILY_CUDA_QG_GT=0): the wide
+// form 2K +5.5 %, 4K +1.5 %, 8K +1.8 %, 32K +2.5 %; the narrow form 256 -5.5 % (groups of 8 rows: none),
+// 512 +2.5 %, 1K +4 %, and at 4K -3 % (its pieces of 64 read the codes twice).
 #include "qgemm_wg.cuh"
 #include "wgmma_rs.cuh"
 
@@ -61,11 +65,10 @@ int lily_qg_gt_parts = 0, lily_qg_gt_nmax = 0, lily_qg_gt_narrow = 0; // 0 = the
 #define GT_SLOT (16 * GT_CLD + 64)   // a warp's stage: 16 code rows, then their 16 scale words
 #define GT_NMAX 176                  // widest piece (tokens; the widest instruction of wgmma_rs.cuh)
 #define GT_BOX 16                    // rows a tensor-map box of X
-// lily_qg_gt 1: groups of at least this many rows on average. Prefill with the switch 0 / 1 (docs/PERF.md,
-// twentieth session): 1K tokens (32 rows a group) -4 %, 2K (64) +4.5 %, 4K (128) within noise, 8K +1.5 %,
-// 16K +0.6 %, 32K (16K-token chunks, 512) +1.5 %.
+// lily_qg_gt 1: the wide form for groups of at least GT_MIN_ROWS rows on average, the narrow one from
+// GT_NARROW_MIN (measurements above).
 #define GT_MIN_ROWS 48
-#define GT_NARROW_MIN 24
+#define GT_NARROW_MIN 16
 
 // wg_code_pair (qgemm_wg.cuh) with the nibble mask and the exponent bits in one LOP3: c43 holds 0x43004300
 // in a register the compiler cannot fold (SASS LOP3 takes one immediate; with both constants immediate it
