@@ -56,7 +56,7 @@
 #include "wgmma_rs.cuh"
 
 int lily_qg_gt = 0;
-int lily_qg_gt_parts = 0, lily_qg_gt_nmax = 0, lily_qg_gt_narrow = 0; // 0 = the env / the default (tests set them)
+int lily_qg_gt_parts = 0, lily_qg_gt_nmax = 0, lily_qg_gt_narrow = 0, lily_qg_gt_async = 0; // 0 = the env / the default (tests set them)
 
 #define GT_RING 5                    // code stages in flight a warp (6 measured the same)
 #define GT_STG_LD 48                 // bytes a token row of the epilogue's staging takes (32 used)
@@ -183,10 +183,13 @@ __device__ __forceinline__ void gt_store(const qg_args &a, const float *acc, con
 }
 
 // One piece on this warpgroup: its tiles, every stage, the epilogue of each tile.
-template <int WGS, bool NOMMA, int NACC>
+template <int WGS, bool NOMMA, int NACC, bool ASYNC>
 __device__ __forceinline__ void gt_run(const qg_args &a, const char *xs, char *ring_all, const int *s_orow,
                                        const float *s_scale, uint64_t *xbar, const gt_piece &p) {
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2, wq = warp & 3;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wq = warp & 3;
+    // Warp-uniform through lane 0: ptxas takes a branch on threadIdx for a divergent one and serialises
+    // the wgmma around it (C7518).
+    const int wg = ASYNC ? __shfl_sync(0xffffffffu, warp >> 2, 0) : warp >> 2;
     const int g = lane >> 2, t = lane & 3;
     const int my_tiles = p.ntiles > wg ? (p.ntiles - wg + WGS - 1) / WGS : 0;
     const int items = my_tiles * p.KT;
@@ -261,6 +264,32 @@ __device__ __forceinline__ void gt_run(const qg_args &a, const char *xs, char *r
     auto step = [&](const uint32_t (&f)[16], uint32_t (&fn)[16]) {
         if (tt == wg) mb_wait(&xbar[kt], p.parity); // the first tile: has stage kt of X landed?
         gt_stage_c<NOMMA, NACC>(acc, f, db0 + ((kt * stage_bytes) >> 4), kt, nc);
+        if constexpr (ASYNC) {
+            // Stage j's MMAs stay in flight while stage j + 1's fragments are built into fn, which stage
+            // j - 1's MMAs read: wait_group 1 retires those first. At a tile's end everything is retired
+            // for the epilogue, inside its own branch (an epilogue after the branches meet made ptxas wait
+            // for every stage, C7517).
+            if (kt == p.KT - 1) {
+                wgacc<NACC>::wait0(acc);
+                gt_hold(f);
+                const int col0 = p.n_lo + tt * 64 + 16 * wq;
+                if (!(p.dev & 4)) gt_store<NACC>(a, acc, p, s_orow, s_scale, stg, col0, lane);
+                kt = 0, tt += WGS;
+            } else {
+                wgacc<NACC>::wait1(acc);
+                kt++;
+            }
+            gt_hold(fn);
+            if (j + 1 < items) {
+                wg_cpwait<GT_RING - 2>();
+                __syncwarp();
+                build(slot + 1 == GT_RING ? 0 : slot + 1, fn);
+                issue();
+            }
+            if (++slot == GT_RING) slot = 0;
+            j++;
+            return;
+        }
         if (j + 1 < items) {
             wg_cpwait<GT_RING - 2>(); // item j + 1 has landed (this lane's copies) ...
             __syncwarp();             // ... for every lane; and every lane is past build(j)
@@ -287,7 +316,7 @@ __device__ __forceinline__ void gt_run(const qg_args &a, const char *xs, char *r
     wg_cpwait<0>();
 }
 
-template <int WGS, bool NOMMA, int NACC>
+template <int WGS, bool NOMMA, int NACC, bool ASYNC>
 __global__ void __launch_bounds__(128 * WGS, NACC <= 32 ? 2 : 1)
     qgemm_gt_kernel(const qg_args a, const __grid_constant__ CUtensorMap tmx, int nmax, int part_rows, int dev) {
     extern __shared__ __align__(1024) char smem[];
@@ -328,7 +357,7 @@ __global__ void __launch_bounds__(128 * WGS, NACC <= 32 ? 2 : 1)
             s_scale[r] = r < p.rows ? __ldg(a.scale + o) : 0.0f;
         }
         __syncthreads();
-        gt_run<WGS, NOMMA, NACC>(a, smem, ring, s_orow, s_scale, xbar, p);
+        gt_run<WGS, NOMMA, NACC, ASYNC>(a, smem, ring, s_orow, s_scale, xbar, p);
         __syncthreads(); // every warpgroup's MMAs on this piece's X are retired before the next copies
     }
 }
@@ -354,7 +383,7 @@ bool qgemm_gt_takes(const qg_args &a) {
     return lily_qg_gt == 2 || (long)a.M >= (long)gt_narrow_min() * a.n_groups;
 }
 
-template <int WGS, bool NOMMA, int NACC = GT_NACC>
+template <int WGS, bool NOMMA, int NACC = GT_NACC, bool ASYNC = false>
 static int gt_launch_t(const qg_args &a, const CUtensorMap &tm, int parts, int nmax_want, int dev, cudaStream_t st) {
     static int optin = 0;
     static bool attr = false;
@@ -373,23 +402,24 @@ static int gt_launch_t(const qg_args &a, const CUtensorMap &tm, int parts, int n
     if (nmax < 16) return lily_err_set(LILY_EINVAL, "qgemm_gt: K=%d leaves no room for X", a.K);
     const size_t smem = (size_t)nmax * a.K * 2 + fixed + 8L * nmax;
     if (!attr) {
-        cudaFuncSetAttribute(qgemm_gt_kernel<WGS, NOMMA, NACC>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
+        cudaFuncSetAttribute(qgemm_gt_kernel<WGS, NOMMA, NACC, ASYNC>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
         attr = true;
     }
     const int part_rows = ((a.N + parts - 1) / parts + 63) & ~63;
     dim3 grid(a.n_groups, (a.N + part_rows - 1) / part_rows);
-    qgemm_gt_kernel<WGS, NOMMA, NACC><<<grid, 128 * WGS, smem, st>>>(a, tm, nmax, part_rows, dev);
+    qgemm_gt_kernel<WGS, NOMMA, NACC, ASYNC><<<grid, 128 * WGS, smem, st>>>(a, tm, nmax, part_rows, dev);
     return 0;
 }
 
 int qgemm_gt_launch(const qg_args &a, cudaStream_t st) {
-    static int env_parts = -1, env_wgs = 2, env_nmax = 0, env_dev = 0, env_narrow = 0;
+    static int env_parts = -1, env_wgs = 2, env_nmax = 0, env_dev = 0, env_narrow = 0, env_async = 0;
     if (env_parts < 0) {
         env_parts = gt_env("LILY_QG_GT_PARTS", 2);
         env_wgs = gt_env("LILY_QG_GT_WGS", 2) == 3 ? 3 : 2;
         env_nmax = gt_env("LILY_QG_GT_NMAX", 0);
         env_dev = gt_env("LILY_QG_GT_DEV", 0);
         env_narrow = gt_env("LILY_QG_GT_NARROW", 0);
+        env_async = gt_env("LILY_QG_GT_ASYNC", 0);
     }
     const int parts = lily_qg_gt_parts > 0 ? lily_qg_gt_parts : env_parts > 0 ? env_parts : 1;
     const int nmax = lily_qg_gt_nmax > 0 ? lily_qg_gt_nmax : env_nmax;
@@ -398,6 +428,10 @@ int qgemm_gt_launch(const qg_args &a, cudaStream_t st) {
     if (!wg_make_xmap(a, &tm, GT_BOX)) return lily_err_set(LILY_EBACKEND, "qgemm_gt: cannot make the tensor map of X");
     if (env_dev & 1) return gt_launch_t<2, true>(a, tm, parts, nmax, env_dev, st);
     const bool narrow = lily_qg_gt_narrow > 0 || env_narrow || (lily_qg_gt == 1 && (long)a.M < (long)GT_MIN_ROWS * a.n_groups);
+    if (lily_qg_gt_async > 0 || env_async) {
+        if (narrow) return gt_launch_t<2, false, 32, true>(a, tm, parts, nmax, env_dev, st);
+        return gt_launch_t<2, false, GT_NACC, true>(a, tm, parts, nmax, env_dev, st);
+    }
     if (narrow) return gt_launch_t<2, false, 32>(a, tm, parts, nmax, env_dev, st);
     return env_wgs == 3 ? gt_launch_t<3, false>(a, tm, parts, nmax, env_dev, st) : gt_launch_t<2, false>(a, tm, parts, nmax, env_dev, st);
 }
