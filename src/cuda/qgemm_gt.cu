@@ -16,16 +16,18 @@
 //     tile's MMAs start as soon as their stage has landed. Rows past the group belong to the next one
 //     (computed and dropped) or past the matrix (zeros).
 //   Warpgroup w takes the part's 64-row weight tiles w, w + WGS, ...; per (tile, 64-k stage) 4 k16 steps
-//     of one m64nNk16 MMA, N the piece's width, with A from registers. Each warp streams its 16 code rows (32 bytes a stage) and their scale words by cp.async
-//     through a ring of its own (GT_RING stages; no block barrier): the rows are stored so that lane
-//     (g, t)'s two rows, weight rows 2g and 2g + 1, sit at positions g and g + 8 of a 48-byte stride
-//     (conflict-free 16-byte reads). A fragment register is qgemm_rs.cu's: byte t of a code word, a byte
-//     permute, one LOP3 and two bf16x2 FMAs, rb(s q + b).
-//   The next stage's fragments are built while the current stage's MMAs run; those are retired
-//     (wait_group 0) before the next ones issue, the other warpgroup filling the tensor pipe meanwhile.
-//     Keeping one stage in flight instead (wait_group 1 before building into the other register set)
-//     makes ptxas fence and wait after every MMA of the kernel, silently (no C75xx message; SASS: a
-//     WARPGROUP.DEPBAR after each HGMMA).
+//     of one m64nNk16 MMA, N the piece's width, with A from registers. Each warp streams its 16 code rows
+//     (32 bytes a stage) and their scale words by cp.async through a ring of its own (GT_RING stages; no
+//     block barrier): the rows are stored so that lane (g, t)'s two rows, weight rows 2g and 2g + 1, sit
+//     at positions g and g + 8 of a 48-byte stride (conflict-free 16-byte reads). A fragment register is
+//     qgemm_rs.cu's: byte t of a code word, a byte permute, one LOP3 and two bf16x2 FMAs, rb(s q + b).
+//   A stage's MMAs stay in flight while the next stage's fragments are built into the other register set
+//     (wait_group 1 first, which retires the MMAs that read that set; a tile's last stage waits for all
+//     before its epilogue). ptxas keeps that asynchronous only when it can see the branches around the
+//     MMAs are warp-uniform: the warpgroup index comes through __shfl_sync, else it serialises every
+//     wgmma (C7518). With LILY_QG_GT_ASYNC=0 each stage is retired (wait_group 0) before the next issues,
+//     the other warpgroup filling the tensor pipe meanwhile: the kernel 288 -> 272 us a launch at 4K with
+//     the overlap, the MoE block 1.011 -> 0.992 ms (docs/PERF.md, twenty-first session).
 //   Epilogue per tile: the thread holds output columns 2g, 2g + 1 (weight rows 2g, 2g + 1 of its warp's
 //     16) of tokens 8j + 2t + e; they go through a per-warp staging in shared memory, 32 tokens a round,
 //     and leave as 16-byte stores of 8 columns of one row (gt_store), the routing weight applied there
@@ -56,7 +58,7 @@
 #include "wgmma_rs.cuh"
 
 int lily_qg_gt = 0;
-int lily_qg_gt_parts = 0, lily_qg_gt_nmax = 0, lily_qg_gt_narrow = 0, lily_qg_gt_async = 0; // 0 = the env / the default (tests set them)
+int lily_qg_gt_parts = 0, lily_qg_gt_nmax = 0, lily_qg_gt_narrow = 0, lily_qg_gt_async = 0; // 0 = the env / the default (tests set them; async 1 on, 2 off)
 
 #define GT_RING 5                    // code stages in flight a warp (6 measured the same)
 #define GT_STG_LD 48                 // bytes a token row of the epilogue's staging takes (32 used)
@@ -419,7 +421,7 @@ int qgemm_gt_launch(const qg_args &a, cudaStream_t st) {
         env_nmax = gt_env("LILY_QG_GT_NMAX", 0);
         env_dev = gt_env("LILY_QG_GT_DEV", 0);
         env_narrow = gt_env("LILY_QG_GT_NARROW", 0);
-        env_async = gt_env("LILY_QG_GT_ASYNC", 0);
+        env_async = gt_env("LILY_QG_GT_ASYNC", 1);
     }
     const int parts = lily_qg_gt_parts > 0 ? lily_qg_gt_parts : env_parts > 0 ? env_parts : 1;
     const int nmax = lily_qg_gt_nmax > 0 ? lily_qg_gt_nmax : env_nmax;
@@ -428,7 +430,7 @@ int qgemm_gt_launch(const qg_args &a, cudaStream_t st) {
     if (!wg_make_xmap(a, &tm, GT_BOX)) return lily_err_set(LILY_EBACKEND, "qgemm_gt: cannot make the tensor map of X");
     if (env_dev & 1) return gt_launch_t<2, true>(a, tm, parts, nmax, env_dev, st);
     const bool narrow = lily_qg_gt_narrow > 0 || env_narrow || (lily_qg_gt == 1 && (long)a.M < (long)GT_MIN_ROWS * a.n_groups);
-    if (lily_qg_gt_async > 0 || env_async) {
+    if (lily_qg_gt_async == 1 || (lily_qg_gt_async == 0 && env_async)) {
         if (narrow) return gt_launch_t<2, false, 32, true>(a, tm, parts, nmax, env_dev, st);
         return gt_launch_t<2, false, GT_NACC, true>(a, tm, parts, nmax, env_dev, st);
     }

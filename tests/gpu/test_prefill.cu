@@ -1091,16 +1091,17 @@ static void test_moe_gt(rng &r) {
     // chunk shapes) in 3 parts (a part's last tile cut by the next part's first column); the narrow form
     // (pieces of at most 64 rows, two blocks an SM) in 2 parts, and at most 48 rows in 3 parts; and the
     // engine's rule (lily_qg_gt 1: the wide form, the narrow one or none by the groups' average rows).
-    // Then the wide form and the narrow one (at most 48 rows, 3 parts) with a stage of MMAs kept in flight.
+    // Those keep a stage of MMAs in flight (the default); then the wide form and the narrow one (at most 48
+    // rows, 3 parts) retiring each stage before the next (LILY_QG_GT_ASYNC=0).
     static const char *what[8] = {"pieces as wide as shared memory allows", "pieces of at most 16 rows", "pieces of at most 48 rows",
                                   "the narrow form (at most 64 rows, two blocks an SM)", "the narrow form, pieces of at most 48 rows",
                                   "the engine's rule (wide, narrow or none by the groups' average rows)",
-                                  "a stage in flight, pieces as wide as shared memory allows",
-                                  "a stage in flight, the narrow form, pieces of at most 48 rows"};
+                                  "each stage retired before the next, pieces as wide as shared memory allows",
+                                  "each stage retired before the next, the narrow form, pieces of at most 48 rows"};
     for (int v = 0; v < 8; v++) {
         lily_qg_gt = v == 5 ? 1 : 2, lily_qg_gt_nmax = v == 1 ? 16 : v == 2 || v == 4 || v == 7 ? 48 : 0;
         lily_qg_gt_parts = v == 1 ? 1 : v == 2 || v == 4 || v == 7 ? 3 : 2, lily_qg_gt_narrow = v == 3 || v == 4 || v == 7;
-        lily_qg_gt_async = v >= 6;
+        lily_qg_gt_async = v >= 6 ? 2 : 1;
         printf("(the same MoE cases with the down projection on the tokens-as-N kernel (qgemm_gt.cu): %s, %d column parts)\n",
                what[v], lily_qg_gt_parts);
         test_moe_pf(r);
