@@ -45,10 +45,8 @@ int lily_qg_wide = 0;
 int lily_qg_tma = 1;
 int lily_qg_tma128 = 0;
 int lily_qg_raster = 0;
-int lily_qg_oneb = 0;
 
-enum { WG_DESC_SWAP = 1, WG_EPI_REGS = 2, WG_ONEB = 4 }; // kernel flags: the descriptor probe; the register epilogue
-// (timing); the one-barrier stage loop of the 3-warpgroup wide tile (lily_qg_oneb)
+enum { WG_DESC_SWAP = 1, WG_EPI_REGS = 2 }; // kernel flags: the descriptor probe; the register epilogue (timing)
 
 // BN: output columns (weight rows) a block multiplies: 128 (+ 8 ones columns for the fold), or the
 // wide 256 with bf16 weights (m64n256k16, no ones columns): each activation tile copied from L2 then
@@ -62,16 +60,12 @@ struct wg_cfg {
     static constexpr int A_BYTES = BM * 128; // bf16 X rows, 64 k
     static constexpr int C_BYTES = BN * 32;  // 4-bit codes, 64 k per column
     static constexpr int S_BYTES = BN * 4;   // one scale|bias word per column
-    // ONEB (3 warpgroups, the wide tile by tensor maps: the MoE gate|up): three bf16 B buffers and each
-    // dequantising thread's own copies of its scale words (a second word area), for one block barrier a stage.
-    static constexpr bool ONEB = WGS == 3 && TMA && BN == 256;
-    static constexpr int NBQ = ONEB ? 3 : 2;
-    static constexpr int STAGE = TMA ? (A_BYTES + C_BYTES + (ONEB ? 2 : 1) * S_BYTES + 1023) / 1024 * 1024 : A_BYTES + C_BYTES + S_BYTES;
+    static constexpr int STAGE = TMA ? (A_BYTES + C_BYTES + S_BYTES + 1023) / 1024 * 1024 : A_BYTES + C_BYTES + S_BYTES;
     static constexpr int BQ_STEP = BN == WG_BN ? WG_BQ_STEP : (BN / 8) * 256; // bf16 B of one k16 step
     static constexpr int BQ_BYTES = 4 * BQ_STEP;
     static constexpr int NR = BN == WG_BN ? 68 : BN / 2; // accumulator registers a thread
     // + TMA: one mbarrier a stage, and slack to align the stages to 1024 bytes (the swizzle atom)
-    static constexpr int PIPE = NST * STAGE + NBQ * BQ_BYTES + BM * 4 + 2 * BN * 8 + (TMA ? NST * 8 + 1024 : 0);
+    static constexpr int PIPE = NST * STAGE + 2 * BQ_BYTES + BM * 4 + 2 * BN * 8 + (TMA ? NST * 8 + 1024 : 0);
     // The epilogue's fp32 tile overlays the pipeline; 3 warpgroups' wide tile needs more than it.
     static constexpr int TILE = BM * (BN + 8) * 4 + (TMA ? 1024 : 0);
     static constexpr int SMEM = PIPE > TILE ? PIPE : TILE;
@@ -102,8 +96,8 @@ __global__ void __launch_bounds__(wg_cfg<WGS, BN, NST, TMA>::THREADS, MINB)
     const int swap = flags & WG_DESC_SWAP;
     extern __shared__ __align__(128) char smem_raw[];
     char *smem = TMA ? (char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023) : smem_raw;
-    char *bq = smem + WG_STAGES * C::STAGE; // NBQ bf16 B buffers
-    int *a_row = (int *)(bq + C::NBQ * C::BQ_BYTES);
+    char *bq = smem + WG_STAGES * C::STAGE; // two bf16 B buffers
+    int *a_row = (int *)(bq + 2 * C::BQ_BYTES);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
     const int g = lane >> 2, t = lane & 3;
     const bool glu = a.epi == QG_GLU;
@@ -158,21 +152,6 @@ __global__ void __launch_bounds__(wg_cfg<WGS, BN, NST, TMA>::THREADS, MINB)
         s_ok = n < a.N;
         s_src = m.sb + (s_ok ? (wrow0 + n) * ng : 0);
     }
-    // ONEB: threads 256 .. 383 dequantise the second halves of columns c and c + 128 (c = tid - 256) and
-    // copy those columns' scale words themselves, into the stage's second word area.
-    const bool one_b = C::ONEB && (flags & WG_ONEB);
-    const uint32_t *s2_src[2] = {NULL, NULL};
-    bool s2_ok[2] = {false, false};
-    if (C::ONEB && tid >= 256) {
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-            const int j = tid - 256 + 128 * e;
-            const dq_mat &m = (glu && j >= BN / 2) ? a.w2 : a.w;
-            const int n = n0 + (glu ? (j & (BN / 2 - 1)) : j);
-            s2_ok[e] = n < a.N;
-            s2_src[e] = m.sb + (s2_ok[e] ? (wrow0 + n) * ng : 0);
-        }
-    }
     const int gshift = 31 - __clz(a.w.group); // group is a power of two (64, 128, ...)
     // WGS 3: warpgroups with rows of the tile (the others skip their MMAs). Both sides of the test go
     // through a lane-0 shuffle, so ptxas sees a warp-uniform branch: a plain `wg < live` made it
@@ -207,10 +186,6 @@ __global__ void __launch_bounds__(wg_cfg<WGS, BN, NST, TMA>::THREADS, MINB)
                     wg_cp16(Cs + (tid + it * C::THREADS) * 16, c_src[it] + kt * 32, (c_ok >> it) & 1);
         }
         if (tid < BN) wg_cp4(Ss + tid, s_src + ((kt * WG_BK) >> gshift), s_ok);
-        if (C::ONEB && one_b && tid >= 256) {
-            wg_cp4(Ss + BN + tid - 256, s2_src[0] + ((kt * WG_BK) >> gshift), s2_ok[0]);
-            wg_cp4(Ss + BN + tid - 128, s2_src[1] + ((kt * WG_BK) >> gshift), s2_ok[1]);
-        }
     };
     // Codes of stage slot st -> bf16 q in B buffer b (wg_dq_half lays them out, for qgemm_wsw.cu too).
     // Consecutive threads take consecutive columns, so a warp phase's 16-byte stores fill one 128-byte
@@ -219,19 +194,6 @@ __global__ void __launch_bounds__(wg_cfg<WGS, BN, NST, TMA>::THREADS, MINB)
     auto dequant = [&](int st, int b) {
         const char *Cs = smem + st * C::STAGE + C::A_BYTES;
         const uint32_t B = wg_smem(bq + b * C::BQ_BYTES);
-        if (C::ONEB && one_b) { // each thread's items are columns whose scale words it copied itself
-            const uint32_t *Ss = (const uint32_t *)(Cs + C::C_BYTES);
-            if (tid < 256) {
-                wg_dq_half<BW>(B, C::BQ_STEP, tid, 0, *(const uint4 *)(Cs + tid * 32), Ss[tid]);
-            } else {
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const int j = tid - 256 + 128 * e;
-                    wg_dq_half<BW>(B, C::BQ_STEP, j, 1, *(const uint4 *)(Cs + j * 32 + 16), Ss[BN + j]);
-                }
-            }
-            return;
-        }
         // (Loading every item's words before the first store, as qgemm_wsw.cu's producer does, made
         // this kernel no faster: qgone 396-403 -> 376-384 TFLOP/s at 4096 x 8192 x 2048; PERF.md.)
 #pragma unroll
@@ -271,32 +233,13 @@ __global__ void __launch_bounds__(wg_cfg<WGS, BN, NST, TMA>::THREADS, MINB)
     const uint64_t da0 = TMA ? wg_desc_sw128(smem + wg * 8192) : wg_desc(smem + wg * 8192, 128, 1024, swap);
     const uint64_t db0 = wg_desc(bq, 128, 256, swap);
     if constexpr (BW) { // part accumulates all of K (its last 4 columns: the activation sums, unused)
-        // ONEB: one block barrier a stage. Stage kt's MMAs read B buffer kt % 3; while they run, each thread
-        // waits for stage kt + 1's copies (its own scale words, the tensor-map copies) and dequantises it
-        // into buffer (kt + 1) % 3, which stage kt - 2's MMAs read: every warpgroup retired those
-        // (wait_group 1 in stage kt - 1) before the last barrier. After this stage's barrier (every
-        // warpgroup's stage kt - 1 retired) the slot of stage kt - 1 is refilled with stage kt + 2.
-        // One loop for both forms: the MMAs and their waits are shared code (two loops, each with its own
-        // MMAs, made ptxas serialise every wgmma of the kernel, C7515).
         for (int kt = 0; kt < KT; kt++) {
-            const int st = kt % WG_STAGES, b = one_b ? kt % 3 : kt & 1;
+            const int st = kt % WG_STAGES, b = kt & 1;
             if (mma_on) { // warp-uniform: the whole warpgroup takes the same branch
                 wgx_stage<NR>(part, da0, st * C::STAGE, TMA ? 32 : 256, db0, b * C::BQ_BYTES, C::BQ_STEP, kt);
                 // Stage kt-1's MMA, the last reader of its A slot and of B buffer b^1, is complete in
                 // every warpgroup: then the slot is refilled and the buffer rewritten.
                 wgx_wait<NR, 1>(part);
-            }
-            if (C::ONEB && one_b) {
-                if (kt + 1 < KT) {
-                    wg_cpwait<0>();
-                    mb_wait(&full[(kt + 1) % WG_STAGES], ((kt + 1) / WG_STAGES) & 1);
-                    dequant((kt + 1) % WG_STAGES, (kt + 1) % 3);
-                    wg_fence_proxy();
-                }
-                __syncthreads();
-                if (kt + WG_STAGES - 1 < KT) load_stage((kt + WG_STAGES - 1) % WG_STAGES, kt + WG_STAGES - 1);
-                wg_commit();
-                continue;
             }
             __syncthreads();
             if (kt + WG_STAGES - 1 < KT) load_stage((kt + WG_STAGES - 1) % WG_STAGES, kt + WG_STAGES - 1);
@@ -360,10 +303,7 @@ static void wg_launch_t(const qg_args &a, int grid_x, cudaStream_t st, const wg_
     if (ar.raster) grid = dim3(grid.y, grid.x);
     static int epi_regs = -1; // LILY_QG_EPI_REGS=1: the unrolled register epilogue (timing only)
     if (epi_regs < 0) epi_regs = getenv("LILY_QG_EPI_REGS") && atoi(getenv("LILY_QG_EPI_REGS")) == 1;
-    static int env_oneb = -1; // LILY_QG_ONEB=0: the 3-warpgroup wide tile's three-barrier stage loop
-    if (env_oneb < 0) env_oneb = getenv("LILY_QG_ONEB") ? atoi(getenv("LILY_QG_ONEB")) != 0 : 1;
-    const bool oneb = lily_qg_oneb == 1 || (lily_qg_oneb == 0 && env_oneb);
-    const int flags = (lily_qg_wg_desc_swap ? WG_DESC_SWAP : 0) | (epi_regs ? WG_EPI_REGS : 0) | (oneb ? WG_ONEB : 0);
+    const int flags = (lily_qg_wg_desc_swap ? WG_DESC_SWAP : 0) | (epi_regs ? WG_EPI_REGS : 0);
     static wg_tmaps none; // the non-TMA kernels' unused parameter
     qgemm_wg_kernel<WGS, MINB, BW, BN, NST, TMA><<<grid, C::THREADS, C::SMEM, st>>>(ar, flags, tm ? *tm : none);
 }
