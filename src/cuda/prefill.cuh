@@ -169,9 +169,6 @@ extern int lily_qg_tma128;
 // LILY_CUDA_OPT_QG_RASTER, flag qg_raster; engine default 1, this variable's own 0 is what kernel
 // tests start from.
 extern int lily_qg_raster;
-// Stages of the 3-warpgroup wide tile by tensor maps (the MoE gate|up's 192-row tiles; qgemm_wg.cu): 0 = the
-// default (LILY_QG_WG3_NST, else 3), 3 or 4 (tests).
-extern int lily_qg_wg3_nst;
 // 1 = the wide tile's dense and in-order calls (128 rows, tensor maps) on the warp-specialised kernel
 // (qgemm_wsw.cu: a producer warpgroup dequantises, two consumer warpgroups multiply; the same bits).
 // LILY_CUDA_QG_WSW, option LILY_CUDA_OPT_QG_WSW, flag qg_wsw; this variable's own 0 is what kernel

@@ -45,7 +45,6 @@ int lily_qg_wide = 0;
 int lily_qg_tma = 1;
 int lily_qg_tma128 = 0;
 int lily_qg_raster = 0;
-int lily_qg_wg3_nst = 0;
 
 enum { WG_DESC_SWAP = 1, WG_EPI_REGS = 2 }; // kernel flags: the descriptor probe; the register epilogue (timing)
 
@@ -394,13 +393,8 @@ void qgemm_wg_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st) {
         if (qgemm_wsp_takes(a) && wg_make_tmaps(a, &tm, 128, 64) && qgemm_wsp_launch(a, grid_x, st, tm))
             return; // persistent, warp-specialised (qgemm_wsp.cu)
         if (qgemm_wide_takes(a, grid_x)) {
-            static int env_nst = -1; // LILY_QG_WG3_NST=4: four stages (dev)
-            if (env_nst < 0) env_nst = getenv("LILY_QG_WG3_NST") ? atoi(getenv("LILY_QG_WG3_NST")) : 3;
-            const int nst = lily_qg_wg3_nst ? lily_qg_wg3_nst : env_nst;
-            if (wg_make_tmaps(a, &tm, 256, 64)) {
-                if (nst == 4) wg_launch_t<3, 1, true, 256, 4, true>(a, grid_x, st, &tm);
-                else wg_launch_t<3, 1, true, 256, 3, true>(a, grid_x, st, &tm);
-            } else wg_launch_t<3, 1, true, 256>(a, grid_x, st);
+            if (wg_make_tmaps(a, &tm, 256, 64)) wg_launch_t<3, 1, true, 256, 3, true>(a, grid_x, st, &tm);
+            else wg_launch_t<3, 1, true, 256>(a, grid_x, st);
         } else {
             if (lily_qg_tma128 && wg_make_tmaps(a, &tm, 128, 64)) wg_launch_t<3, 1, true, WG_BN, 3, true>(a, grid_x, st, &tm);
             else wg_launch_t<3, 1, true>(a, grid_x, st);

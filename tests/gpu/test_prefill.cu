@@ -1135,8 +1135,7 @@ void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
         return;
     }
     const bool gt_only = only && !strcmp(only, "moegt"); // the MoE cases on qgemm_gt.cu only
-    const bool nst_only = only && !strcmp(only, "moenst"); // the default MoE pass and its four-stage twin
-    if (!gt_only && !nst_only) {
+    if (!gt_only) {
         test_qgemm(r);
         test_qgemm_splitk(r);
     }
@@ -1155,12 +1154,6 @@ void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
         return;
     }
     test_moe_pf(r); // default kernels: wgmma for tiles of 64/128 (gate|up: 192) rows
-    // The gate|up's 192-row tiles (3 warpgroups, tensor maps) with four stages, not three (lily_qg_wg3_nst).
-    lily_qg_wg3_nst = 4;
-    printf("(the same MoE cases with the 3-warpgroup wide tile's four-stage pipeline)\n");
-    test_moe_pf(r);
-    lily_qg_wg3_nst = 0;
-    if (nst_only) return;
     const int tails_env = lily_moe_tails;
     lily_moe_tails = lily_moe_tails == 0 ? 2 : 0;
     printf("(the same MoE cases with the groups' tails %s)\n", lily_moe_tails ? "merged (192-row gate|up tiles)" : "on the 128-row tiles");
