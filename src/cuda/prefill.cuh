@@ -197,10 +197,14 @@ void qgemm_rs_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st);
 // qgemm_gt.cu: the MoE's grouped down projection with the tokens on the MMA's N side (groups padded
 // to 16 rows, not 64) and each group's X resident in shared memory (K <= 512, rows in group order,
 // bf16 weights, QG_SCALE_BF16 scattered by y_rows). lily_qg_gt: 0 = off (this variable's own value,
-// what kernel tests start from), 1 = where the groups average at least 48 rows (the engine's default:
-// chunks of 1.5K tokens and up), 2 = always (tests); LILY_CUDA_QG_GT, option LILY_CUDA_OPT_QG_GT, flag
-// qg_gt. lily_qg_gt_parts / _nmax (tests; 0 = the default): column parts a group, rows a piece at most.
-extern int lily_qg_gt, lily_qg_gt_parts, lily_qg_gt_nmax;
+// what kernel tests start from), 1 = the engine's default: the wide form where the groups average at
+// least 48 rows (chunks of 1.5K tokens and up), the narrow form (pieces of at most 64 rows, two blocks an
+// SM) from 16 rows, none below; 2 = always, the wide form (tests); LILY_CUDA_QG_GT, option
+// LILY_CUDA_OPT_QG_GT, flag qg_gt. lily_qg_gt_parts / _nmax / _narrow (tests; 0 = the default): column
+// parts a group, rows a piece at most, the narrow form always (LILY_QG_GT_NARROW); _async: 0 the default
+// (a stage of MMAs kept in flight while the next one's fragments are built; LILY_QG_GT_ASYNC=0 turns it
+// off), 1 on, 2 off (each stage retired before the next).
+extern int lily_qg_gt, lily_qg_gt_parts, lily_qg_gt_nmax, lily_qg_gt_narrow, lily_qg_gt_async;
 bool qgemm_gt_takes(const qg_args &a);
 int qgemm_gt_launch(const qg_args &a, cudaStream_t st);
 // qgemm_ws.cu: the same calls in warp-specialised form (a producer warp pair, one or two consumer

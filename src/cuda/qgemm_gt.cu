@@ -16,54 +16,61 @@
 //     tile's MMAs start as soon as their stage has landed. Rows past the group belong to the next one
 //     (computed and dropped) or past the matrix (zeros).
 //   Warpgroup w takes the part's 64-row weight tiles w, w + WGS, ...; per (tile, 64-k stage) 4 k16 steps
-//     of up to four MMAs (the piece's width as 64 + 64 + 32 + 16 token chunks, gt_chunks) with A from
-//     registers. Each warp streams its 16 code rows (32 bytes a stage) and their scale words by cp.async
-//     through a ring of its own (GT_RING stages; no block barrier): the rows are stored so that lane
-//     (g, t)'s two rows, weight rows 2g and 2g + 1, sit at positions g and g + 8 of a 48-byte stride
-//     (conflict-free 16-byte reads). A fragment register is qgemm_rs.cu's: byte t of a code word, a byte
-//     permute, one LOP3 and two bf16x2 FMAs, rb(s q + b).
-//   The next stage's fragments are built while the current stage's MMAs run; those are retired
-//     (wait_group 0) before the next ones issue, the other warpgroup filling the tensor pipe meanwhile.
-//     Keeping one stage in flight instead (wait_group 1 before building into the other register set)
-//     makes ptxas fence and wait after every MMA of the kernel, silently (no C75xx message; SASS: a
-//     WARPGROUP.DEPBAR after each HGMMA).
+//     of one m64nNk16 MMA, N the piece's width, with A from registers. Each warp streams its 16 code rows
+//     (32 bytes a stage) and their scale words by cp.async through a ring of its own (GT_RING stages; no
+//     block barrier): the rows are stored so that lane (g, t)'s two rows, weight rows 2g and 2g + 1, sit
+//     at positions g and g + 8 of a 48-byte stride (conflict-free 16-byte reads). A fragment register is
+//     qgemm_rs.cu's: byte t of a code word, a byte permute, one LOP3 and two bf16x2 FMAs, rb(s q + b).
+//   A stage's MMAs stay in flight while the next stage's fragments are built into the other register set
+//     (wait_group 1 first, which retires the MMAs that read that set; a tile's last stage waits for all
+//     before its epilogue). ptxas keeps that asynchronous only when it can see the branches around the
+//     MMAs are warp-uniform: the warpgroup index comes through __shfl_sync, else it serialises every
+//     wgmma (C7518). With LILY_QG_GT_ASYNC=0 each stage is retired (wait_group 0) before the next issues,
+//     the other warpgroup filling the tensor pipe meanwhile: the kernel 288 -> 272 us a launch at 4K with
+//     the overlap, the MoE block 1.011 -> 0.992 ms (docs/PERF.md, twenty-first session).
 //   Epilogue per tile: the thread holds output columns 2g, 2g + 1 (weight rows 2g, 2g + 1 of its warp's
 //     16) of tokens 8j + 2t + e; they go through a per-warp staging in shared memory, 32 tokens a round,
 //     and leave as 16-byte stores of 8 columns of one row (gt_store), the routing weight applied there
 //     (QG_SCALE_BF16) and the rows scattered to (token, slot) order through the row map read once a
 //     piece.
 //
-// Measured (docs/PERF.md, twentieth session): at 4K tokens the MoE down projection 12.71 ms against
-// qgemm_wsp.cu's 11.73; faster at 2K (groups of ~64 rows, which 64-row tiles pad to 128) and with
-// 16K-token chunks. Half of its time is outside the MMAs (the fragment build, the copies, the epilogue:
-// without MMAs it still takes ~0.18 of ~0.33 ms a layer), and with two warps a scheduler the two do not
-// overlap well.
+// Measured (docs/PERF.md, twentieth and twenty-first sessions): at 4K tokens the MoE down projection
+// 10.79 ms (pfprof) against qgemm_wsp.cu's 11.73 (covering the width by four chunk MMAs, 12.71 at first).
+// About half of its time is outside the MMAs (the fragment build, the copies, the epilogue: without
+// MMAs it still took ~0.18 of ~0.33 ms a layer), and with two warps a scheduler the two do not overlap
+// well: Nsight Compute, the tensor pipe busy 32 % of the kernel's time.
 //
 // Rounding: the bf16-weight mode's (rb(s q + b), one fp32 accumulator over all of K, qg_store2_at's
 // epilogue): the same products as qgemm_wg.cu's, summed in another order.
 //
 // Switch: LILY_CUDA_QG_GT (option LILY_CUDA_OPT_QG_GT, flag qg_gt; lily_qg_gt): 1 (the engine's default)
-// = the MoE down projection here where its groups average at least GT_MIN_ROWS rows, 2 = always (tests). Dev knobs,
-// read once: LILY_QG_GT_PARTS (column parts a group, default 2), LILY_QG_GT_WGS (2 or 3),
+// = the MoE down projection here where its groups average at least GT_NARROW_MIN rows: the wide form from
+// GT_MIN_ROWS, the narrow form below (pieces of at most 64 tokens, 32 accumulators, 122 registers, two
+// blocks an SM: twice the warps to hide the stage loop's latency); 2 = always, the wide form (tests). Dev
+// knobs, read once: LILY_QG_GT_PARTS (column parts a group, default 2), LILY_QG_GT_WGS (2 or 3),
 // LILY_QG_GT_NMAX (rows a piece at most, a multiple of 16; 0 = as many as shared memory holds),
-// LILY_QG_GT_DEV (timing knobs, wrong results: bit 0 no MMAs, 1 no code copies, 2 no stores).
+// LILY_QG_GT_DEV (timing knobs, wrong results: bit 0 no MMAs, 1 no code copies, 2 no stores),
+// LILY_QG_GT_NARROW=1 (the narrow form always), LILY_QG_GT_LO (the narrow form's lower bound).
+// Measured (docs/PERF.md, twenty-first session; prefill against the old kernels, LILY_CUDA_QG_GT=0): the wide
+// form 2K +5.5 %, 4K +1.5 %, 8K +1.8 %, 32K +2.5 %; the narrow form 256 -5.5 % (groups of 8 rows: none),
+// 512 +2.5 %, 1K +4 %, and at 4K -3 % (its pieces of 64 read the codes twice).
 #include "qgemm_wg.cuh"
 #include "wgmma_rs.cuh"
 
 int lily_qg_gt = 0;
-int lily_qg_gt_parts = 0, lily_qg_gt_nmax = 0; // 0 = the env / the default (tests set them)
+int lily_qg_gt_parts = 0, lily_qg_gt_nmax = 0, lily_qg_gt_narrow = 0, lily_qg_gt_async = 0; // 0 = the env / the default (tests set them; async 1 on, 2 off)
 
 #define GT_RING 5                    // code stages in flight a warp (6 measured the same)
 #define GT_STG_LD 48                 // bytes a token row of the epilogue's staging takes (32 used)
 #define GT_STG (32 * GT_STG_LD)      // a warp's epilogue staging: 32 tokens x 16 columns
 #define GT_CLD 48                    // bytes a code row takes in a ring slot (32 used)
 #define GT_SLOT (16 * GT_CLD + 64)   // a warp's stage: 16 code rows, then their 16 scale words
-#define GT_NMAX 176                  // widest piece (tokens; gt_chunks: 64 + 64 + 32 + 16)
+#define GT_NMAX 176                  // widest piece (tokens; the widest instruction of wgmma_rs.cuh)
 #define GT_BOX 16                    // rows a tensor-map box of X
-// lily_qg_gt 1: groups of at least this many rows on average. Prefill with the switch 0 / 1 (docs/PERF.md,
-// twentieth session): 1K tokens (32 rows a group) -4 %, 2K (64) +4.5 %, 4K (128) within noise, 8K +1.5 %,
-// 16K +0.6 %, 32K (16K-token chunks, 512) +1.5 %.
+// lily_qg_gt 1: the wide form for groups of at least GT_MIN_ROWS rows on average, the narrow one from
+// GT_NARROW_MIN (measurements above).
 #define GT_MIN_ROWS 48
+#define GT_NARROW_MIN 16
 
 // wg_code_pair (qgemm_wg.cuh) with the nibble mask and the exponent bits in one LOP3: c43 holds 0x43004300
 // in a register the compiler cannot fold (SASS LOP3 takes one immediate; with both constants immediate it
@@ -81,29 +88,13 @@ __device__ __forceinline__ void gt_hold(const uint32_t (&f)[16]) {
                  : "memory");
 }
 
-// A piece's token columns as up to four MMAs a k16 step, each with accumulators at a fixed place:
-// chunk 0 = 64 tokens from 0 (acc 0..31), chunk 1 = 64 from 64 (acc 32..63), chunk 2 = 32 (acc 64..79)
-// and chunk 3 = 16 (acc 80..87) after whatever came before. c = npad / 16 <= 11: chunk 0 when c >= 4, 1
-// when c >= 8, 2 when c & 2, 3 when c & 1. One code path for every width: a kernel with one
-// instantiation per width behind a switch took 255 registers and spilled (twelve widths), against 143
-// (N = 128 alone) and 179 (N = 192 alone).
+// A piece's token columns as one MMA a k16 step of width npad (16 .. 176, one switch a stage over the 11
+// widths; the generated instructions of wgmma_rs.cuh). The accumulator layout is a prefix one (columns
+// 0 .. N-1 in d[0 .. N/2) the same way for every N), so one array of GT_NACC registers and one epilogue
+// serve all widths. (Instantiating the whole stage loop per width behind a switch took 255 registers and
+// spilled; the first form covered the width by up to four MMAs of 64 + 64 + 32 + 16 tokens, 2.82 M HGMMA
+// instructions a launch at 4K.)
 #define GT_NACC 88
-struct gt_chunks {
-    bool on[4];
-    int tok[4]; // first token of each chunk
-};
-__device__ __forceinline__ gt_chunks gt_chunks_of(int npad) {
-    const int c = npad >> 4;
-    gt_chunks k;
-    k.on[0] = c >= 4, k.on[1] = c >= 8, k.on[2] = (c & 2) != 0, k.on[3] = (c & 1) != 0;
-    k.tok[0] = 0, k.tok[1] = 64, k.tok[2] = 16 * (c & ~3), k.tok[3] = 16 * (c & ~1);
-    return k;
-}
-template <int C> struct gt_chunk_shape; // C: chunk -> (instruction N, first accumulator)
-template <> struct gt_chunk_shape<0> { static constexpr int N = 64, A = 0; };
-template <> struct gt_chunk_shape<1> { static constexpr int N = 64, A = 32; };
-template <> struct gt_chunk_shape<2> { static constexpr int N = 32, A = 64; };
-template <> struct gt_chunk_shape<3> { static constexpr int N = 16, A = 80; };
 
 struct gt_piece {
     int dev;                         // timing knobs (LILY_QG_GT_DEV): 2 no code copies, 4 no stores
@@ -111,72 +102,74 @@ struct gt_piece {
     int n_lo, n_hi, ntiles, KT;      // the part's weight rows [n_lo, n_hi), its 64-row tiles, K / 64
 };
 
-// One 64-k stage's MMAs for the chunks ON0..ON3, straight-line (fence, 4 k16 steps, commit): a
-// branch between two MMAs makes ptxas fence and scoreboard each one on its own (C7519).
-template <bool ON0, bool ON1, bool ON2, bool ON3>
-__device__ __forceinline__ void gt_stage(float *acc, const uint32_t *f, uint64_t db0, const gt_chunks &k, int kt) {
-    wgacc<GT_NACC>::fence(acc);
+// One 64-k stage's MMAs at width N, straight-line (fence, 4 k16 steps, commit): a branch between two
+// MMAs makes ptxas fence and scoreboard each one on its own (C7519).
+template <int N, int NACC>
+__device__ __forceinline__ void gt_stage(float *acc, const uint32_t *f, uint64_t db0, int kt) {
+    wgacc<NACC>::fence(acc);
 #pragma unroll
-    for (int s = 0; s < 4; s++) {
-        const uint64_t db = db0 + (s * 32 >> 4);
-        const int on = kt > 0 || s > 0;
-        if (ON0) wgrs<64>::mma(acc + 0, f + 4 * s, db, on);
-        if (ON1) wgrs<64>::mma(acc + 32, f + 4 * s, db + (64 * 128 >> 4), on);
-        if (ON2) wgrs<32>::mma(acc + 64, f + 4 * s, db + ((k.tok[2] * 128) >> 4), on);
-        if (ON3) wgrs<16>::mma(acc + 80, f + 4 * s, db + ((k.tok[3] * 128) >> 4), on);
-    }
-    wgacc<GT_NACC>::commit(acc);
+    for (int s = 0; s < 4; s++) wgrs<N>::mma(acc, f + 4 * s, db0 + (s * 32 >> 4), kt > 0 || s > 0);
+    wgacc<NACC>::commit(acc);
 }
 // The stage for a piece of c = npad / 16 (1..11) token blocks (NOMMA: none, timing only).
-template <bool NOMMA>
-__device__ __forceinline__ void gt_stage_c(float *acc, const uint32_t *f, uint64_t db, const gt_chunks &k, int kt, int c) {
+template <bool NOMMA, int NACC>
+__device__ __forceinline__ void gt_stage_c(float *acc, const uint32_t *f, uint64_t db, int kt, int c) {
     if (NOMMA) {
-        wgacc<GT_NACC>::fence(acc);
-        wgacc<GT_NACC>::commit(acc);
+        wgacc<NACC>::fence(acc);
+        wgacc<NACC>::commit(acc);
         return;
     }
-    switch (c) {
-    case 1: gt_stage<0, 0, 0, 1>(acc, f, db, k, kt); break;
-    case 2: gt_stage<0, 0, 1, 0>(acc, f, db, k, kt); break;
-    case 3: gt_stage<0, 0, 1, 1>(acc, f, db, k, kt); break;
-    case 4: gt_stage<1, 0, 0, 0>(acc, f, db, k, kt); break;
-    case 5: gt_stage<1, 0, 0, 1>(acc, f, db, k, kt); break;
-    case 6: gt_stage<1, 0, 1, 0>(acc, f, db, k, kt); break;
-    case 7: gt_stage<1, 0, 1, 1>(acc, f, db, k, kt); break;
-    case 8: gt_stage<1, 1, 0, 0>(acc, f, db, k, kt); break;
-    case 9: gt_stage<1, 1, 0, 1>(acc, f, db, k, kt); break;
-    case 10: gt_stage<1, 1, 1, 0>(acc, f, db, k, kt); break;
-    default: gt_stage<1, 1, 1, 1>(acc, f, db, k, kt); break;
+    if constexpr (NACC == 32) { // the narrow form: pieces of at most 64 tokens
+        switch (c) {
+        case 1: gt_stage<16, NACC>(acc, f, db, kt); break;
+        case 2: gt_stage<32, NACC>(acc, f, db, kt); break;
+        case 3: gt_stage<48, NACC>(acc, f, db, kt); break;
+        default: gt_stage<64, NACC>(acc, f, db, kt); break;
+        }
+    } else {
+        switch (c) {
+        case 1: gt_stage<16, NACC>(acc, f, db, kt); break;
+        case 2: gt_stage<32, NACC>(acc, f, db, kt); break;
+        case 3: gt_stage<48, NACC>(acc, f, db, kt); break;
+        case 4: gt_stage<64, NACC>(acc, f, db, kt); break;
+        case 5: gt_stage<80, NACC>(acc, f, db, kt); break;
+        case 6: gt_stage<96, NACC>(acc, f, db, kt); break;
+        case 7: gt_stage<112, NACC>(acc, f, db, kt); break;
+        case 8: gt_stage<128, NACC>(acc, f, db, kt); break;
+        case 9: gt_stage<144, NACC>(acc, f, db, kt); break;
+        case 10: gt_stage<160, NACC>(acc, f, db, kt); break;
+        default: gt_stage<176, NACC>(acc, f, db, kt); break;
+        }
     }
 }
-// One chunk's outputs of a finished tile, through the warp's staging (GT_STG bytes), 32 tokens a round:
-// each thread writes its column pair (2g, 2g + 1) of tokens 8 jj + 2 t + e as bf16 rb(v); then each lane
-// takes 16 bytes, 8 columns of one token, applies the token's routing weight (QG_SCALE_BF16: sc * rb(v),
-// rounded, qg_store2_at's value) and stores them to the pair's row. A warp's store is then a 16-byte piece a lane of 16
-// output rows (32 contiguous bytes a row); the direct form (a 4-byte store per token and column pair,
-// its row offset and scale looked up each time) took 0.12 of the kernel's 0.41 ms at 4K (LILY_QG_GT_DEV=4).
-template <int C>
-__device__ __forceinline__ void gt_store(const qg_args &a, const float *acc, const gt_chunks &k, const gt_piece &p,
-                                         const int *s_orow, const float *s_scale, uint32_t stg, int col0, int lane) {
-    using S = gt_chunk_shape<C>;
-    if (!k.on[C]) return;
-    constexpr int SUB = S::N < 32 ? S::N : 32; // tokens a round
+// A finished tile's outputs, through the warp's staging (GT_STG bytes), 32 tokens a round: each thread
+// writes its column pair (2g, 2g + 1) of tokens 8 j + 2 t + e as bf16 rb(v); then each lane takes 16
+// bytes, 8 columns of one token, applies the token's routing weight (sc * rb(v), rounded: qg_store2_at's
+// QG_SCALE_BF16 value) and stores them to the pair's row. A warp's store is then a 16-byte piece a lane
+// of 16 output rows (32 contiguous bytes a row); the direct form (a 4-byte store per token and column
+// pair, its row offset and scale looked up each time) took 0.12 of the kernel's 0.41 ms at 4K
+// (LILY_QG_GT_DEV=4).
+template <int NACC>
+__device__ __forceinline__ void gt_store(const qg_args &a, const float *acc, const gt_piece &p, const int *s_orow,
+                                         const float *s_scale, uint32_t stg, int col0, int lane) {
     const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int sub = 0; sub < S::N / SUB; sub++) {
+    for (int sub = 0; sub < (NACC / 4 + 3) / 4; sub++) {
+        if (32 * sub >= p.npad) break; // uniform over the warp
 #pragma unroll
-        for (int jj = 0; jj < SUB / 8; jj++)
+        for (int jj = 0; jj < 4; jj++) {
+            const int j = 4 * sub + jj; // acc[4 j ..] holds tokens 8 j ..; past npad they are not read below
+            if (j < NACC / 4)
 #pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int i = sub * (SUB / 8) + jj;
-                asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(stg + (8 * jj + 2 * t + e) * GT_STG_LD + 4 * g),
-                             "r"(wg_pack(acc[S::A + 4 * i + e], acc[S::A + 4 * i + 2 + e]))
-                             : "memory");
-            }
+                for (int e = 0; e < 2; e++)
+                    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(stg + (8 * jj + 2 * t + e) * GT_STG_LD + 4 * g),
+                                 "r"(wg_pack(acc[4 * j + e], acc[4 * j + 2 + e]))
+                                 : "memory");
+        }
         __syncwarp();
 #pragma unroll
-        for (int q = lane; q < SUB * 2; q += 32) {
-            const int rl = q >> 1, h = q & 1, r = k.tok[C] + sub * SUB + rl, col = col0 + 8 * h;
+        for (int q = lane; q < 64; q += 32) {
+            const int rl = q >> 1, h = q & 1, r = 32 * sub + rl, col = col0 + 8 * h;
             if (r < p.rows && col < p.n_hi) {
                 const uint4 v = wg_lds128(stg + rl * GT_STG_LD + 16 * h);
                 const float sc = s_scale[r];
@@ -192,15 +185,17 @@ __device__ __forceinline__ void gt_store(const qg_args &a, const float *acc, con
 }
 
 // One piece on this warpgroup: its tiles, every stage, the epilogue of each tile.
-template <int WGS, bool NOMMA>
+template <int WGS, bool NOMMA, int NACC, bool ASYNC>
 __device__ __forceinline__ void gt_run(const qg_args &a, const char *xs, char *ring_all, const int *s_orow,
                                        const float *s_scale, uint64_t *xbar, const gt_piece &p) {
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2, wq = warp & 3;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wq = warp & 3;
+    // Warp-uniform through lane 0: ptxas takes a branch on threadIdx for a divergent one and serialises
+    // the wgmma around it (C7518).
+    const int wg = ASYNC ? __shfl_sync(0xffffffffu, warp >> 2, 0) : warp >> 2;
     const int g = lane >> 2, t = lane & 3;
     const int my_tiles = p.ntiles > wg ? (p.ntiles - wg + WGS - 1) / WGS : 0;
     const int items = my_tiles * p.KT;
     if (items == 0) return; // the whole warpgroup
-    const gt_chunks k = gt_chunks_of(p.npad);
     char *ring = ring_all + warp * (GT_RING * GT_SLOT);
     const uint32_t stg = wg_smem(ring_all + 4 * WGS * (GT_RING * GT_SLOT) + warp * GT_STG); // the epilogue's staging
     const long row_bytes = a.K / 2, wbase = (long)p.grp * a.N;
@@ -255,9 +250,9 @@ __device__ __forceinline__ void gt_run(const qg_args &a, const char *xs, char *r
         }
     };
 
-    float acc[GT_NACC];
+    float acc[NACC];
 #pragma unroll
-    for (int i = 0; i < GT_NACC; i++) acc[i] = 0.0f;
+    for (int i = 0; i < NACC; i++) acc[i] = 0.0f;
     uint32_t fa[16], fb[16];
     const uint64_t db0 = wg_desc_sw128(xs);
     const int stage_bytes = p.npad * 128, nc = p.npad >> 4;
@@ -270,23 +265,44 @@ __device__ __forceinline__ void gt_run(const qg_args &a, const char *xs, char *r
     int kt = 0, tt = wg, slot = 0, j = 0; // the consume cursor
     auto step = [&](const uint32_t (&f)[16], uint32_t (&fn)[16]) {
         if (tt == wg) mb_wait(&xbar[kt], p.parity); // the first tile: has stage kt of X landed?
-        gt_stage_c<NOMMA>(acc, f, db0 + ((kt * stage_bytes) >> 4), k, kt, nc);
+        gt_stage_c<NOMMA, NACC>(acc, f, db0 + ((kt * stage_bytes) >> 4), kt, nc);
+        if constexpr (ASYNC) {
+            // Stage j's MMAs stay in flight while stage j + 1's fragments are built into fn, which stage
+            // j - 1's MMAs read: wait_group 1 retires those first. At a tile's end everything is retired
+            // for the epilogue, inside its own branch (an epilogue after the branches meet made ptxas wait
+            // for every stage, C7517).
+            if (kt == p.KT - 1) {
+                wgacc<NACC>::wait0(acc);
+                gt_hold(f);
+                const int col0 = p.n_lo + tt * 64 + 16 * wq;
+                if (!(p.dev & 4)) gt_store<NACC>(a, acc, p, s_orow, s_scale, stg, col0, lane);
+                kt = 0, tt += WGS;
+            } else {
+                wgacc<NACC>::wait1(acc);
+                kt++;
+            }
+            gt_hold(fn);
+            if (j + 1 < items) {
+                wg_cpwait<GT_RING - 2>();
+                __syncwarp();
+                build(slot + 1 == GT_RING ? 0 : slot + 1, fn);
+                issue();
+            }
+            if (++slot == GT_RING) slot = 0;
+            j++;
+            return;
+        }
         if (j + 1 < items) {
             wg_cpwait<GT_RING - 2>(); // item j + 1 has landed (this lane's copies) ...
             __syncwarp();             // ... for every lane; and every lane is past build(j)
             build(slot + 1 == GT_RING ? 0 : slot + 1, fn);
             issue(); // item j + GT_RING into slot `slot`, which build(j) read
         }
-        wgacc<GT_NACC>::wait0(acc);
+        wgacc<NACC>::wait0(acc);
         gt_hold(f);
         if (kt == p.KT - 1) { // the tile's epilogue
             const int col0 = p.n_lo + tt * 64 + 16 * wq;
-            if (!(p.dev & 4)) {
-                gt_store<0>(a, acc, k, p, s_orow, s_scale, stg, col0, lane);
-                gt_store<1>(a, acc, k, p, s_orow, s_scale, stg, col0, lane);
-                gt_store<2>(a, acc, k, p, s_orow, s_scale, stg, col0, lane);
-                gt_store<3>(a, acc, k, p, s_orow, s_scale, stg, col0, lane);
-            }
+            if (!(p.dev & 4)) gt_store<NACC>(a, acc, p, s_orow, s_scale, stg, col0, lane);
             kt = 0, tt += WGS;
         } else {
             kt++;
@@ -302,8 +318,8 @@ __device__ __forceinline__ void gt_run(const qg_args &a, const char *xs, char *r
     wg_cpwait<0>();
 }
 
-template <int WGS, bool NOMMA>
-__global__ void __launch_bounds__(128 * WGS, 1)
+template <int WGS, bool NOMMA, int NACC, bool ASYNC>
+__global__ void __launch_bounds__(128 * WGS, NACC <= 32 ? 2 : 1)
     qgemm_gt_kernel(const qg_args a, const __grid_constant__ CUtensorMap tmx, int nmax, int part_rows, int dev) {
     extern __shared__ __align__(1024) char smem[];
     const int KT = a.K / WG_BK, tid = threadIdx.x;
@@ -330,12 +346,13 @@ __global__ void __launch_bounds__(128 * WGS, 1)
         p.npad = (p.rows + 15) & ~15;
         p.parity = pc & 1;
         const int m0 = g0 + r0;
-        if (tid == 0) {
-            for (int k = 0; k < KT; k++) {
-                mb_expect_tx(&xbar[k], p.npad * 128);
-                for (int b = 0; b < p.npad / GT_BOX; b++)
-                    tma_g2s_2d(smem + k * p.npad * 128 + b * GT_BOX * 128, &tmx, k * WG_BK, m0 + b * GT_BOX, &xbar[k]);
-            }
+        // Lane k of warp 0 requests stage k (KT <= 8): one thread issuing all KT x npad / 16 boxes held
+        // the block's barrier below for them (Nsight: 5 % of the kernel's stall samples there).
+        if (tid < KT) {
+            const int k = tid;
+            mb_expect_tx(&xbar[k], p.npad * 128);
+            for (int b = 0; b < p.npad / GT_BOX; b++)
+                tma_g2s_2d(smem + k * p.npad * 128 + b * GT_BOX * 128, &tmx, k * WG_BK, m0 + b * GT_BOX, &xbar[k]);
         }
         for (int r = tid; r < p.npad; r += 128 * WGS) {
             const int o = r < p.rows ? __ldg(a.y_rows + m0 + r) : 0;
@@ -343,7 +360,7 @@ __global__ void __launch_bounds__(128 * WGS, 1)
             s_scale[r] = r < p.rows ? __ldg(a.scale + o) : 0.0f;
         }
         __syncthreads();
-        gt_run<WGS, NOMMA>(a, smem, ring, s_orow, s_scale, xbar, p);
+        gt_run<WGS, NOMMA, NACC, ASYNC>(a, smem, ring, s_orow, s_scale, xbar, p);
         __syncthreads(); // every warpgroup's MMAs on this piece's X are retired before the next copies
     }
 }
@@ -352,6 +369,13 @@ static int gt_env(const char *name, int def) {
     const char *e = getenv(name);
     return e ? atoi(e) : def;
 }
+// lily_qg_gt 1: the narrow form for groups of GT_NARROW_MIN .. GT_MIN_ROWS rows on average (LILY_QG_GT_LO
+// overrides the lower bound, dev).
+static int gt_narrow_min() {
+    static int lo = -1;
+    if (lo < 0) lo = gt_env("LILY_QG_GT_LO", GT_NARROW_MIN);
+    return lo;
+}
 
 bool qgemm_gt_takes(const qg_args &a) {
     if (!lily_qg_gt || !lily_qg_bf16w || !a.grp_off || a.x_rows || a.epi != QG_SCALE_BF16 || !a.y_rows || !a.scale || a.w.fmt == DQ_DENSE ||
@@ -359,10 +383,10 @@ bool qgemm_gt_takes(const qg_args &a) {
         a.K <= 0 || a.N % 16 || a.N <= 0 || a.ldy % 8 || ((uintptr_t)a.y & 15) || a.n_groups <= 0 || ((uintptr_t)a.x & 15) || a.ldx % 8 ||
         a.ldx < a.K || !lily_tmap_encoder())
         return false;
-    return lily_qg_gt == 2 || (long)a.M >= (long)GT_MIN_ROWS * a.n_groups;
+    return lily_qg_gt == 2 || (long)a.M >= (long)gt_narrow_min() * a.n_groups;
 }
 
-template <int WGS, bool NOMMA>
+template <int WGS, bool NOMMA, int NACC = GT_NACC, bool ASYNC = false>
 static int gt_launch_t(const qg_args &a, const CUtensorMap &tm, int parts, int nmax_want, int dev, cudaStream_t st) {
     static int optin = 0;
     static bool attr = false;
@@ -370,27 +394,35 @@ static int gt_launch_t(const qg_args &a, const CUtensorMap &tm, int parts, int n
     const int KT = a.K / WG_BK;
     const long fixed = 4L * WGS * (GT_RING * GT_SLOT + GT_STG) + 8L * KT;
     int nmax = (int)((optin - fixed) / ((long)a.K * 2 + 8)) & ~15;
-    if (nmax > GT_NMAX) nmax = GT_NMAX;
+    if (nmax > 2 * NACC) nmax = 2 * NACC;
+    if (NACC <= 32) { // two blocks an SM: each within half the SM's shared memory (less the reserved 1 KB a block)
+        int sm_total = 0;
+        cudaDeviceGetAttribute(&sm_total, cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0);
+        const int fit = (int)((sm_total / 2 - 1024 - fixed) / ((long)a.K * 2 + 8)) & ~15;
+        if (fit < nmax) nmax = fit;
+    }
     if (nmax_want > 0 && nmax_want < nmax) nmax = nmax_want & ~15;
     if (nmax < 16) return lily_err_set(LILY_EINVAL, "qgemm_gt: K=%d leaves no room for X", a.K);
     const size_t smem = (size_t)nmax * a.K * 2 + fixed + 8L * nmax;
     if (!attr) {
-        cudaFuncSetAttribute(qgemm_gt_kernel<WGS, NOMMA>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
+        cudaFuncSetAttribute(qgemm_gt_kernel<WGS, NOMMA, NACC, ASYNC>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
         attr = true;
     }
     const int part_rows = ((a.N + parts - 1) / parts + 63) & ~63;
     dim3 grid(a.n_groups, (a.N + part_rows - 1) / part_rows);
-    qgemm_gt_kernel<WGS, NOMMA><<<grid, 128 * WGS, smem, st>>>(a, tm, nmax, part_rows, dev);
+    qgemm_gt_kernel<WGS, NOMMA, NACC, ASYNC><<<grid, 128 * WGS, smem, st>>>(a, tm, nmax, part_rows, dev);
     return 0;
 }
 
 int qgemm_gt_launch(const qg_args &a, cudaStream_t st) {
-    static int env_parts = -1, env_wgs = 2, env_nmax = 0, env_dev = 0;
+    static int env_parts = -1, env_wgs = 2, env_nmax = 0, env_dev = 0, env_narrow = 0, env_async = 0;
     if (env_parts < 0) {
         env_parts = gt_env("LILY_QG_GT_PARTS", 2);
         env_wgs = gt_env("LILY_QG_GT_WGS", 2) == 3 ? 3 : 2;
         env_nmax = gt_env("LILY_QG_GT_NMAX", 0);
         env_dev = gt_env("LILY_QG_GT_DEV", 0);
+        env_narrow = gt_env("LILY_QG_GT_NARROW", 0);
+        env_async = gt_env("LILY_QG_GT_ASYNC", 1);
     }
     const int parts = lily_qg_gt_parts > 0 ? lily_qg_gt_parts : env_parts > 0 ? env_parts : 1;
     const int nmax = lily_qg_gt_nmax > 0 ? lily_qg_gt_nmax : env_nmax;
@@ -398,5 +430,11 @@ int qgemm_gt_launch(const qg_args &a, cudaStream_t st) {
     CUtensorMap tm;
     if (!wg_make_xmap(a, &tm, GT_BOX)) return lily_err_set(LILY_EBACKEND, "qgemm_gt: cannot make the tensor map of X");
     if (env_dev & 1) return gt_launch_t<2, true>(a, tm, parts, nmax, env_dev, st);
+    const bool narrow = lily_qg_gt_narrow > 0 || env_narrow || (lily_qg_gt == 1 && (long)a.M < (long)GT_MIN_ROWS * a.n_groups);
+    if (lily_qg_gt_async == 1 || (lily_qg_gt_async == 0 && env_async)) {
+        if (narrow) return gt_launch_t<2, false, 32, true>(a, tm, parts, nmax, env_dev, st);
+        return gt_launch_t<2, false, GT_NACC, true>(a, tm, parts, nmax, env_dev, st);
+    }
+    if (narrow) return gt_launch_t<2, false, 32>(a, tm, parts, nmax, env_dev, st);
     return env_wgs == 3 ? gt_launch_t<3, false>(a, tm, parts, nmax, env_dev, st) : gt_launch_t<2, false>(a, tm, parts, nmax, env_dev, st);
 }

@@ -1088,14 +1088,25 @@ static void bench_gdn(rng &r) {
 static void test_moe_gt(rng &r) {
     // The down projection with the tokens as N (qgemm_gt.cu): pieces as wide as shared memory allows in
     // 2 column parts; pieces of at most 16 rows in 1 part; of at most 48 rows (uneven pieces, several
-    // chunk shapes) in 3 parts (a part's last tile cut by the next part's first column).
-    for (int v = 0; v < 3; v++) {
-        lily_qg_gt = 2, lily_qg_gt_nmax = v == 0 ? 0 : v == 1 ? 16 : 48, lily_qg_gt_parts = v == 0 ? 2 : v == 1 ? 1 : 3;
-        printf("(the same MoE cases with the down projection on the tokens-as-N kernel (qgemm_gt.cu), pieces of at most %s rows, %d column parts)\n",
-               v == 0 ? "the shared memory's" : v == 1 ? "16" : "48", lily_qg_gt_parts);
+    // chunk shapes) in 3 parts (a part's last tile cut by the next part's first column); the narrow form
+    // (pieces of at most 64 rows, two blocks an SM) in 2 parts, and at most 48 rows in 3 parts; and the
+    // engine's rule (lily_qg_gt 1: the wide form, the narrow one or none by the groups' average rows).
+    // Those keep a stage of MMAs in flight (the default); then the wide form and the narrow one (at most 48
+    // rows, 3 parts) retiring each stage before the next (LILY_QG_GT_ASYNC=0).
+    static const char *what[8] = {"pieces as wide as shared memory allows", "pieces of at most 16 rows", "pieces of at most 48 rows",
+                                  "the narrow form (at most 64 rows, two blocks an SM)", "the narrow form, pieces of at most 48 rows",
+                                  "the engine's rule (wide, narrow or none by the groups' average rows)",
+                                  "each stage retired before the next, pieces as wide as shared memory allows",
+                                  "each stage retired before the next, the narrow form, pieces of at most 48 rows"};
+    for (int v = 0; v < 8; v++) {
+        lily_qg_gt = v == 5 ? 1 : 2, lily_qg_gt_nmax = v == 1 ? 16 : v == 2 || v == 4 || v == 7 ? 48 : 0;
+        lily_qg_gt_parts = v == 1 ? 1 : v == 2 || v == 4 || v == 7 ? 3 : 2, lily_qg_gt_narrow = v == 3 || v == 4 || v == 7;
+        lily_qg_gt_async = v >= 6 ? 2 : 1;
+        printf("(the same MoE cases with the down projection on the tokens-as-N kernel (qgemm_gt.cu): %s, %d column parts)\n",
+               what[v], lily_qg_gt_parts);
         test_moe_pf(r);
     }
-    lily_qg_gt = 0, lily_qg_gt_nmax = 0, lily_qg_gt_parts = 0;
+    lily_qg_gt = 0, lily_qg_gt_nmax = 0, lily_qg_gt_parts = 0, lily_qg_gt_narrow = 0, lily_qg_gt_async = 0;
 }
 
 void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
