@@ -35,7 +35,7 @@
 //     piece.
 //
 // Measured (docs/PERF.md, twentieth and twenty-first sessions): at 4K tokens the MoE down projection
-// 10.79 ms (pfprof) against qgemm_wsp.cu's 11.73 (covering the width by four chunk MMAs, 12.71 at first).
+// 10.30 ms (pfprof) against qgemm_wsp.cu's 11.73 (covering the width by four chunk MMAs, 12.71 at first).
 // About half of its time is outside the MMAs (the fragment build, the copies, the epilogue: without
 // MMAs it still took ~0.18 of ~0.33 ms a layer), and with two warps a scheduler the two do not overlap
 // well: Nsight Compute, the tensor pipe busy 32 % of the kernel's time.
@@ -47,13 +47,13 @@
 // = the MoE down projection here where its groups average at least GT_NARROW_MIN rows: the wide form from
 // GT_MIN_ROWS, the narrow form below (pieces of at most 64 tokens, 32 accumulators, 122 registers, two
 // blocks an SM: twice the warps to hide the stage loop's latency); 2 = always, the wide form (tests). Dev
-// knobs, read once: LILY_QG_GT_PARTS (column parts a group, default 2), LILY_QG_GT_WGS (2 or 3),
-// LILY_QG_GT_NMAX (rows a piece at most, a multiple of 16; 0 = as many as shared memory holds),
-// LILY_QG_GT_DEV (timing knobs, wrong results: bit 0 no MMAs, 1 no code copies, 2 no stores),
-// LILY_QG_GT_NARROW=1 (the narrow form always), LILY_QG_GT_LO (the narrow form's lower bound).
-// Measured (docs/PERF.md, twenty-first session; prefill against the old kernels, LILY_CUDA_QG_GT=0): the wide
-// form 2K +5.5 %, 4K +1.5 %, 8K +1.8 %, 32K +2.5 %; the narrow form 256 -5.5 % (groups of 8 rows: none),
-// 512 +2.5 %, 1K +4 %, and at 4K -3 % (its pieces of 64 read the codes twice).
+// knobs, read once: LILY_QG_GT_PARTS (column parts a group, default 2), LILY_QG_GT_WGS (2 or 3; with
+// LILY_QG_GT_ASYNC=0 only), LILY_QG_GT_NMAX (rows a piece at most, a multiple of 16; 0 = as many as shared
+// memory holds), LILY_QG_GT_DEV (timing knobs, wrong results: bit 0 no MMAs, 1 no code copies, 2 no
+// stores), LILY_QG_GT_NARROW=1 (the narrow form always), LILY_QG_GT_LO (the narrow form's lower bound).
+// Measured (docs/PERF.md, twenty-first session; prefill against the old kernels, LILY_CUDA_QG_GT=0): the
+// wide form 2K +5.5 %, 4K +1.5 %, 8K +1.8 %, 32K +2.5 %; the narrow form 256 -5.5 % (groups of 8 rows:
+// none), 512 +2.5 %, 1K +4 %, and at 4K -3 % (its pieces of 64 read the codes twice).
 #include "qgemm_wg.cuh"
 #include "wgmma_rs.cuh"
 
