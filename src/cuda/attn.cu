@@ -82,8 +82,8 @@ __global__ void __launch_bounds__(AT_THREADS)
                     float a = 0.0f;
 #pragma unroll
                     for (int j = 0; j < 4; j++)
-                        a += qs[hh][lane * 8 + 2 * j] * __uint_as_float(kw[j] << 16) +
-                             qs[hh][lane * 8 + 2 * j + 1] * __uint_as_float(kw[j] & 0xffff0000u);
+                        a += qs[hh][lane * 8 + 2 * j] * bf16_elem(kw[j], 0) +
+                             qs[hh][lane * 8 + 2 * j + 1] * bf16_elem(kw[j], 1);
                     sc[u] = a;
                 }
 #pragma unroll
@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(AT_THREADS)
 #pragma unroll
                     for (int u = 0; u < AT_U; u++) {
                         const uint32_t vw = j == 0 ? vr[u].x : j == 1 ? vr[u].y : j == 2 ? vr[u].z : vr[u].w;
-                        lo += pr[u] * __uint_as_float(vw << 16), hi += pr[u] * __uint_as_float(vw & 0xffff0000u);
+                        lo += pr[u] * bf16_elem(vw, 0), hi += pr[u] * bf16_elem(vw, 1);
                     }
                     acc[hh][2 * j] = lo, acc[hh][2 * j + 1] = hi;
                 }
@@ -121,8 +121,8 @@ __global__ void __launch_bounds__(AT_THREADS)
                 uint32_t kw[4] = {kr.x, kr.y, kr.z, kr.w}, vw[4] = {vr.x, vr.y, vr.z, vr.w};
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
-                    kf[2 * j] = __uint_as_float(kw[j] << 16), kf[2 * j + 1] = __uint_as_float(kw[j] & 0xffff0000u);
-                    vf[2 * j] = __uint_as_float(vw[j] << 16), vf[2 * j + 1] = __uint_as_float(vw[j] & 0xffff0000u);
+                    kf[2 * j] = bf16_elem(kw[j], 0), kf[2 * j + 1] = bf16_elem(kw[j], 1);
+                    vf[2 * j] = bf16_elem(vw[j], 0), vf[2 * j + 1] = bf16_elem(vw[j], 1);
                 }
             } else {
 #pragma unroll

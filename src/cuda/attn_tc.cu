@@ -71,9 +71,6 @@ static __device__ __forceinline__ void tc_mma(float *c, const uint32_t *a, uint3
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-static __device__ __forceinline__ float tc_bf(uint32_t u, int hi) {
-    return __uint_as_float(hi ? u & 0xffff0000u : u << 16);
-}
 
 // A stage's K (then V): D / 64 boxes of 64 rows x 128 bytes; + 1 KB to align the ring to the swizzle atom.
 static size_t tc_smem(int D) { return (size_t)TC_NST * 2 * TC_ROWS * D * sizeof(uint16_t) + 1024; }
@@ -187,7 +184,7 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
                 }
                 pk[0] = tc_pack(p[0], p[1]), pk[1] = tc_pack(p[2], p[3]);
 #pragma unroll
-                for (int e = 0; e < 2; e++) l[e] = l[e] * corr[e] + (tc_bf(pk[0], e) + tc_bf(pk[1], e));
+                for (int e = 0; e < 2; e++) l[e] = l[e] * corr[e] + (bf16_elem(pk[0], e) + bf16_elem(pk[1], e));
                 const uint32_t b0 = tc_trans(pk[0]), b1 = tc_trans(pk[1]); // P^T (keys x heads) fragments
 #pragma unroll
                 for (int i = 0; i < ND; i++) {
