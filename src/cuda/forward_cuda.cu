@@ -336,8 +336,9 @@ static int init_cuda(const lily_model *m, void **out) {
     // lost, 17.29 -> 19.84; docs/PERF.md, sixteenth session).
     cx->opt[LILY_CUDA_OPT_QG_WSP] = env_int("LILY_CUDA_QG_WSP", 1) & 3;
     cx->opt[LILY_CUDA_OPT_QG_SPLITK] = env_int("LILY_CUDA_QG_SPLITK", 1);
-    // The MoE down projection with the tokens as N where groups average 48 rows or more: prefill 2K +4.5 %,
-    // 8K and 32K +1.5 %, 4K within noise (docs/PERF.md, twentieth session).
+    // The MoE down projection with the tokens as N where groups average 16 rows or more (the narrow form
+    // below 48): prefill 512 +2.5 %, 1K +4 %, 2K +5.5 %, 4K +1.5 %, 32K +2.5 % (docs/PERF.md, twentieth
+    // and twenty-first sessions).
     cx->opt[LILY_CUDA_OPT_QG_GT] = env_int("LILY_CUDA_QG_GT", 1) & 3;
     lily_cuda_moe_fused_tma = env_int("LILY_CUDA_MOE_FUSED_TMA", 1) != 0; // timing knob (bitwise the same)
     *out = cx;

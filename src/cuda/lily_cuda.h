@@ -144,8 +144,9 @@ enum lily_cuda_opt {
                                     // qg_splitk; default 1)
     LILY_CUDA_OPT_QG_GT = 42,       // prefill: 1 = the MoE down projection with the tokens on the MMA's
                                     // N side, each group's X resident in shared memory (qgemm_gt.cu),
-                                    // where the groups average at least 48 rows; 2 = always; 0 = the
-                                    // tokens-as-M kernels (LILY_CUDA_QG_GT; flag qg_gt; default 1)
+                                    // where the groups average at least 16 rows (a narrow form below
+                                    // 48); 2 = always; 0 = the tokens-as-M kernels (LILY_CUDA_QG_GT;
+                                    // flag qg_gt; default 1)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

@@ -327,11 +327,7 @@ static PFN_cuTensorMapEncodeTiled_v12000 wg_encoder(void) {
     return fn;
 }
 
-// The tensor maps of a wide-tile call with contiguous X rows (wg_tmaps): dense, or grouped with the
-// groups' rows stored in order (the MoE gate|up after moe_prefill.cu's gather: a tile's rows past
-// its group belong to the next group and are computed and dropped, past M they are zeros); the code
-// map spans every group's rows. False when the call does not fit them (gathered rows, unaligned X, or no encoder): it then
-// takes the cp.async path.
+// X's map (qgemm_wg.cuh): shared by the wide tile's maps below and qgemm_gt.cu.
 bool wg_make_xmap(const qg_args &a, CUtensorMap *m, int box_rows) {
     PFN_cuTensorMapEncodeTiled_v12000 enc = wg_encoder();
     if (!enc || a.x_rows || a.M <= 0 || ((uintptr_t)a.x & 15) || (a.ldx % 8) || a.ldx < a.K) return false;
@@ -342,6 +338,11 @@ bool wg_make_xmap(const qg_args &a, CUtensorMap *m, int box_rows) {
                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// The tensor maps of a wide-tile call with contiguous X rows (wg_tmaps): dense, or grouped with the
+// groups' rows stored in order (the MoE gate|up after moe_prefill.cu's gather: a tile's rows past
+// its group belong to the next group and are computed and dropped, past M they are zeros); the code
+// map spans every group's rows. False when the call does not fit them (gathered rows, unaligned X, or no encoder): it then
+// takes the cp.async path.
 static bool wg_make_tmaps(const qg_args &a, wg_tmaps *tm, int bn, int bm = 128) {
     PFN_cuTensorMapEncodeTiled_v12000 enc = lily_qg_tma ? wg_encoder() : NULL;
     if (!enc || !wg_make_xmap(a, &tm->x, bm)) return false; // a box of the tile's rows
