@@ -94,3 +94,17 @@ cmp_old_logits() {
     else python3 $C/cmp_logits.py /tmp/lg_old.f32 /tmp/lg_new.f32 248320; fi # not bitwise: how far (rel. L2, argmax)
 }
 srv_tok() { xz -dc $C/tok/tokenizer.json.xz > /tmp/big/tokenizer.json && cp $C/tok/tokenizer_config.json /tmp/big/; }
+# stall_prof KERNEL [VAR=v ...]: Nsight Compute of one launch of KERNEL (a regex) in the MoE block at 4096
+# tokens (LILY_GPU_PF=moe, the third launch), with the environment given: warp states, scheduler, stall
+# samples by SASS line; the details page in $L/KERNEL_details.txt, the source page summarised by stall.py.
+stall_prof() {
+    local k=$1; shift
+    env "$@" LILY_GPU_PF=moe timeout 150 ncu --clock-control none --section WarpStateStats --section SchedulerStats --section SourceCounters \
+        --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section LaunchStats --section Occupancy \
+        -k regex:$k --launch-skip 2 --launch-count 1 -o $L/$k $B/lily-gpu-test prefill 5 > $L/ncu_$k.txt 2>&1; el "ncu $k rc=$?"
+    ncu -i $L/$k.ncu-rep --page details > $L/${k}_details.txt 2>&1
+    ncu -i $L/$k.ncu-rep --page source --csv --print-source sass > $L/${k}_sass.csv 2>&1; el "source rc=$?"
+    grep -E "Duration|Issue Slots Busy|No Eligible|Eligible Warps|Registers Per|Achieved Occupancy" $L/${k}_details.txt | head -8
+    python3 $C/stall.py $L/${k}_sass.csv 20
+    rm -f $L/$k.ncu-rep
+}
