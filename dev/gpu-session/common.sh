@@ -13,8 +13,8 @@ synth_bg() { ( [ -f /tmp/big/config.json ] || $B/lily synth --preset qwen3.6-35b
 # 2026-11-30's first call spent 400 s of device time waiting for it.
 safe_start() { ( sleep ${1:-560}; tar czf $OUT/logs.tgz -C /tmp logs ) >/dev/null 2>&1 & SAFE=$!; }
 safe_end() { pkill -P $SAFE 2>/dev/null; kill $SAFE 2>/dev/null; tar czf $OUT/logs.tgz -C /tmp logs; }
-# pf_checks (~300 s of its 400 s limit in 2026-12-02 s22c): the prefill kernel tests, e2e and the HF fixtures of the carried build, one summary
-# line each (logs in $L/prefill.txt, e2e.txt, fixtures.txt).
+# pf_checks: the prefill kernel tests (280 s in s22c.sh, hence the 400 s limit), e2e and the HF fixtures
+# of the carried build, one summary line each (logs in $L/prefill.txt, e2e.txt, fixtures.txt).
 pf_checks() {
     timeout 400 $B/lily-gpu-test prefill $(date +%s) > $L/prefill.txt 2>&1; el "prefill rc=$?"; grep -E "FAIL|passed" $L/prefill.txt | cut -c1-220 | head
     e2e_fix
