@@ -47,13 +47,14 @@
 // = the MoE down projection here where its groups average at least GT_NARROW_MIN rows: the wide form from
 // GT_MIN_ROWS, the narrow form below (pieces of at most 64 tokens, 32 accumulators, 122 registers, two
 // blocks an SM: twice the warps to hide the stage loop's latency); 2 = always, the wide form (tests). Dev
-// knobs, read once: LILY_QG_GT_PARTS (column parts a group, default 2), LILY_QG_GT_WGS (2 or 3; with
-// LILY_QG_GT_ASYNC=0 only), LILY_QG_GT_NMAX (rows a piece at most, a multiple of 16; 0 = as many as shared
-// memory holds), LILY_QG_GT_DEV (timing knobs, wrong results: bit 0 no MMAs, 1 no code copies, 2 no
-// stores), LILY_QG_GT_NARROW=1 (the narrow form always), LILY_QG_GT_LO (the narrow form's lower bound).
+// knobs, read once: LILY_QG_GT_PARTS (column parts a group, default 2), LILY_QG_GT_NMAX (rows a piece at
+// most, a multiple of 16; 0 = as many as shared memory holds), LILY_QG_GT_DEV (timing knobs, wrong
+// results: bit 0 no MMAs, 1 no code copies, 2 no stores), LILY_QG_GT_NARROW=1 (the narrow form always),
+// LILY_QG_GT_LO (the narrow form's lower bound).
 // Measured (docs/PERF.md, twenty-first session; prefill against the old kernels, LILY_CUDA_QG_GT=0): the
 // wide form 2K +5.5 %, 4K +1.5 %, 8K +1.8 %, 32K +2.5 %; the narrow form 256 -5.5 % (groups of 8 rows:
-// none), 512 +2.5 %, 1K +4 %, and at 4K -3 % (its pieces of 64 read the codes twice).
+// none), 512 +2.5 %, 1K +4 %, and at 4K -3 % (its pieces of 64 read the codes twice). Three warpgroups
+// (the kernel's WGS; removed as a knob) lost with the overlap too: prefill 4K -1.1 % (twenty-second session).
 #include "qgemm_wg.cuh"
 #include "wgmma_rs.cuh"
 
@@ -415,10 +416,9 @@ static int gt_launch_t(const qg_args &a, const CUtensorMap &tm, int parts, int n
 }
 
 int qgemm_gt_launch(const qg_args &a, cudaStream_t st) {
-    static int env_parts = -1, env_wgs = 2, env_nmax = 0, env_dev = 0, env_narrow = 0, env_async = 0;
+    static int env_parts = -1, env_nmax = 0, env_dev = 0, env_narrow = 0, env_async = 0;
     if (env_parts < 0) {
         env_parts = gt_env("LILY_QG_GT_PARTS", 2);
-        env_wgs = gt_env("LILY_QG_GT_WGS", 2) == 3 ? 3 : 2;
         env_nmax = gt_env("LILY_QG_GT_NMAX", 0);
         env_dev = gt_env("LILY_QG_GT_DEV", 0);
         env_narrow = gt_env("LILY_QG_GT_NARROW", 0);
@@ -436,5 +436,5 @@ int qgemm_gt_launch(const qg_args &a, cudaStream_t st) {
         return gt_launch_t<2, false, GT_NACC, true>(a, tm, parts, nmax, env_dev, st);
     }
     if (narrow) return gt_launch_t<2, false, 32>(a, tm, parts, nmax, env_dev, st);
-    return env_wgs == 3 ? gt_launch_t<3, false>(a, tm, parts, nmax, env_dev, st) : gt_launch_t<2, false>(a, tm, parts, nmax, env_dev, st);
+    return gt_launch_t<2, false>(a, tm, parts, nmax, env_dev, st);
 }
