@@ -335,6 +335,7 @@ static int init_cuda(const lily_model *m, void **out) {
     // The MoE down projection on the persistent kernel: pfprof 4K 13.78 -> 11.80 ms (the gate|up on it
     // lost, 17.29 -> 19.84; docs/PERF.md, sixteenth session).
     cx->opt[LILY_CUDA_OPT_QG_WSP] = env_int("LILY_CUDA_QG_WSP", 1) & 3;
+    cx->opt[LILY_CUDA_OPT_GDN_WG] = env_int("LILY_CUDA_GDN_WG", 1) != 0;
     cx->opt[LILY_CUDA_OPT_QG_SPLITK] = env_int("LILY_CUDA_QG_SPLITK", 1);
     // The MoE down projection with the tokens as N where groups average 16 rows or more (the narrow form
     // below 48): prefill 512 +2.5 %, 1K +4 %, 2K +5.5 %, 4K +1.5 %, 32K +2.5 % (docs/PERF.md, twentieth
@@ -1021,7 +1022,7 @@ static const struct {
     {"pf_side", LILY_CUDA_OPT_PF_SIDE, 0, 1},     {"qg_raster", LILY_CUDA_OPT_QG_RASTER, 0, 1},
     {"attn_tc", LILY_CUDA_OPT_ATTN_TC, 0, 1},       {"qg_wsw", LILY_CUDA_OPT_QG_WSW, 0, 1},
     {"qg_wsp", LILY_CUDA_OPT_QG_WSP, 0, 1},       {"qg_splitk", LILY_CUDA_OPT_QG_SPLITK, 0, 1},
-    {"qg_gt", LILY_CUDA_OPT_QG_GT, 0, 1},
+    {"qg_gt", LILY_CUDA_OPT_QG_GT, 0, 1},         {"gdn_wg", LILY_CUDA_OPT_GDN_WG, 0, 1},
 };
 
 extern "C" int lily_cuda_set_opt(void *ctx, int opt, int value);

@@ -80,13 +80,8 @@
 #include "prefill.cuh"
 #include "gdn_pf.cuh"
 #include "qgemm_wg.cuh" // the cp.async wrappers (wg_cp16, wg_commit, wg_cpwait)
+#include "gdn_chunked.cuh"
 
-#define GC_C 64        // tokens per chunk
-#define GC_WARPS 8
-#define GC_THREADS (32 * GC_WARPS)
-#define GC_LD64 68     // shared row stride of the 64 x 64 matrices
-#define GC_MAXCOLS 64  // value columns per phase-B block (shared memory)
-#define GC_VT 128      // value columns per phase-A pass (U is built in passes of this many)
 // The k-loops of the products unrolled by GC_UNROLL: the loads and splits of the next k-steps are
 // then issued before the MMAs of this one (one k-step a loop iteration left every fragment load's
 // latency and every split's on the chain: "wait" and "short scoreboard" were most of both phases'
@@ -123,17 +118,7 @@ __device__ unsigned long long gc_trace_cyc[GC_NSEC + 1];
 #else
 #define GC_STAMP(k) do { } while (0)
 #endif
-#ifndef GC_SPLIT
-#define GC_SPLIT 1     // 1 = 3xTF32 products (about fp32), 0 = 1xTF32
-#endif
 
-#if !GC_SPLIT
-static __device__ __forceinline__ uint32_t gc_tf32(float x) {
-    uint32_t r;
-    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
-    return r;
-}
-#endif
 static __device__ __forceinline__ void gc_mma(float *c, const uint32_t *a, const uint32_t *b) {
     asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, "
                  "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
@@ -141,27 +126,6 @@ static __device__ __forceinline__ void gc_mma(float *c, const uint32_t *a, const
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// The 3xTF32 split of x: big = x with its low 13 mantissa bits cleared (a valid TF32 value), small =
-// the rest (x - big, exact in fp32), cleared the same way. Truncation instead of cvt.rna: one LOP3
-// each instead of a ~4-instruction conversion sequence (the scan's issue slots were a quarter
-// conversions); |x - big - small| < 2^-20 |x|, against 2^-22 with rounding, still about fp32.
-static __device__ __forceinline__ uint32_t gc_hi(float x) { return __float_as_uint(x) & 0xffffe000u; }
-// x as the big and small TF32 parts of a 3xTF32 operand (GC_SPLIT=0: x rounded to TF32, no small part).
-static __device__ __forceinline__ void gc_split(float x, uint32_t &b, uint32_t &s) {
-#if GC_SPLIT
-    b = gc_hi(x), s = gc_hi(x - __uint_as_float(b));
-#else
-    b = gc_tf32(x), s = 0u;
-#endif
-}
-
-// mma fragments of one k-step of 8, as TF32 big parts (b) and, with GC_SPLIT, the TF32 remainders (s).
-struct gc_fa {
-    uint32_t b[4], s[4];
-};
-struct gc_fb {
-    uint32_t b[2], s[2];
-};
 // A (16 x 8 at column k0): A(r, k) = a[r * ars + k * aks] in shared memory (lane's g = lane / 4 and
 // t = lane % 4 pick its elements, the mma layout).
 static __device__ __forceinline__ void gc_lda(gc_fa &f, const float *a, int ars, int aks, int k0) {
@@ -235,25 +199,12 @@ static __device__ __forceinline__ void gc_mma2a(float *c, float *cs, const uint3
 // result: so every operand is stored where one vector load puts it straight into the MMA's register
 // tuple (a 16-byte load of an A fragment, one of a state B fragment, 8 bytes of a Delta B fragment,
 // ldmatrix.trans for K's), without bank conflicts and without register moves.
-// A fragment of a tile stored in fragment order (gc_st_afrag), split at load.
-static __device__ __forceinline__ void gc_lda_f(gc_fa &f, const float *tile) {
-    const float4 v = *(const float4 *)(tile + (threadIdx.x & 31) * 4);
-    const float x[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 4; i++) gc_split(x[i], f.b[i], f.s[i]);
-}
 // A fragment stored split in fragment order: 128 big parts, then 128 small ones.
 static __device__ __forceinline__ void gc_lda_fs(gc_fa &f, const float *tile) {
     const int lane = threadIdx.x & 31;
     const float4 b = *(const float4 *)(tile + lane * 4), s = *(const float4 *)(tile + 128 + lane * 4);
     f.b[0] = __float_as_uint(b.x), f.b[1] = __float_as_uint(b.y), f.b[2] = __float_as_uint(b.z), f.b[3] = __float_as_uint(b.w);
     f.s[0] = __float_as_uint(s.x), f.s[1] = __float_as_uint(s.y), f.s[2] = __float_as_uint(s.z), f.s[3] = __float_as_uint(s.w);
-}
-// A fragment from bf16 rows a[r ld + k] (exact in TF32: no small part).
-static __device__ __forceinline__ void gc_lda_hp(uint32_t *f, const uint16_t *a, int ld, int k0) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const uint32_t p0 = *(const uint32_t *)(a + g * ld + k0 + 2 * t), p1 = *(const uint32_t *)(a + (g + 8) * ld + k0 + 2 * t);
-    f[0] = p0 << 16, f[1] = p1 << 16, f[2] = p0 & 0xffff0000u, f[3] = p1 & 0xffff0000u;
 }
 // The state: row j (a value column) of Dk values as groups of 4 floats (big(2p), big(2p + 1),
 // rest(2p), rest(2p + 1)) for the pair p = i / 2 (rest = x - big exactly, so big + rest is the fp32
@@ -310,21 +261,6 @@ static __device__ __forceinline__ float2 gc_pair(float x) {
     return make_float2(b, x - b);
 }
 
-// The scratch record of one (chunk, v head), in floats: W (64 x dkp), M (64 x 64) and U (64 x dvp)
-// as 16 x 8 tiles in fragment order (gc_st_afrag), e^Gamma_C (padded to 8), fq and fk (64 each). U's
-// columns past Dv are zeros; every piece is a multiple of 8 floats, so phase B copies whole 16-byte
-// pieces and every record stays 32-byte aligned.
-struct gc_layout {
-    int dkp, dvp;
-    long m, u, e, fq, fk, rec;
-};
-static __host__ __device__ __forceinline__ gc_layout gc_lay(gdn_dims d) {
-    gc_layout L;
-    L.dkp = (d.dk + 7) & ~7, L.dvp = (d.dv + 7) & ~7;
-    L.m = (long)GC_C * L.dkp, L.u = L.m + GC_C * GC_C, L.e = L.u + (long)GC_C * L.dvp;
-    L.fq = L.e + 8, L.fk = L.fq + GC_C, L.rec = L.fk + GC_C;
-    return L;
-}
 // The shapes the chunked form takes (gdn_chunked.cu's header); others go to the scan.
 static bool gc_takes(gdn_dims d) {
     const int C = 2 * d.hk * d.dk + d.hv * d.dv;
@@ -920,7 +856,10 @@ void gdn_pf_chunked(gdn_dims d, int T, int pos, const uint16_t *qkv, const uint1
     cudaFuncSetAttribute(gdn_chunk_scan, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_b);
     gdn_chunk_prep<<<dim3(nch, d.hv), GC_THREADS, smem_a, st>>>(d, T, cv, b, a, dt_bias, A, scratch);
     PF_MARK("gdn chunked phase A (norms, WY, inverse)"); // the two phases apart in pfprof
-    gdn_chunk_scan<<<dim3(d.hv, nsplit), GC_THREADS, smem_b, st>>>(d, T, scratch, cv, state, o, ncols);
+    if (gdn_scan_wg_takes(d, ncols)) // the same products on the warpgroup MMA (gdn_scan_wg.cu)
+        gdn_scan_wg_launch(d, T, scratch, cv, state, o, nsplit, st);
+    else
+        gdn_chunk_scan<<<dim3(d.hv, nsplit), GC_THREADS, smem_b, st>>>(d, T, scratch, cv, state, o, ncols);
     PF_MARK("gdn chunked phase B (chunk-serial scan)");
 #if GC_TRACE
     if (T == 4096 && nsplit == 4) {

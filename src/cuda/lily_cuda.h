@@ -147,6 +147,10 @@ enum lily_cuda_opt {
                                     // where the groups average at least 16 rows (a narrow form below
                                     // 48); 2 = always; 0 = the tokens-as-M kernels (LILY_CUDA_QG_GT;
                                     // flag qg_gt; default 1)
+    LILY_CUDA_OPT_GDN_WG = 43,      // prefill: 1 = the chunked GDN's phase B on the warpgroup MMA
+                                    // (gdn_scan_wg.cu) where it takes the shape (Dk 128, 32 value
+                                    // columns a block); 0 = on mma.sync (gdn_chunked.cu)
+                                    // (LILY_CUDA_GDN_WG; flag gdn_wg; default 1)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

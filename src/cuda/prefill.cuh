@@ -332,6 +332,10 @@ size_t gdn_pf_chunked_scratch(gdn_dims d, int T);
 void gdn_pf_chunked(gdn_dims d, int T, int pos, const uint16_t *qkv, const uint16_t *b,
                     const uint16_t *a, const float *conv_w, const float *dt_bias, const float *A,
                     float *conv_ring, float *state, uint16_t *o, float *scratch, int nsplit, cudaStream_t st);
+// Whether the sequential kernel runs on the warpgroup MMA (gdn_scan_wg.cu) where it takes the shape
+// (Dk 128, 32 value columns a block): LILY_CUDA_GDN_WG, option LILY_CUDA_OPT_GDN_WG, flag gdn_wg;
+// default 1, this variable's too, so the kernel tests start from it.
+extern int lily_gdn_wg;
 // Gated RMSNorm per v head (spec §2.1b) of o with gate z, bf16 in, bf16 out (out_proj's input).
 void gdn_pf_gated_norm(int T, int hv, int dv, const uint16_t *o, const uint16_t *z,
                        const float *gnorm, float eps, uint16_t *out, cudaStream_t st);

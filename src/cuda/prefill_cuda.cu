@@ -287,6 +287,7 @@ int forward_chunks(cuda_ctx *cx, cuda_state *s, const int *tokens, int n, float 
     lily_qg_splitk = cx->opt[LILY_CUDA_OPT_QG_SPLITK];    // and whether thin dense GEMMs split K
     lily_qg_gt = cx->opt[LILY_CUDA_OPT_QG_GT];            // and whether the MoE down takes the tokens as N
     lily_fa_wg = cx->opt[LILY_CUDA_OPT_FA_WG];            // and which flash attention kernel
+    lily_gdn_wg = cx->opt[LILY_CUDA_OPT_GDN_WG];          // and which GDN phase B
     const int C = cx->pf.C;
     if (cx->opt[LILY_CUDA_OPT_SEP_DEQUANT] && (rc = sep_reserve(cx, C))) return rc;
     for (int i0 = 0; i0 < n; i0 += C) {

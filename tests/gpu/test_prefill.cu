@@ -706,7 +706,10 @@ static void test_gdn_pf(rng &r) {
 //   vs scan: state 1e-4, output 5e-3 (the same two functions up to fp32 summation order, but a
 //     bf16 output that lands near a rounding edge flips by one bf16 step, 2^-8 relative).
 //   ring: bitwise (the same ring kernel, gdn_pf_ring).
-// Cases: T = 1 (one partial chunk), 63/64/65 (chunk edges), 200, 1000 and 2048 (many chunks, state
+// Cases (every Dk 128 one twice: phase B on the warpgroup MMA where it takes the split, 32 columns a
+// block, and on mma.sync; the third case is one under `small`, for the sanitizers; Dv 40 in two
+// blocks gives the warpgroup kernel a block of 8 live columns): T = 1 and 5 (one partial chunk),
+// 63/64/65 (chunk edges), 200, 1000 and 2048 (many chunks, state
 // carried across), pos > 0 (ring and state carried in), Hv = 2 Hk and wider groups, Hv = Hk,
 // Dk 16/24/32/40/64/128, Dv with uneven column splits and Dv > 128 (the parallel kernel builds U in
 // passes of 128 columns), Dv = 20 (v rows not 16-byte aligned: phase A's scalar loads), Dk = 20
@@ -715,14 +718,20 @@ static void test_gdn_pf(rng &r) {
 // fails to write reaches the outputs. Then (not with `small`) a timing table scan vs chunked at the
 // real dims, printed only.
 static void test_gdn_chunked(rng &r) {
-    gdn_case cases[] = {{2, 4, 64, 64, 4, 37, 0, 0},   {1, 2, 32, 64, 3, 1, 3, 0},     {2, 4, 16, 32, 4, 63, 9, 0},
+    gdn_case cases[] = {{2, 4, 64, 64, 4, 37, 0, 0},   {1, 2, 32, 64, 3, 1, 3, 0},     {2, 4, 128, 128, 4, 5, 3, 0},
+                        {2, 4, 16, 32, 4, 63, 9, 0},   {1, 2, 128, 40, 4, 150, 9, 2},  {1, 4, 128, 64, 4, 130, 0, 2},
                         {2, 4, 128, 128, 4, 64, 7, 0}, {4, 8, 128, 96, 4, 65, 0, 3},   {1, 2, 40, 40, 4, 200, 130, 3},
                         {16, 32, 128, 128, 4, 200, 5, 0}, {2, 4, 128, 128, 4, 1000, 77, 2}, {1, 4, 64, 128, 4, 130, 0, 8},
                         {2, 2, 128, 64, 4, 129, 64, 1},  {16, 32, 128, 128, 4, 2048, 300, 0}, {1, 1, 128, 40, 4, 100, 3, 3},
                         {1, 2, 24, 200, 3, 70, 1, 0},    {1, 2, 16, 20, 4, 70, 2, 0},   {1, 2, 20, 24, 4, 50, 0, 0}};
     int idx = 0;
+    const int wg_saved = lily_gdn_wg;
     for (auto &k : cases) {
         if (g_small && idx++ >= 3) break;
+        // Dk 128: phase B on the warpgroup MMA (gdn_scan_wg.cu, where it takes the column split) and on
+        // mma.sync, each against the CPU and the scan.
+        for (int wgm = 1; wgm >= (k.dk == 128 ? 0 : 1); wgm--) {
+        lily_gdn_wg = wgm;
         gdn_dims d = {k.hk, k.hv, k.dk, k.dv, k.K};
         const int T = k.T;
         gdn_inputs in = gdn_make_inputs(k, r);
@@ -746,10 +755,13 @@ static void test_gdn_chunked(rng &r) {
         bool ring_ok = !memcmp(gr.data(), hist.data(), gr.size() * 4);
         bool ok = !count_nonfinite(go.data(), go.size()) && !count_nonfinite(gs.data(), gs.size()) && eo < 5e-3 &&
                   es < 3e-4 && eo2 < 5e-3 && es2 < 1e-4 && ring_ok;
-        report(ok, "gdn prefill chunked hk=%d hv=%d dk=%d dv=%d K=%d T=%d pos=%d nsplit=%d: vs CPU o %.1e state %.1e (tol 5e-3, 3e-4) ring %s; vs scan o %.1e state %.1e (tol 5e-3, 1e-4)",
-               k.hk, k.hv, k.dk, k.dv, k.K, T, k.pos, k.nsplit, eo, es, ring_ok ? "equal" : "DIFFER", eo2, es2);
+        report(ok, "gdn prefill chunked%s hk=%d hv=%d dk=%d dv=%d K=%d T=%d pos=%d nsplit=%d: vs CPU o %.1e state %.1e (tol 5e-3, 3e-4) ring %s; vs scan o %.1e state %.1e (tol 5e-3, 1e-4)",
+               k.dk == 128 ? (wgm ? " (gdn_wg 1)" : " (gdn_wg 0)") : "", k.hk, k.hv, k.dk, k.dv, k.K, T, k.pos, k.nsplit, eo, es,
+               ring_ok ? "equal" : "DIFFER", eo2, es2);
         free_all();
+        }
     }
+    lily_gdn_wg = wg_saved;
     if (g_small) return;
     // Timings at the real dims (printed, never asserted).
     gdn_dims d = {16, 32, 128, 128, 4};
@@ -768,6 +780,10 @@ static void test_gdn_chunked(rng &r) {
             ms = gpu_time_ms([&] { gdn_pf_chunked(d, T, 0, dqkv, db, da, dconv, ddt, dA, ring, S, o, scr, ns, 0); }, 5);
             printf("| chunked | %d | %d | %.3f | %.0f |\n", T, ns, ms, T / (ms * 1e-3));
         }
+        lily_gdn_wg = !wg_saved; // the other phase B at its split (4 blocks a head)
+        ms = gpu_time_ms([&] { gdn_pf_chunked(d, T, 0, dqkv, db, da, dconv, ddt, dA, ring, S, o, scr, 4, 0); }, 5);
+        printf("| chunked, gdn_wg %d | %d | 4 | %.3f | %.0f |\n", lily_gdn_wg, T, ms, T / (ms * 1e-3));
+        lily_gdn_wg = wg_saved;
         CK(cudaGetLastError());
         free_all();
     }
