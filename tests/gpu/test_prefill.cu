@@ -707,7 +707,7 @@ static void test_gdn_pf(rng &r) {
 //     bf16 output that lands near a rounding edge flips by one bf16 step, 2^-8 relative).
 //   ring: bitwise (the same ring kernel, gdn_pf_ring).
 // Cases (every Dk 128 one twice: phase B on the warpgroup MMA where it takes the split, 32 columns a
-// block, and on mma.sync; the third case is one under `small`, for the sanitizers; Dv 40 in two
+// block, and on mma.sync; the third case, 3 chunks, is one under `small`, for the sanitizers; Dv 40 in two
 // blocks gives the warpgroup kernel a block of 8 live columns): T = 1 and 5 (one partial chunk),
 // 63/64/65 (chunk edges), 200, 1000 and 2048 (many chunks, state
 // carried across), pos > 0 (ring and state carried in), Hv = 2 Hk and wider groups, Hv = Hk,
@@ -718,8 +718,9 @@ static void test_gdn_pf(rng &r) {
 // fails to write reaches the outputs. Then (not with `small`) a timing table scan vs chunked at the
 // real dims, printed only.
 static void test_gdn_chunked(rng &r) {
-    gdn_case cases[] = {{2, 4, 64, 64, 4, 37, 0, 0},   {1, 2, 32, 64, 3, 1, 3, 0},     {2, 4, 128, 128, 4, 5, 3, 0},
+    gdn_case cases[] = {{2, 4, 64, 64, 4, 37, 0, 0},   {1, 2, 32, 64, 3, 1, 3, 0},     {1, 2, 128, 64, 4, 150, 3, 2},
                         {2, 4, 16, 32, 4, 63, 9, 0},   {1, 2, 128, 40, 4, 150, 9, 2},  {1, 4, 128, 64, 4, 130, 0, 2},
+                        {2, 4, 128, 128, 4, 5, 3, 0},
                         {2, 4, 128, 128, 4, 64, 7, 0}, {4, 8, 128, 96, 4, 65, 0, 3},   {1, 2, 40, 40, 4, 200, 130, 3},
                         {16, 32, 128, 128, 4, 200, 5, 0}, {2, 4, 128, 128, 4, 1000, 77, 2}, {1, 4, 64, 128, 4, 130, 0, 8},
                         {2, 2, 128, 64, 4, 129, 64, 1},  {16, 32, 128, 128, 4, 2048, 300, 0}, {1, 1, 128, 40, 4, 100, 3, 3},
