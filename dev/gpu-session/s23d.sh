@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# s23d.sh (device, ~8 min; twenty-third session, the closing call): main with phase B on the warpgroup MMA
+# s23d.sh (device, ~8 min; twenty-third session, the closing call; run on 9c70598, where LILY_GDN_WG_SW still
+# existed: the swizzled layout is now the only one): main with phase B on the warpgroup MMA
 # by default (gdn_scan_wg.cu) and its B operands in the 128-byte swizzled layout behind LILY_GDN_WG_SW
 # (the shared stores conflict-free; default off here): the GDN tests with the swizzle, racecheck and
 # memcheck of the small cases (one of 3 chunks) with and without it, the whole prefill suite, e2e, the

@@ -23,7 +23,9 @@
 //   (64 x Dv, in passes of 128 columns);
 //   and the row factors fq = e^Gamma / |q| Dk^-1/2 and fk = e^(Gamma_C - Gamma) / |k|, e^Gamma_C, all
 //   written to the scratch record of (chunk, head) in fp32 (layout at gc_layout: ~82 KB at Dk = Dv = 128).
-// Phase B, gdn_chunk_scan, grid (Hv, nsplit): a block owns `ncols` value columns of one v head
+// Phase B, gdn_chunk_scan, grid (Hv, nsplit) (at Dk 128 and 32 columns a block, the real model's shape,
+// gdn_scan_wg.cu's form on the warpgroup MMA runs instead: the same products, the same bits): a block
+// owns `ncols` value columns of one v head
 // (columns of the state are independent given the record), walks the chunks in order with its state
 // slice S (ncols x Dk fp32, the (Hv, Dv, Dk) layout) in shared memory throughout, and per chunk:
 //   step 1 (MMA): Delta = U - W S0 (the per-token deltas of the recurrence: R = beta (V - e^Gamma K S0)

@@ -25,9 +25,12 @@
 // The A fragments from registers follow the record's k order (lane (g, t) holds k = 2t in the slots
 // of k = t and 2t + 1 in those of k = t + 4; gdn_chunked.cu, gc_lda_f), so every B operand is stored
 // with its k index permuted the same way within each group of 8 (gw_bidx): the products are those
-// of the natural order. B operands are K-major, no swizzle: 8 (n) x 4 (k) core matrices of 128
-// bytes, the next along k at +128 bytes (LBO), the next along n at +K * 32 bytes (SBO); a k-step of 8
-// is two core matrices, +256 bytes.
+// of the natural order. B operands are K-major in the 128-byte swizzle (gw_bidx, gw_koff).
+//
+// Measured (docs/PERF.md, twenty-third session): phase B 11.28 -> 9.30 ms of a 4K prefill (+2.5 %),
+// bitwise the same logits as gdn_chunk_scan; LILY_CUDA_GDN_WG=0 gives the mma.sync kernel back. What
+// bounds it now is the chunk's chain (W S0, the stores of Delta / fk Delta, the state update, the
+// stores of S, two block barriers), not the tensor pipe (25 % busy).
 #include "gdn_chunked.cuh"
 #include "qgemm_wg.cuh" // cp.async, the proxy fence, the shared-memory descriptor
 
@@ -36,21 +39,19 @@
 
 int lily_gdn_wg = 1;
 
-// Float index of element (n, k) of a K-major B operand with K = 4 kt4, k permuted as the A fragments.
-// SW: the 128-byte swizzled K-major layout instead (LILY_GDN_WG_SW, measuring): 8-row atoms of 128 bytes
-// (32 k) a row, the 16-byte unit of k XORed with the row within the atom; the atoms of one 32-k range
-// side by side along n (SBO 1024 bytes), those ranges one after another.
-template <bool SW> static __device__ __forceinline__ int gw_bidx(int n, int k, int kt4) {
+// Float index of element (n, k) of a K-major B operand of 32 rows (n), k permuted as the A fragments.
+// The layout is the 128-byte swizzled one: 8-row atoms of 128 bytes (32 k) a row, the 16-byte unit of
+// k XORed with the row within the atom; the atoms of one 32-k range side by side along n (SBO 1024
+// bytes), those ranges one after another. Why not the plain core-matrix layout: a thread's stores of
+// the epilogue and the state (two k 8 apart, n in pairs) met 2-way bank conflicts there; here the XOR
+// spreads them over all 32 banks (the chunked GDN at 4096 tokens 0.534 -> 0.513 ms, docs/PERF.md).
+static __device__ __forceinline__ int gw_bidx(int n, int k) {
     const int kk = k & 7, ks = (k & ~7) | (kk >> 1) | ((kk & 1) << 2);
-    if (SW) return ((((ks >> 5) * (GW_NC / 8) + (n >> 3)) << 8) | ((n & 7) << 5)) + ((((ks & 31) >> 2) ^ (n & 7)) << 2) + (ks & 3);
-    return (((n >> 3) * kt4 + (ks >> 2)) << 5) + ((n & 7) << 2) + (ks & 3);
+    return ((((ks >> 5) * (GW_NC / 8) + (n >> 3)) << 8) | ((n & 7) << 5)) + ((((ks & 31) >> 2) ^ (n & 7)) << 2) + (ks & 3);
 }
-// Offset of k-step s (8 k) from a B operand's descriptor, in 16-byte units.
-template <bool SW> static __device__ __forceinline__ uint64_t gw_koff(int s) {
-    return SW ? (uint64_t)(((s >> 2) * (GW_NC / 8) * 1024 + (s & 3) * 32) >> 4) : (uint64_t)((s * 256) >> 4);
-}
-template <bool SW> static __device__ __forceinline__ uint64_t gw_bdesc(const float *p, int kn) {
-    return SW ? wg_desc_sw128(p) : wg_desc(p, 128, kn * 32, 0);
+// Offset of k-step s (8 k) from a B operand's descriptor (wg_desc_sw128 of its base), in 16-byte units.
+static __device__ __forceinline__ uint64_t gw_koff(int s) {
+    return (uint64_t)(((s >> 2) * (GW_NC / 8) * 1024 + (s & 3) * 32) >> 4);
 }
 
 // d (64 x 32 per warpgroup: d[4 j + 2 h + e] is row 16 warp + g + 8 h, column 8 j + 2 t + e) =
@@ -90,11 +91,10 @@ static size_t gw_smem_bytes() {
            (size_t)2 * GC_C * GW_LD8 * 2;
 }
 
-template <bool SW>
 __global__ void __launch_bounds__(GC_THREADS, 1)
     gdn_scan_wg(gdn_dims d, int T, const float *scr, const uint16_t *cv, float *state, uint16_t *o) {
     extern __shared__ __align__(1024) float sm_raw[];
-    float *sm = sm_raw + (SW ? ((1024 - (__cvta_generic_to_shared(sm_raw) & 1023)) & 1023) / 4 : 0);
+    float *sm = sm_raw + ((1024 - (__cvta_generic_to_shared(sm_raw) & 1023)) & 1023) / 4; // the atoms 1024-aligned
     const int h = blockIdx.x, j0 = blockIdx.y * GW_NC, tid = threadIdx.x;
     const int lane = tid & 31, warp = tid >> 5, wg = warp >> 2, wq = warp & 3, g = lane >> 2, t4 = lane & 3;
     const gc_layout L = gc_lay(d);
@@ -148,15 +148,15 @@ __global__ void __launch_bounds__(GC_THREADS, 1)
     auto store_s = [&]() {
 #pragma unroll
         for (int i = 0; i < 16; i++)
-            gw_st_split(Sb, Ss, gw_bidx<SW>(8 * (i >> 2) + 2 * t4 + (i & 1), dr + 8 * ((i >> 1) & 1), Dk / 4), s[i]);
+            gw_st_split(Sb, Ss, gw_bidx(8 * (i >> 2) + 2 * t4 + (i & 1), dr + 8 * ((i >> 1) & 1)), s[i]);
         wg_fence_proxy();
     };
     store_s();
     load1(0);
     load2(0);
-    const uint64_t dSb = gw_bdesc<SW>(Sb, Dk), dSs = gw_bdesc<SW>(Ss, Dk);
-    const uint64_t dDb = gw_bdesc<SW>(Db, GC_C), dDs = gw_bdesc<SW>(Ds, GC_C);
-    const uint64_t dFb = gw_bdesc<SW>(Fb, GC_C), dFs = gw_bdesc<SW>(Fs, GC_C);
+    const uint64_t dSb = wg_desc_sw128(Sb), dSs = wg_desc_sw128(Ss);
+    const uint64_t dDb = wg_desc_sw128(Db), dDs = wg_desc_sw128(Ds);
+    const uint64_t dFb = wg_desc_sw128(Fb), dFs = wg_desc_sw128(Fs);
     float oa[32]; // warpgroup 1: O's big terms, then its small terms
 #pragma unroll
     for (int i = 0; i < 32; i++) oa[i] = 0.0f;
@@ -180,7 +180,7 @@ __global__ void __launch_bounds__(GC_THREADS, 1)
                 gw_fence();
 #pragma unroll
                 for (int k = 0; k < 8; k++) {
-                    const uint64_t off = gw_koff<SW>(8 * hf + k);
+                    const uint64_t off = gw_koff(8 * hf + k);
                     gw_mma(a, fw[k].b, dSb + off, 1);
                     gw_mma(a + 16, fw[k].s, dSb + off, 1);
                     gw_mma(a + 16, fw[k].b, dSs + off, 1);
@@ -196,7 +196,7 @@ __global__ void __launch_bounds__(GC_THREADS, 1)
                 const float u4[4] = {uv.x, uv.y, uv.z, uv.w};
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    const int i = 16 * wq + g + 8 * (e >> 1), col = 8 * jt + 2 * t4 + (e & 1), x = gw_bidx<SW>(col, i, GC_C / 4);
+                    const int i = 16 * wq + g + 8 * (e >> 1), col = 8 * jt + 2 * t4 + (e & 1), x = gw_bidx(col, i);
                     const float dl = u4[e] - (a[4 * jt + e] + a[16 + 4 * jt + e]);
                     gw_st_split(Db, Ds, x, dl);
                     gw_st_split(Fb, Fs, x, fkv[i] * dl);
@@ -214,7 +214,7 @@ __global__ void __launch_bounds__(GC_THREADS, 1)
                 gw_fence();
 #pragma unroll
                 for (int k = 0; k < 8; k++) {
-                    const uint64_t off = gw_koff<SW>(8 * hf + k);
+                    const uint64_t off = gw_koff(8 * hf + k);
                     gw_mma(a, fq[k], dSb + off, 1);
                     gw_mma(a + 16, fq[k], dSs + off, 1);
                 }
@@ -253,7 +253,7 @@ __global__ void __launch_bounds__(GC_THREADS, 1)
         gw_fence();
 #pragma unroll
         for (int k = 0; k < 8; k++) {
-            const uint64_t off = gw_koff<SW>(k);
+            const uint64_t off = gw_koff(k);
             gw_mma(s, fk[k], dFb + off, 1);
             gw_mma(s + 16, fk[k], dFs + off, 1);
         }
@@ -269,7 +269,7 @@ __global__ void __launch_bounds__(GC_THREADS, 1)
                 gw_fence();
 #pragma unroll
                 for (int k = 0; k < 4; k++) {
-                    const uint64_t off = gw_koff<SW>(4 * hf + k);
+                    const uint64_t off = gw_koff(4 * hf + k);
                     gw_mma(oa, fm[k].b, dDb + off, 1);
                     gw_mma(oa + 16, fm[k].s, dDb + off, 1);
                     gw_mma(oa + 16, fm[k].b, dDs + off, 1);
@@ -304,10 +304,7 @@ bool gdn_scan_wg_takes(gdn_dims d, int ncols) { return lily_gdn_wg && d.dk == GW
 
 void gdn_scan_wg_launch(gdn_dims d, int T, const float *scr, const uint16_t *cv, float *state, uint16_t *o, int nsplit,
                         cudaStream_t st) {
-    static int sw = -1;
-    if (sw < 0) sw = getenv("LILY_GDN_WG_SW") ? atoi(getenv("LILY_GDN_WG_SW")) != 0 : 0;
-    const size_t smem = gw_smem_bytes() + (sw ? 1024 : 0);
-    auto k = sw ? gdn_scan_wg<true> : gdn_scan_wg<false>;
-    cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    k<<<dim3(d.hv, nsplit), GC_THREADS, smem, st>>>(d, T, scr, cv, state, o);
+    const size_t smem = gw_smem_bytes() + 1024; // + the alignment of the B operands' atoms
+    cudaFuncSetAttribute(gdn_scan_wg, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    gdn_scan_wg<<<dim3(d.hv, nsplit), GC_THREADS, smem, st>>>(d, T, scr, cv, state, o);
 }
