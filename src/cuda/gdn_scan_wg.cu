@@ -76,6 +76,28 @@ static __device__ __forceinline__ void gw_fence() { asm volatile("wgmma.fence.sy
 static __device__ __forceinline__ void gw_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 static __device__ __forceinline__ void gw_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
 
+// acc (a + 16: the small terms) += A . B in 3xTF32 over the NK k-steps k0 .. k0 + NK - 1: A from the
+// record's tiles in fragment order (NK consecutive 16 x 8 tiles from `tile`, split in registers), B
+// big / small at descriptors db / ds; one wait at the end (W S0 and M Delta).
+template <int NK>
+static __device__ __forceinline__ void gw_mma3(float *acc, const float *tile, uint64_t db, uint64_t ds, int k0) {
+    gc_fa f[NK];
+#pragma unroll
+    for (int k = 0; k < NK; k++) gc_lda_f(f[k], tile + k * 128);
+    gw_pin(acc), gw_pin(acc + 16);
+    gw_fence();
+#pragma unroll
+    for (int k = 0; k < NK; k++) {
+        const uint64_t off = gw_koff(k0 + k);
+        gw_mma(acc, f[k].b, db + off, 1);
+        gw_mma(acc + 16, f[k].s, db + off, 1);
+        gw_mma(acc + 16, f[k].b, ds + off, 1);
+    }
+    gw_commit();
+    gw_wait0();
+    gw_pin(acc), gw_pin(acc + 16);
+}
+
 // x split into TF32 big and small parts at shared index i of (big, small).
 static __device__ __forceinline__ void gw_st_split(float *b, float *s, int i, float x) {
     const uint32_t hb = gc_hi(x);
@@ -172,23 +194,7 @@ __global__ void __launch_bounds__(GC_THREADS, 1)
         if (wg == 0) {
             // Step 1a: D = W S0 (a: big.big; a + 16: small.big + big.small), in two halves of Dk.
 #pragma unroll
-            for (int hf = 0; hf < 2; hf++) {
-                gc_fa fw[8];
-#pragma unroll
-                for (int k = 0; k < 8; k++) gc_lda_f(fw[k], Wf + (wq * (Dk / 8) + 8 * hf + k) * 128);
-                gw_pin(a), gw_pin(a + 16);
-                gw_fence();
-#pragma unroll
-                for (int k = 0; k < 8; k++) {
-                    const uint64_t off = gw_koff(8 * hf + k);
-                    gw_mma(a, fw[k].b, dSb + off, 1);
-                    gw_mma(a + 16, fw[k].s, dSb + off, 1);
-                    gw_mma(a + 16, fw[k].b, dSs + off, 1);
-                }
-                gw_commit();
-                gw_wait0();
-                gw_pin(a), gw_pin(a + 16);
-            }
+            for (int hf = 0; hf < 2; hf++) gw_mma3<8>(a, Wf + (wq * (Dk / 8) + 8 * hf) * 128, dSb, dSs, 8 * hf);
             // Delta = U - D and fk Delta, split, as step 2's B operands (token-major within a column).
 #pragma unroll
             for (int jt = 0; jt < 4; jt++) {
@@ -261,23 +267,7 @@ __global__ void __launch_bounds__(GC_THREADS, 1)
         if (wg == 1) {
             // O = Oacc + M Delta (oa: big.big; oa + 16: small.big + big.small), two halves of the tokens.
 #pragma unroll
-            for (int hf = 0; hf < 2; hf++) {
-                gc_fa fm[4];
-#pragma unroll
-                for (int k = 0; k < 4; k++) gc_lda_f(fm[k], Mf + (wq * 8 + 4 * hf + k) * 128);
-                gw_pin(oa), gw_pin(oa + 16);
-                gw_fence();
-#pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    const uint64_t off = gw_koff(4 * hf + k);
-                    gw_mma(oa, fm[k].b, dDb + off, 1);
-                    gw_mma(oa + 16, fm[k].s, dDb + off, 1);
-                    gw_mma(oa + 16, fm[k].b, dDs + off, 1);
-                }
-                gw_commit();
-                gw_wait0();
-                gw_pin(oa), gw_pin(oa + 16);
-            }
+            for (int hf = 0; hf < 2; hf++) gw_mma3<4>(oa, Mf + (wq * 8 + 4 * hf) * 128, dDb, dDs, 4 * hf);
 #pragma unroll
             for (int i = 0; i < 16; i++) {
                 const int r = 16 * wq + g + 8 * ((i >> 1) & 1), col = 8 * (i >> 2) + 2 * t4 + (i & 1);
