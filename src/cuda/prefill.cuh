@@ -174,6 +174,12 @@ extern int lily_qg_raster;
 // LILY_CUDA_QG_WSW, option LILY_CUDA_OPT_QG_WSW, flag qg_wsw; this variable's own 0 is what kernel
 // tests start from.
 extern int lily_qg_wsw;
+// 1 = those calls, where they fit, with the weights as the MMA's register operand (qgemm_rw.cu: 256
+// weight rows x 128 tokens a block, a producer thread issuing every copy by tensor map, two consumer
+// warpgroups building their A fragments from the codes). LILY_CUDA_QG_RW, option LILY_CUDA_OPT_QG_RW,
+// flag qg_rw; this variable's own 0 is what kernel tests start from.
+extern int lily_qg_rw;
+extern long lily_qg_rw_launches; // qgemm_rw.cu's launches so far (tests)
 // The MoE's grouped GEMMs on the merged map (192-row tiles) on the persistent warp-specialised kernel
 // (qgemm_wsp.cu), a bit mask: 1 = the down projection (which then takes the merged map too, whatever
 // lily_moe_tails >= 2 says), 2 = the gate|up. LILY_CUDA_QG_WSP, option LILY_CUDA_OPT_QG_WSP, flag

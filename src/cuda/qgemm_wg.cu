@@ -403,7 +403,9 @@ void qgemm_wg_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st) {
     } else if (lily_qg_bf16w) {
         wg_tmaps tm;
         if (bm == 128 && qgemm_wide_takes(a, grid_x)) {
-            if (wg_make_tmaps(a, &tm, 256)) {
+            if (qgemm_rw_launch(a, grid_x, st)) {
+                // the weights as the register operand (qgemm_rw.cu) where it takes the call
+            } else if (wg_make_tmaps(a, &tm, 256)) {
                 if (lily_qg_wsw) qgemm_wsw_launch(a, grid_x, st, tm); // warp-specialised (qgemm_wsw.cu)
                 else wg_launch_t<2, 1, true, 256, 3, true>(a, grid_x, st, &tm);
             } else wg_launch_t<2, 1, true, 256>(a, grid_x, st);

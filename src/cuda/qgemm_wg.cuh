@@ -386,40 +386,13 @@ __device__ __forceinline__ void wg_epilogue(const qg_args &a, const float *acc, 
     }
 }
 
-// The same output through shared memory (qgemm_wg.cu's bf16-weight path): the accumulators go to a
-// row-major fp32 tile (stride NJ*8 + 8 floats: each half-warp's float2 stores hit 32 distinct banks),
-// then each thread takes 4 consecutive columns of a row at a time, so a warp writes 512 (fp32) or
-// 256 (bf16) contiguous bytes of one row and every store is a full 16- or 8-byte piece, with one
-// epilogue switch per piece in a loop that is not unrolled. The unrolled register epilogue above
-// (NJ x 2 scattered 4-byte stores, each behind its own switch) was a fifth of the wide tile's stall
-// samples, most of them instruction-cache misses (ncu, docs/PERF.md). Arithmetic and rounding per
-// element are qg_store2_at's, so the outputs are bitwise the same. The caller has retired every
-// MMA and cp.async of the block; `tile` may overlay the pipeline's shared memory.
-// ACC: the threads that hold accumulators, the first ACC of the block (qgemm_wsw.cu's producer warpgroup,
-// after them, only joins the barriers and the stores).
-template <int NJ, int THREADS, int ACC = THREADS>
-__device__ __forceinline__ void wg_epilogue_smem(const qg_args &a, const float *acc, float *tile, int r0, int t,
-                                                 int m0, int rows, int n0, int BM) {
-    constexpr int BN = NJ * 8, LD = BN + 8;
-    // Each row's output row (scatter) and scale (QG_SCALE_BF16) once, requested before the tile is
-    // staged: read per 4-column piece they were two dependent global loads in the loop, ~a fifth
-    // of the grouped down projection's stall samples (ncu, docs/PERF.md). THREADS / 2 = BM rows.
-    __shared__ int s_orow[THREADS / 2];
-    __shared__ float s_scale[THREADS / 2];
-    const int nr = min(rows, BM);
-    for (int r = threadIdx.x; r < nr; r += THREADS) {
-        const int o = a.y_rows ? __ldg(a.y_rows + m0 + r) : m0 + r;
-        s_orow[r] = o;
-        if (a.epi == QG_SCALE_BF16) s_scale[r] = __ldg(a.scale + o);
-    }
-    __syncthreads(); // every warp is past its last read of the pipeline's shared memory
-    if (ACC == THREADS || threadIdx.x < ACC)
-#pragma unroll
-        for (int hr = 0; hr < 2; hr++)
-#pragma unroll
-            for (int j = 0; j < NJ; j++)
-                *(float2 *)(tile + (r0 + 8 * hr) * LD + 8 * j + 2 * t) = make_float2(acc[4 * j + 2 * hr], acc[4 * j + 2 * hr + 1]);
-    __syncthreads();
+// wg_epilogue_smem's store loop: rows 0 .. nr - 1 of the fp32 tile (LD floats a row, BN columns: QG_GLU
+// the gate half then the up half) leave from column n0 through the epilogue, THREADS threads (the first
+// of the block) each taking 4 consecutive columns of a row at a time; s_orow / s_scale hold each row's
+// output row and scale. Also qgemm_rw.cu's, whose tile is staged with another stride.
+template <int BN, int THREADS>
+__device__ __forceinline__ void wg_tile_store(const qg_args &a, const float *tile, int LD, const int *s_orow,
+                                              const float *s_scale, int nr, int n0) {
     const bool glu = a.epi == QG_GLU;
     const int C4 = glu ? BN / 8 : BN / 4; // 4-column pieces a row writes (QG_GLU: the gate half)
     for (int i = threadIdx.x; i < nr * C4; i += THREADS) {
@@ -456,6 +429,43 @@ __device__ __forceinline__ void wg_epilogue_smem(const qg_args &a, const float *
     }
 }
 
+// The same output through shared memory (qgemm_wg.cu's bf16-weight path): the accumulators go to a
+// row-major fp32 tile (stride NJ*8 + 8 floats: each half-warp's float2 stores hit 32 distinct banks),
+// then each thread takes 4 consecutive columns of a row at a time, so a warp writes 512 (fp32) or
+// 256 (bf16) contiguous bytes of one row and every store is a full 16- or 8-byte piece, with one
+// epilogue switch per piece in a loop that is not unrolled. The unrolled register epilogue above
+// (NJ x 2 scattered 4-byte stores, each behind its own switch) was a fifth of the wide tile's stall
+// samples, most of them instruction-cache misses (ncu, docs/PERF.md). Arithmetic and rounding per
+// element are qg_store2_at's, so the outputs are bitwise the same. The caller has retired every
+// MMA and cp.async of the block; `tile` may overlay the pipeline's shared memory.
+// ACC: the threads that hold accumulators, the first ACC of the block (qgemm_wsw.cu's producer warpgroup,
+// after them, only joins the barriers and the stores).
+template <int NJ, int THREADS, int ACC = THREADS>
+__device__ __forceinline__ void wg_epilogue_smem(const qg_args &a, const float *acc, float *tile, int r0, int t,
+                                                 int m0, int rows, int n0, int BM) {
+    constexpr int BN = NJ * 8, LD = BN + 8;
+    // Each row's output row (scatter) and scale (QG_SCALE_BF16) once, requested before the tile is
+    // staged: read per 4-column piece they were two dependent global loads in the loop, ~a fifth
+    // of the grouped down projection's stall samples (ncu, docs/PERF.md). THREADS / 2 = BM rows.
+    __shared__ int s_orow[THREADS / 2];
+    __shared__ float s_scale[THREADS / 2];
+    const int nr = min(rows, BM);
+    for (int r = threadIdx.x; r < nr; r += THREADS) {
+        const int o = a.y_rows ? __ldg(a.y_rows + m0 + r) : m0 + r;
+        s_orow[r] = o;
+        if (a.epi == QG_SCALE_BF16) s_scale[r] = __ldg(a.scale + o);
+    }
+    __syncthreads(); // every warp is past its last read of the pipeline's shared memory
+    if (ACC == THREADS || threadIdx.x < ACC)
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++)
+#pragma unroll
+            for (int j = 0; j < NJ; j++)
+                *(float2 *)(tile + (r0 + 8 * hr) * LD + 8 * j + 2 * t) = make_float2(acc[4 * j + 2 * hr], acc[4 * j + 2 * hr + 1]);
+    __syncthreads();
+    wg_tile_store<BN, THREADS>(a, tile, LD, s_orow, s_scale, nr, n0);
+}
+
 // The tensor maps of a TMA launch (kernel parameters, __grid_constant__): X (bf16, box 64 k x 128
 // rows, 128-byte swizzle) and the code rows of w and w2 (bytes, box 32 x BN or BN/2 rows, row-major
 // as the cp.async path lays them out). Made by qgemm_wg.cu's wg_make_tmaps.
@@ -464,6 +474,10 @@ struct wg_tmaps {
 };
 // qgemm_wsw.cu: the wide tile's call (128 rows, bf16 weights, tensor maps made) in warp-specialised form.
 void qgemm_wsw_launch(const qg_args &a, int grid_x, cudaStream_t st, const wg_tmaps &tm);
+// qgemm_rw.cu: a wide-tile dense call (128 rows, bf16 weights) with the weights as the MMA's register
+// operand, where lily_qg_rw is set and the call fits (X by tensor map, 4-bit codes in groups of 64, K a
+// multiple of 256); false (nothing launched) otherwise.
+bool qgemm_rw_launch(const qg_args &a, int grid_x, cudaStream_t st);
 // qgemm_wsp.cu: a merged-map call (192-row tiles, qg_args.tile_rest; bf16 weights; tensor maps made with
 // 64-row X boxes and 128-column code boxes) on the persistent warp-specialised kernel; false when its
 // epilogue is not one the kernel has (QG_SCALE_BF16, QG_GLU). max_tiles: the map's bound on row tiles.

@@ -678,6 +678,37 @@ static void run_e2e_pf_side(uint64_t seed) {
     }
 }
 
+// The dense GEMMs with the weights as the MMA's register operand (LILY_CUDA_OPT_QG_RW, qgemm_rw.cu) in whole
+// prefills: a tiny model whose dense shapes it takes (K = hidden 256 and the GDN's 4 x 64 values), the wide
+// tile forced (LILY_CUDA_OPT_QG_WIDE 2: a tiny call has too few blocks for it otherwise), a 300-token prompt
+// in one chunk and in chunks of 64: bitwise equal to qgemm_wsw.cu's tile (the same products), with
+// launches on the kernel counted, and against the CPU backend.
+extern long lily_qg_rw_launches;
+static void run_e2e_qg_rw(uint64_t seed) {
+    lily_config c = config_tiny();
+    c.hidden = 256, c.moe_inter = 128, c.shared_inter = 128, c.lin_v_dim = 64;
+    const int V = c.vocab_size, N = 300;
+    e2e_pair p(c, seed + 23, N);
+    lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_PREFILL, 1);
+    lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_QG_WIDE, 2);
+    for (int chunk : {1024, 64}) {
+        lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_CHUNK, chunk);
+        lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_QG_RW, 0);
+        std::vector<float> g0 = run_logits(p.be, p.ctx, p.tf, V, 0);
+        lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_QG_RW, 1);
+        const long before = lily_qg_rw_launches;
+        std::vector<float> g1 = run_logits(p.be, p.ctx, p.tf, V, 0);
+        const long launches = lily_qg_rw_launches - before;
+        const cmp_stats s1 = compare(g1.data(), p.ref.data(), N, V, BF16_GAP);
+        const bool same = !memcmp(g1.data(), g0.data(), g1.size() * 4);
+        report(same && launches > 0 && s1.rel_mean < BF16_REL_MEAN && s1.rel_worst < BF16_REL_WORST && s1.dec_agree == s1.dec_n,
+               "e2e prefill with the weights as the register operand (%d tokens, chunk %d, %ld launches of qgemm_rw.cu): "
+               "%s qgemm_wsw.cu's; vs CPU backend rel_l2 mean %.2e worst %.2e, top-1 %d/%d (decisive %d/%d)",
+               N, chunk, launches, same ? "bitwise equal to" : "DIFFERS from", s1.rel_mean, s1.rel_worst, s1.agree, N,
+               s1.dec_agree, s1.dec_n);
+    }
+}
+
 // The one-launch MoE (LILY_CUDA_OPT_MOE_FUSED) in whole decode steps: a tiny model whose MoE shapes it
 // takes (rows of whole 128-column steps; config_tiny's hidden 320 does not), graph-replayed steps with
 // it on and off against the CPU backend, and the two against each other.
@@ -1077,7 +1108,8 @@ int main(int argc, char **argv) {
     uint64_t seed = argc > 2 ? strtoull(argv[2], NULL, 10) : (uint64_t)time(NULL);
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (!strcmp(mode, "kernels")) run_kernel_tests(seed);
-    else if (!strcmp(mode, "e2e")) run_e2e(seed), run_e2e_moe_fused(seed), run_e2e_attn256(seed), run_e2e_pf_side(seed);
+    else if (!strcmp(mode, "e2e")) run_e2e(seed), run_e2e_moe_fused(seed), run_e2e_attn256(seed), run_e2e_pf_side(seed),
+                                      run_e2e_qg_rw(seed);
     else if (!strcmp(mode, "fixtures")) run_fixtures(argc - 2, argv + 2);
     else if (!strcmp(mode, "compare") && argc > 2) run_compare(argv[2], argc > 3 ? atoi(argv[3]) : 16, argc > 4 ? argv[4] : NULL);
     else if (!strcmp(mode, "full") && argc > 2) run_full(argv[2]);

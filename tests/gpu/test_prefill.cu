@@ -131,27 +131,37 @@ static void test_qgemm(rng &r) {
         {17, 130, 128, 4, 64, 16, QG_GLU},       {200, 300, 256, 4, 64, 128, QG_RESID},
         {65, 512, 512, 4, 64, 32, QG_BF16},      {513, 64, 4096, 4, 64, 0, QG_F32},
         {300, 600, 256, 4, 64, 128, QG_GLU},
+        // The register-operand wide tile (qgemm_rw.cu, pass 9): K a multiple of 256, ragged rows and columns.
+        {257, 520, 768, 4, 64, 128, QG_F32_RAW}, {131, 390, 1280, 4, 64, 128, QG_GLU},
+        {70, 262, 2048, 4, 64, 128, QG_RESID},
     };
     int idx = 0;
     const int wg_default = lily_qg_wgmma, ws_default = qgemm_ws_on();
+    const char *pass_env = getenv("LILY_GPU_QG_PASS"); // one pass only (the sanitizers' runs of a kernel)
+    const int only_pass = pass_env ? atoi(pass_env) : -1;
     for (auto &k : cases)
-    for (int wg = 0; wg < 9; wg++) { // mma.sync, wgmma, wgmma warp-specialised (qgemm_ws.cu), wgmma on bf16
+    for (int wg = 0; wg < 10; wg++) { // mma.sync, wgmma, wgmma warp-specialised (qgemm_ws.cu), wgmma on bf16
                                       // weights, the same with the operands swapped (qgemm_rs.cu), the wide
                                       // tile (256 columns; 128-row tiles only) with tensor-map loads (5)
                                       // and with cp.async (6), the 128-column tile with tensor-map loads
-                                      // (7), the wide tile warp-specialised (8, qgemm_wsw.cu)
+                                      // (7), the wide tile warp-specialised (8, qgemm_wsw.cu), the wide tile
+                                      // with the weights as the register operand (9, qgemm_rw.cu)
+        if (only_pass >= 0 && wg != only_pass) continue;
         if (g_small && idx++ >= 16) break;
         const int tile_k = k.tile ? k.tile : qgemm_pick_tile(k.M);
-        if ((wg == 5 || wg == 6 || wg == 8) && tile_k != 128) continue; // the wide tile: 128 rows only
+        if ((wg == 5 || wg == 6 || wg >= 8) && tile_k != 128) continue; // the wide tile: 128 rows only
+        if (wg == 9 && (k.K % 256 || k.group != 64 || k.bits != 4 || k.tile != 128)) continue; // qgemm_rw.cu's shapes
+                                                                                               // (a picked tile may fill narrower)
         if (wg == 7 && tile_k != 128 && tile_k != 64) continue;
         lily_qg_tma128 = wg == 7; // 7: the 128-column bf16-weight tile with tensor-map loads (128 and 64 rows)
         lily_qg_wgmma = wg > 0;
         lily_qg_ws = wg == 2;
         lily_qg_bf16w = wg >= 3;
         lily_qg_rs = wg == 4;
-        lily_qg_wide = wg == 5 || wg == 6 || wg == 8 ? 2 : 0;
+        lily_qg_wide = wg == 5 || wg == 6 || wg >= 8 ? 2 : 0;
         lily_qg_tma = wg != 6;
-        lily_qg_wsw = wg == 8;
+        lily_qg_wsw = wg >= 8;
+        lily_qg_rw = wg == 9;
         host_mat hw, hw2;
         make_qmat(hw, k.N, k.K, k.bits, k.group, 1.0f / sqrtf((float)k.K), r);
         make_qmat(hw2, k.N, k.K, k.bits, k.group, 1.0f / sqrtf((float)k.K), r);
@@ -180,8 +190,10 @@ static void test_qgemm(rng &r) {
             if (f32) swapped = back((float *)y, n);
             else swapped = to_f32(back((uint16_t *)y, n));
         }
+        const long rw_before = lily_qg_rw_launches;
         int rc = qgemm_launch(a, k.tile, 0, 0);
         CK(cudaGetLastError());
+        const bool rw_ran = wg != 9 || lily_qg_rw_launches == rw_before + 1; // pass 9 ran on qgemm_rw.cu
         std::vector<float> got(n);
         if (f32) got = back((float *)y, n);
         else got = to_f32(back((uint16_t *)y, n));
@@ -203,6 +215,9 @@ static void test_qgemm(rng &r) {
         // qgemm_wg.cu's (lily_qg_wsw off).
         const bool raster_same = !wg_path || same_bits(lily_qg_raster, 1);
         const bool wsw_same = !(wg_path && wg == 8) || same_bits(lily_qg_wsw, 0);
+        // The register-operand tile against qgemm_wsw.cu's (informational: the same products, the
+        // operands swapped in the MMA).
+        const bool rw_same = wg_path && wg == 9 && same_bits(lily_qg_rw, 0);
         // The reference's weights: exact, or (bf16-weight pass) each rounded once to bf16.
         auto wts = [&](const host_mat &h) {
             std::vector<float> w = deq(h.m);
@@ -224,14 +239,15 @@ static void test_qgemm(rng &r) {
         fin(ex, ex2);
         double dx = rel_l2(got.data(), ex.data(), n);
         double tol = k.epi == QG_F32_RAW ? 1e-5 : 5e-3;
-        bool ok = !rc && !count_nonfinite(got.data(), n) && dx < tol && raster_same && wsw_same;
+        bool ok = !rc && !count_nonfinite(got.data(), n) && dx < tol && raster_same && wsw_same && rw_ran;
         char probe[160] = "";
         if (wg_path)
             snprintf(probe, sizeof probe, "; rastered %s; swapped descriptors: rel_l2 %.1e%s",
                      raster_same ? "bitwise equal" : "DIFFERENT", rel_l2(swapped.data(), ex.data(), n),
-                     wg != 8 ? "" : wsw_same ? "; qgemm_wg.cu's wide tile: bitwise equal" : "; qgemm_wg.cu's wide tile: DIFFERENT");
+                     wg == 9 ? (!rw_ran ? "; NOT RUN on qgemm_rw.cu" : rw_same ? "; qgemm_wsw.cu's tile: bitwise equal" : "; qgemm_wsw.cu's tile: not bitwise equal")
+                     : wg != 8 ? "" : wsw_same ? "; qgemm_wg.cu's wide tile: bitwise equal" : "; qgemm_wg.cu's wide tile: DIFFERENT");
         report(ok, "qgemm%s M=%d N=%d K=%d bits=%d group=%d tile=%d epi=%d: rel_l2 %.1e vs %s weights (tol %.0e)%s",
-               wg_path ? (wg == 8 ? " (wgmma, bf16 weights, wide tile, warp-specialised)" : wg == 7 ? " (wgmma, bf16 weights, tensor-map loads)" : wg == 6 ? " (wgmma, bf16 weights, wide tile, cp.async)" : wg == 5 ? " (wgmma, bf16 weights, wide tile)" : wg == 4 ? " (wgmma, bf16 weights, swapped operands)"
+               wg_path ? (wg == 9 ? " (wgmma, bf16 weights, wide tile, weights as the register operand)" : wg == 8 ? " (wgmma, bf16 weights, wide tile, warp-specialised)" : wg == 7 ? " (wgmma, bf16 weights, tensor-map loads)" : wg == 6 ? " (wgmma, bf16 weights, wide tile, cp.async)" : wg == 5 ? " (wgmma, bf16 weights, wide tile)" : wg == 4 ? " (wgmma, bf16 weights, swapped operands)"
                           : wg == 3 ? " (wgmma, bf16 weights)"
                           : wg == 2 ? " (wgmma, warp-specialised)" : " (wgmma)") : "",
                k.M, k.N, k.K, k.bits, k.group, k.tile, k.epi, dx, wg >= 3 ? "bf16-rounded" : "exact", tol, probe);
@@ -245,6 +261,7 @@ static void test_qgemm(rng &r) {
     lily_qg_tma = 1;
     lily_qg_tma128 = 0;
     lily_qg_wsw = 0;
+    lily_qg_rw = 0;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1151,6 +1168,10 @@ void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
         bench_moe(r, true, 0);
         return;
     }
+    if (only && !strcmp(only, "qgemm")) { // the dense GEMM cases only
+        test_qgemm(r);
+        return;
+    }
     const bool gt_only = only && !strcmp(only, "moegt"); // the MoE cases on qgemm_gt.cu only
     if (!gt_only) {
         test_qgemm(r);
@@ -1260,13 +1281,16 @@ void run_qg_once(int M, int N, int K, int tile, int wg) {
     lily_qg_wide = wg == 5 || wg == 6 ? 2 : 0; // 7 the 128-column tile with tensor-map loads
     lily_qg_tma = wg != 6;
     lily_qg_tma128 = wg == 7;
-    lily_qg_wsw = wg == 8; // 8 the wide tile warp-specialised (qgemm_wsw.cu)
-    if (wg == 8) lily_qg_wide = 2;
+    lily_qg_wsw = wg >= 8; // 8 the wide tile warp-specialised (qgemm_wsw.cu)
+    lily_qg_rw = wg == 9;  // 9 the wide tile with the weights as the register operand (qgemm_rw.cu)
+    if (wg >= 8) lily_qg_wide = 2;
+    const long rw0 = lily_qg_rw_launches;
     for (int i = 0; i < 2; i++) qgemm_launch(a, tile, 0, 0);
     CK(cudaDeviceSynchronize());
+    if (wg == 9 && lily_qg_rw_launches != rw0 + 2) printf("qgone: NOT on qgemm_rw.cu (it does not take the call)\n");
     double ms = gpu_time_ms([&] { qgemm_launch(a, tile, 0, 0); }, 10);
     printf("qgone M=%d N=%d K=%d tile=%d %s: %.3f ms, %.1f TFLOP/s\n", M, N, K, tile,
-           wg == 8 ? "wgmma-wide-wsw" : wg == 7 ? "wgmma-tma128" : wg == 6 ? "wgmma-wide-cpasync" : wg == 5 ? "wgmma-wide" : wg == 4 ? "wgmma-rs" : wg == 3 ? "wgmma-bf16w" : wg == 2 ? "wgmma-ws" : wg ? "wgmma" : "mma.sync", ms,
+           wg == 9 ? "wgmma-wide-rw" : wg == 8 ? "wgmma-wide-wsw" : wg == 7 ? "wgmma-tma128" : wg == 6 ? "wgmma-wide-cpasync" : wg == 5 ? "wgmma-wide" : wg == 4 ? "wgmma-rs" : wg == 3 ? "wgmma-bf16w" : wg == 2 ? "wgmma-ws" : wg ? "wgmma" : "mma.sync", ms,
            2.0 * M * N * K / (ms * 1e-3) / 1e12);
     lily_qg_bf16w = 0;
     lily_qg_rs = 0;
@@ -1274,5 +1298,6 @@ void run_qg_once(int M, int N, int K, int tile, int wg) {
     lily_qg_tma = 1;
     lily_qg_tma128 = 0;
     lily_qg_wsw = 0;
+    lily_qg_rw = 0;
     free_all();
 }
