@@ -151,10 +151,11 @@ enum lily_cuda_opt {
                                     // (gdn_scan_wg.cu) where it takes the shape (Dk 128, 32 value
                                     // columns a block); 0 = on mma.sync (gdn_chunked.cu)
                                     // (LILY_CUDA_GDN_WG; flag gdn_wg; default 1)
-    LILY_CUDA_OPT_QG_RW = 44,       // prefill: 1 = the wide tile's dense calls with the weights as the
-                                    // MMA's register operand (qgemm_rw.cu) where they fit; 0 = on
-                                    // qgemm_wsw.cu (LILY_CUDA_QG_RW; flag qg_rw;
-                                    // default 1; the same bits)
+    LILY_CUDA_OPT_QG_RW = 44,       // prefill: the weights as the MMA's register operand (qgemm_rw.cu)
+                                    // where the call fits, a bit mask: 1 = the wide tile's dense calls
+                                    // (else qgemm_wsw.cu), 2 = the MoE gate|up (else qgemm_wsp.cu), 4 =
+                                    // the MoE down projection (else qgemm_gt.cu) (LILY_CUDA_QG_RW; flag
+                                    // qg_rw; default 3; the same bits)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

@@ -37,10 +37,11 @@ __global__ void route_kernel(const float *logits, int T, int E, int K, int norm,
 // One block of >= E threads (E <= 1024): row offsets and tile offsets of each expert group; with
 // tails (moe_pf_tails_on), the 128-row tiles over each group's first c - tail rows, where its tail
 // starts (grp_mid) and the tail launch's tile offsets; and the merged map's tile offsets
-// (moe_pf_merged_tiles, lily_moe_tails 2 and 3).
+// (moe_pf_merged_tiles, lily_moe_tails 2 and 3); and the plain map of 128-row tiles over whole groups
+// (qgemm_rw.cu's grouped calls).
 __global__ void scan_kernel(const int *counts, int E, int tile_m, int tails, int *grp_off, int *tile_off,
-                            int *cursor, int *grp_mid, int *tile_off_b, int *tile_off_m) {
-    __shared__ int sr[1024], st[1024], sb[1024], sm[1024];
+                            int *cursor, int *grp_mid, int *tile_off_b, int *tile_off_m, int *tile_off_p) {
+    __shared__ int sr[1024], st[1024], sb[1024], sm[1024], sp[1024];
     const int e = threadIdx.x;
     const bool split = moe_pf_tails_on(tails, tile_m);
     const int c = e < E ? counts[e] : 0, tail = split ? moe_pf_tail_rows(c) : 0;
@@ -48,12 +49,13 @@ __global__ void scan_kernel(const int *counts, int E, int tile_m, int tails, int
     st[e] = (c - tail + tile_m - 1) / tile_m;
     sb[e] = tail > 0;
     sm[e] = moe_pf_merged_tiles(c);
+    sp[e] = (c + 127) / 128;
     __syncthreads();
     for (int o = 1; o < blockDim.x; o <<= 1) { // Hillis-Steele inclusive scan
         int a = e >= o ? sr[e - o] : 0, b = e >= o ? st[e - o] : 0, d = e >= o ? sb[e - o] : 0;
-        int f = e >= o ? sm[e - o] : 0;
+        int f = e >= o ? sm[e - o] : 0, q = e >= o ? sp[e - o] : 0;
         __syncthreads();
-        sr[e] += a, st[e] += b, sb[e] += d, sm[e] += f;
+        sr[e] += a, st[e] += b, sb[e] += d, sm[e] += f, sp[e] += q;
         __syncthreads();
     }
     if (e < E) {
@@ -61,10 +63,11 @@ __global__ void scan_kernel(const int *counts, int E, int tile_m, int tails, int
         tile_off[e + 1] = st[e];
         tile_off_b[e + 1] = sb[e];
         tile_off_m[e + 1] = sm[e];
+        tile_off_p[e + 1] = sp[e];
         grp_mid[e] = sr[e] - tail;
         cursor[e] = 0;
     }
-    if (e == 0) grp_off[0] = 0, tile_off[0] = 0, tile_off_b[0] = 0, tile_off_m[0] = 0;
+    if (e == 0) grp_off[0] = 0, tile_off[0] = 0, tile_off_b[0] = 0, tile_off_m[0] = 0, tile_off_p[0] = 0;
 }
 
 __global__ void scatter_kernel(const int *ids, int n_pairs, int K, const int *grp_off, int *cursor,
@@ -121,7 +124,7 @@ int lily_moe_gather = 0;
 // measured in docs/PERF.md.
 static bool moe_pf_gathers(const moe_pf_w &w, const moe_pf_scratch *s, int tile_m) {
     return lily_moe_gather && !s->sep && tile_m == 128 && lily_qg_wgmma && lily_qg_bf16w && lily_qg_tma &&
-           (lily_qg_wide || lily_qg_tma128) && (w.H % 8) == 0;
+           (lily_qg_wide || lily_qg_tma128 || (lily_qg_rw & 2)) && (w.H % 8) == 0;
 }
 
 #define RN_MAXPT 16 // values a thread keeps in registers (rows up to 4096 at 256 threads)
@@ -258,7 +261,7 @@ static size_t al(size_t n) { return (n + 255) & ~(size_t)255; }
 
 size_t moe_pf_scratch_bytes(const moe_pf_w &w, int t_max) {
     size_t T = (size_t)t_max, R = T * w.topk;
-    return al(T * w.E * 4) + al(R * 4) + al(R * 4) + 7 * al((size_t)(w.E + 1) * 4) + 2 * al(R * 4) +
+    return al(T * w.E * 4) + al(R * 4) + al(R * 4) + 8 * al((size_t)(w.E + 1) * 4) + 2 * al(R * 4) +
            al(R * w.I * 2) + al(R * w.H * 2) + al(T * (w.Is ? w.Is : 1) * 2) + al(T * w.H * 4) + al(T * 4);
 }
 
@@ -276,6 +279,7 @@ void moe_pf_scratch_init(moe_pf_scratch *s, void *base, const moe_pf_w &w, int t
     s->grp_mid = (int *)take((size_t)(w.E + 1) * 4); // between ids and sorted_pair: the host route mirrors them
     s->tile_off_b = (int *)take((size_t)(w.E + 1) * 4);
     s->tile_off_m = (int *)take((size_t)(w.E + 1) * 4);
+    s->tile_off_p = (int *)take((size_t)(w.E + 1) * 4);
     s->sorted_tok = (int *)take(R * 4);
     s->sorted_pair = (int *)take(R * 4);
     s->h = (uint16_t *)take(R * w.I * 2);
@@ -294,7 +298,7 @@ void moe_pf_route(const moe_pf_w &w, int T, int tile_m, moe_pf_scratch *s, cudaS
     int threads = 32;
     while (threads < w.E) threads *= 2;
     scan_kernel<<<1, threads, 0, st>>>(s->counts, w.E, tile_m, lily_moe_tails, s->grp_off, s->tile_off, s->cursor,
-                                       s->grp_mid, s->tile_off_b, s->tile_off_m);
+                                       s->grp_mid, s->tile_off_b, s->tile_off_m, s->tile_off_p);
     int n = T * w.topk;
     scatter_kernel<<<(n + 255) / 256, 256, 0, st>>>(s->ids, n, w.topk, s->grp_off, s->cursor, s->sorted_tok,
                                                     s->sorted_pair);
@@ -326,6 +330,7 @@ int moe_pf_route_host(const moe_pf_w &w, int T, int tile_m, moe_pf_scratch *s, c
     int *ids = (int *)at(s->ids), *counts = (int *)at(s->counts), *cursor = (int *)at(s->cursor);
     int *grp_off = (int *)at(s->grp_off), *tile_off = (int *)at(s->tile_off);
     int *grp_mid = (int *)at(s->grp_mid), *tile_off_b = (int *)at(s->tile_off_b), *tile_off_m = (int *)at(s->tile_off_m);
+    int *tile_off_p = (int *)at(s->tile_off_p);
     int *sorted_tok = (int *)at(s->sorted_tok), *sorted_pair = (int *)at(s->sorted_pair);
     float *wts = (float *)at(s->wts), *lg_all = (float *)(b0 + mirror);
     CU_TRY(cudaMemcpyAsync(lg_all, s->logits, (size_t)T * E * 4, cudaMemcpyDeviceToHost, st));
@@ -365,7 +370,7 @@ int moe_pf_route_host(const moe_pf_w &w, int T, int tile_m, moe_pf_scratch *s, c
             counts[ik[t]]++;
         }
     }
-    grp_off[0] = 0, tile_off[0] = 0, tile_off_b[0] = 0, tile_off_m[0] = 0;
+    grp_off[0] = 0, tile_off[0] = 0, tile_off_b[0] = 0, tile_off_m[0] = 0, tile_off_p[0] = 0;
     const bool split = moe_pf_tails_on(lily_moe_tails, tile_m);
     for (int e = 0; e < E; e++) {
         const int tail = split ? moe_pf_tail_rows(counts[e]) : 0;
@@ -373,6 +378,7 @@ int moe_pf_route_host(const moe_pf_w &w, int T, int tile_m, moe_pf_scratch *s, c
         tile_off[e + 1] = tile_off[e] + (counts[e] - tail + tile_m - 1) / tile_m;
         tile_off_b[e + 1] = tile_off_b[e] + (tail > 0);
         tile_off_m[e + 1] = tile_off_m[e] + moe_pf_merged_tiles(counts[e]);
+        tile_off_p[e + 1] = tile_off_p[e] + (counts[e] + 127) / 128;
         grp_mid[e] = grp_off[e + 1] - tail;
         cursor[e] = 0;
     }
@@ -404,8 +410,16 @@ static bool moe_pf_merged(const qg_args &g, int tile_m, bool down) {
 // merged, one launch of the merged map. names: pfprof's rows for {one launch, the 128-row launch,
 // the tails, the merged launch}.
 static int grouped_gemm(qg_args g, const moe_pf_scratch *s, int tile_m, int max_tiles, cudaStream_t st,
-                        const char *const names[4]) {
+                        const char *const names[5]) {
     int rc;
+    if (tile_m == 128 && lily_qg_wgmma) { // the weights as the register operand, one launch of the plain map (qgemm_rw.cu)
+        qg_args p = g;
+        p.tile_off = s->tile_off_p;
+        if (qgemm_rw_grouped_launch(p, max_tiles, st)) {
+            PF_MARK(names[4]);
+            return 0;
+        }
+    }
     if (moe_pf_merged(g, tile_m, g.epi != QG_GLU)) {
         g.tile_off = s->tile_off_m;
         rc = qgemm_launch(g, 192, max_tiles, st);
@@ -425,10 +439,12 @@ static int grouped_gemm(qg_args g, const moe_pf_scratch *s, int tile_m, int max_
     PF_MARK(names[2]);
     return rc;
 }
-static const char *const gu_names[4] = {"moe experts gate|up grouped gemm", "moe experts gate|up grouped gemm, 128-row tiles",
-                                        "moe experts gate|up grouped gemm, tails", "moe experts gate|up grouped gemm, tails merged"};
-static const char *const dn_names[4] = {"moe experts down grouped gemm", "moe experts down grouped gemm, 128-row tiles",
-                                        "moe experts down grouped gemm, tails", "moe experts down grouped gemm, tails merged"};
+static const char *const gu_names[5] = {"moe experts gate|up grouped gemm", "moe experts gate|up grouped gemm, 128-row tiles",
+                                        "moe experts gate|up grouped gemm, tails", "moe experts gate|up grouped gemm, tails merged",
+                                        "moe experts gate|up grouped gemm, weights in registers"};
+static const char *const dn_names[5] = {"moe experts down grouped gemm", "moe experts down grouped gemm, 128-row tiles",
+                                        "moe experts down grouped gemm, tails", "moe experts down grouped gemm, tails merged",
+                                        "moe experts down grouped gemm, weights in registers"};
 
 int lily_moe_tails = 0;
 
@@ -523,7 +539,7 @@ static int moe_pf_routed(const moe_pf_w &w, const uint16_t *xn, int T, const flo
     g.x = s->h, g.ldx = w.I, g.w = w.down, g.M = R, g.N = w.H, g.K = w.I, g.grp_off = s->grp_off,
     g.tile_off = s->tile_off, g.n_groups = w.E, g.epi = QG_SCALE_BF16, g.y = s->yk, g.ldy = w.H;
     g.y_rows = s->sorted_pair, g.scale = s->wts;
-    if (qgemm_gt_takes(g)) { // tokens as N, each group's X resident (qgemm_gt.cu)
+    if (qgemm_gt_takes(g) && !(lily_qg_rw & 4)) { // tokens as N, each group's X resident (qgemm_gt.cu)
         if ((rc = qgemm_gt_launch(g, st))) return rc;
         PF_MARK("moe experts down grouped gemm, tokens as N");
     } else if ((rc = grouped_gemm(g, s, tile_m, max_tiles, st, dn_names))) {

@@ -174,12 +174,16 @@ extern int lily_qg_raster;
 // LILY_CUDA_QG_WSW, option LILY_CUDA_OPT_QG_WSW, flag qg_wsw; this variable's own 0 is what kernel
 // tests start from.
 extern int lily_qg_wsw;
-// 1 = those calls, where they fit, with the weights as the MMA's register operand (qgemm_rw.cu: 256
-// weight rows x 128 tokens a block, a producer thread issuing every copy by tensor map, two consumer
-// warpgroups building their A fragments from the codes). LILY_CUDA_QG_RW, option LILY_CUDA_OPT_QG_RW,
-// flag qg_rw; this variable's own 0 is what kernel tests start from.
+// The weights as the MMA's register operand (qgemm_rw.cu: 256 weight rows x 128 tokens a block, a producer
+// thread issuing every copy by tensor map, two consumer warpgroups building their A fragments from the
+// codes), a bit mask: 1 = those dense calls, where they fit; 2 = the MoE gate|up, 4 = the MoE down
+// projection (grouped, on the plain map, a tile's tokens padded to 16). LILY_CUDA_QG_RW, option
+// LILY_CUDA_OPT_QG_RW, flag qg_rw; this variable's own 0 is what kernel tests start from.
 extern int lily_qg_rw;
 extern long lily_qg_rw_launches; // qgemm_rw.cu's launches so far (tests)
+// A grouped call (a.tile_off: a plain map of 128-row tiles, max_tiles its bound) on qgemm_rw.cu, where its bit
+// of lily_qg_rw is set (2 the MoE gate|up, QG_GLU; 4 the down projection) and it fits; false otherwise.
+bool qgemm_rw_grouped_launch(const qg_args &a, int max_tiles, cudaStream_t st);
 // The MoE's grouped GEMMs on the merged map (192-row tiles) on the persistent warp-specialised kernel
 // (qgemm_wsp.cu), a bit mask: 1 = the down projection (which then takes the merged map too, whatever
 // lily_moe_tails >= 2 says), 2 = the gate|up. LILY_CUDA_QG_WSP, option LILY_CUDA_OPT_QG_WSP, flag
@@ -259,6 +263,7 @@ struct moe_pf_scratch {
     int *grp_mid;       // (E) moe_pf_tails: where each group's tail of 1..64 rows starts (else its end)
     int *tile_off_b;    // (E + 1) moe_pf_tails: tile offsets of the tails' 64-row launch (0 or 1 a group)
     int *tile_off_m;    // (E + 1) tile offsets of the merged map (moe_pf_merged_tiles a group)
+    int *tile_off_p;    // (E + 1) tile offsets of the plain map: 128-row tiles over whole groups (qgemm_rw.cu)
     int *sorted_tok;    // (t_max*topk) token of each sorted row
     int *sorted_pair;   // (t_max*topk) token*topk + slot of each sorted row
     uint16_t *h;        // (t_max*topk, I) bf16 expert hidden rows, sorted order

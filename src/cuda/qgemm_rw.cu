@@ -80,6 +80,22 @@ __device__ __forceinline__ uint32_t rw_code_pair(uint32_t w, int i, uint32_t c43
     return wg_bf2_fma(v, 0x3F803F80u, 0xC300C300u); // 128 + q - 128: q exactly
 }
 
+// One 64-k stage's 8 MMAs (2 tiles x 4 k16 steps) at token width N, straight-line between the fence and the
+// commit (a branch between two MMAs makes ptxas fence each on its own, C7519). The accumulator layout is a
+// prefix one (wgmma_rs.cuh): tile u's columns 0 .. N - 1 are acc[64 u .. 64 u + N / 2) for every N.
+template <int N>
+__device__ __forceinline__ void rw_stage(float *acc, const uint32_t *f, uint64_t db, int kt) {
+    wgx_fence<128>(acc);
+#pragma unroll
+    for (int u = 0; u < 2; u++)
+#pragma unroll
+        for (int s = 0; s < 4; s++) wgrs<N>::mma(acc + 64 * u, f + 16 * u + 4 * s, db + (s * 32 >> 4), kt > 0 || s > 0);
+    wgx_commit<128>(acc);
+}
+
+// GRP: grouped (a.tile_off: the plain map of 128-row tiles, a tile's tokens padded to 16 as the MMA's width);
+// else dense (128 tokens).
+template <bool GRP>
 __global__ void __launch_bounds__(RW_THREADS, 1) qgemm_rw_kernel(qg_args a, const __grid_constant__ rw_tmaps tm) {
     using C = rw_cfg;
     extern __shared__ __align__(128) char smem_raw[];
@@ -107,7 +123,7 @@ __global__ void __launch_bounds__(RW_THREADS, 1) qgemm_rw_kernel(qg_args a, cons
         // ---- producer: one thread issues every copy ----
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (tid == 256) {
-            const int wr0 = n0; // dense: the weight rows are the output columns
+            const int wr0 = grp * a.N + n0; // the group's weight rows (dense: grp 0)
             for (int kt = 0; kt < KT; kt++) {
                 const int ls = kt % RW_LS;
                 if ((kt & 3) == 0) {
@@ -165,6 +181,8 @@ __global__ void __launch_bounds__(RW_THREADS, 1) qgemm_rw_kernel(qg_args a, cons
         if ((kt & 3) == 3 || kt == KT - 1) mb_arrive(&sempty[sq]); // this lane's last read of the quad
     };
 
+    // The MMA's token width in 16s (grouped: the tile's rows padded to 16), warp-uniform for ptxas (C7518).
+    const int nc = GRP ? __shfl_sync(0xffffffffu, (min(rows, RW_BM) + 15) >> 4, 0) : RW_BM / 16;
     float acc[128]; // tile u's 64 x 128 at acc[64 u ..]: d[4 j + 2 h + e] = row 16 wq + g + 8 h, token 8 j + 2 t + e
 #pragma unroll
     for (int i = 0; i < 128; i++) acc[i] = 0.0f;
@@ -172,12 +190,20 @@ __global__ void __launch_bounds__(RW_THREADS, 1) qgemm_rw_kernel(qg_args a, cons
     const uint64_t db0 = wg_desc_sw128(smem);
     auto step = [&](int kt, const uint32_t (&f)[32], uint32_t (&fn)[32]) {
         const uint64_t db = db0 + ((kt % RW_LS) * C::SLOT >> 4);
-        wgx_fence<128>(acc);
-#pragma unroll
-        for (int u = 0; u < 2; u++)
-#pragma unroll
-            for (int s = 0; s < 4; s++) wgrs<128>::mma(acc + 64 * u, f + 16 * u + 4 * s, db + (s * 32 >> 4), kt > 0 || s > 0);
-        wgx_commit<128>(acc);
+        if constexpr (GRP) {
+            switch (nc) {
+            case 1: rw_stage<16>(acc, f, db, kt); break;
+            case 2: rw_stage<32>(acc, f, db, kt); break;
+            case 3: rw_stage<48>(acc, f, db, kt); break;
+            case 4: rw_stage<64>(acc, f, db, kt); break;
+            case 5: rw_stage<80>(acc, f, db, kt); break;
+            case 6: rw_stage<96>(acc, f, db, kt); break;
+            case 7: rw_stage<112>(acc, f, db, kt); break;
+            default: rw_stage<128>(acc, f, db, kt); break;
+            }
+        } else {
+            rw_stage<128>(acc, f, db, kt);
+        }
         wgx_wait<128, 1>(acc); // stage kt - 1's MMAs are complete: its slot and its fragments (fn) are free
         if (kt > 0) mb_arrive(&lempty[(kt - 1) % RW_LS]);
         rw_hold(fn);
@@ -225,13 +251,14 @@ static bool rw_make_tmaps(const qg_args &a, rw_tmaps *tm) {
     const cuuint32_t es[2] = {1, 1}, rows = glu ? RW_BN / 2 : RW_BN;
     for (int m = 0; m < (glu ? 2 : 1); m++) {
         const dq_mat &w = m ? a.w2 : a.w;
-        const cuuint64_t rb = (cuuint64_t)a.K / 2, wd[2] = {rb, (cuuint64_t)a.N}, ws[1] = {rb};
+        const cuuint64_t wrows = (cuuint64_t)a.N * (a.tile_off ? a.n_groups : 1); // every group's rows
+        const cuuint64_t rb = (cuuint64_t)a.K / 2, wd[2] = {rb, wrows}, ws[1] = {rb};
         const cuuint32_t wb[2] = {32, rows};
         if (enc(m ? &tm->w2 : &tm->w, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, (void *)w.codes, wd, ws, wb, es,
                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_32B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
             return false;
-        const cuuint64_t ng = (cuuint64_t)a.K / 64, sd[2] = {ng, (cuuint64_t)a.N}, ss[1] = {ng * 4};
+        const cuuint64_t ng = (cuuint64_t)a.K / 64, sd[2] = {ng, wrows}, ss[1] = {ng * 4};
         const cuuint32_t sb[2] = {4, rows};
         if (enc(m ? &tm->s2 : &tm->s, CU_TENSOR_MAP_DATA_TYPE_UINT32, 2, (void *)w.sb, sd, ss, sb, es,
                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
@@ -246,23 +273,40 @@ static bool rw_mat_ok(const dq_mat &w, int K) {
            !((uintptr_t)w.sb & 15);
 }
 
-bool qgemm_rw_launch(const qg_args &a, int grid_x, cudaStream_t st) {
-    if (!lily_qg_rw || !lily_qg_bf16w || a.tile_off || a.x_rows || a.K % 256 || a.K <= 0 || a.N % 2 || !rw_mat_ok(a.w, a.K) ||
-        (a.epi == QG_GLU && !rw_mat_ok(a.w2, a.K)))
+// Whether the call fits the kernel (the switch's bit for its kind set) and the maps could be made.
+static bool rw_takes(const qg_args &a, rw_tmaps *tm) {
+    const int bit = !a.tile_off ? 1 : a.epi == QG_GLU ? 2 : 4;
+    if (!(lily_qg_rw & bit) || !lily_qg_bf16w || a.x_rows || a.tile_rest || a.K % 256 || a.K <= 0 || a.N % 2 || a.N <= 0 ||
+        !rw_mat_ok(a.w, a.K) || (a.epi == QG_GLU && !rw_mat_ok(a.w2, a.K)) || (a.tile_off && a.n_groups <= 0))
         return false;
-    rw_tmaps tm;
-    if (!rw_make_tmaps(a, &tm)) return false;
+    return rw_make_tmaps(a, tm);
+}
+
+template <bool GRP> static void rw_launch_t(const qg_args &a, int grid_x, cudaStream_t st, const rw_tmaps &tm) {
     static bool attr = false;
     if (!attr) {
-        cudaFuncSetAttribute(qgemm_rw_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, rw_cfg::SMEM);
+        cudaFuncSetAttribute(qgemm_rw_kernel<GRP>, cudaFuncAttributeMaxDynamicSharedMemorySize, rw_cfg::SMEM);
         attr = true;
     }
     const int cols = a.epi == QG_GLU ? RW_BN / 2 : RW_BN;
     dim3 grid(grid_x, (a.N + cols - 1) / cols);
     qg_args ar = a;
-    ar.raster = lily_qg_raster == 1 || lily_qg_raster == 3;
+    ar.raster = lily_qg_raster == 1 || (lily_qg_raster == 2 && a.tile_off) || (lily_qg_raster == 3 && !a.tile_off);
     if (ar.raster) grid = dim3(grid.y, grid.x);
-    qgemm_rw_kernel<<<grid, RW_THREADS, rw_cfg::SMEM, st>>>(ar, tm);
+    qgemm_rw_kernel<GRP><<<grid, RW_THREADS, rw_cfg::SMEM, st>>>(ar, tm);
     lily_qg_rw_launches++;
+}
+
+bool qgemm_rw_launch(const qg_args &a, int grid_x, cudaStream_t st) {
+    rw_tmaps tm;
+    if (a.tile_off || !rw_takes(a, &tm)) return false;
+    rw_launch_t<false>(a, grid_x, st, tm);
+    return true;
+}
+
+bool qgemm_rw_grouped_launch(const qg_args &a, int max_tiles, cudaStream_t st) {
+    rw_tmaps tm;
+    if (!a.tile_off || !rw_takes(a, &tm)) return false;
+    if (max_tiles > 0) rw_launch_t<true>(a, max_tiles, st, tm);
     return true;
 }

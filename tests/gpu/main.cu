@@ -679,9 +679,10 @@ static void run_e2e_pf_side(uint64_t seed) {
 }
 
 // The dense GEMMs with the weights as the MMA's register operand (LILY_CUDA_OPT_QG_RW, qgemm_rw.cu) in whole
-// prefills: a tiny model whose dense shapes it takes (K = hidden 256 and the GDN's 4 x 64 values), the wide
-// tile forced (LILY_CUDA_OPT_QG_WIDE 2: a tiny call has too few blocks for it otherwise), a 300-token prompt
-// in one chunk and in chunks of 64: bitwise equal to qgemm_wsw.cu's tile (the same products), with
+// prefills: a tiny model whose dense shapes and MoE gate|up it takes (K = hidden 256 and the GDN's 4 x 64
+// values), the wide tile forced (LILY_CUDA_OPT_QG_WIDE 2, LILY_CUDA_OPT_QG_FILL 0: a tiny call has too few
+// blocks for it otherwise), a 300-token prompt
+// in one chunk and in chunks of 256: bitwise equal to qgemm_wsw.cu's tile (the same products), with
 // launches on the kernel counted, and against the CPU backend.
 extern long lily_qg_rw_launches;
 static void run_e2e_qg_rw(uint64_t seed) {
@@ -691,11 +692,12 @@ static void run_e2e_qg_rw(uint64_t seed) {
     e2e_pair p(c, seed + 23, N);
     lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_PREFILL, 1);
     lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_QG_WIDE, 2);
-    for (int chunk : {1024, 64}) {
+    lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_QG_FILL, 0); // 128-row tiles whatever the block count
+    for (int chunk : {1024, 256}) { // 300 tokens as one chunk, or 256 + 44 (the 44 on 64-row tiles: not here)
         lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_CHUNK, chunk);
         lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_QG_RW, 0);
         std::vector<float> g0 = run_logits(p.be, p.ctx, p.tf, V, 0);
-        lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_QG_RW, 1);
+        lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_QG_RW, 3); // dense and the MoE gate|up
         const long before = lily_qg_rw_launches;
         std::vector<float> g1 = run_logits(p.be, p.ctx, p.tf, V, 0);
         const long launches = lily_qg_rw_launches - before;

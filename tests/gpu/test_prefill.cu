@@ -353,14 +353,19 @@ static void ref_route(const float *lg, int E, int K, int norm, int *ids, float *
 
 struct moe_case { int T, H, I, E, K, Is, skew, tile; };
 
+static int g_moe_first = 0; // test_moe_pf's first case (test_moe_rw's small runs: its own cases)
 static void test_moe_pf(rng &r) {
     moe_case cases[] = {{37, 256, 128, 16, 4, 128, 1, 0}, {1, 256, 64, 16, 4, 0, 0, 16},
                         {300, 512, 192, 64, 8, 256, 1, 32}, {64, 2048, 512, 64, 8, 512, 0, 64},
                         {257, 320, 128, 32, 8, 192, 1, 128},
                         // ~150 rows an expert on 128-row tiles: most groups end in a tail (moe_pf_tails)
-                        {600, 256, 128, 16, 4, 0, 0, 128}};
+                        {600, 256, 128, 16, 4, 0, 0, 128},
+                        // qgemm_rw.cu's grouped shapes (K a multiple of 256 in both GEMMs): groups of ~150 rows,
+                        // and of ~200 with a shared expert (a full 128-row tile and a tail each)
+                        {600, 256, 256, 16, 4, 0, 0, 128}, {400, 512, 256, 8, 4, 256, 1, 128}};
     int idx = 0;
     for (auto &k : cases) {
+        if (&k - cases < g_moe_first) continue;
         if (g_small && idx++ >= 2) break;
         std::vector<host_mat> g(k.E), u(k.E), dn(k.E);
         for (int e = 0; e < k.E; e++) {
@@ -1119,6 +1124,23 @@ static void bench_gdn(rng &r) {
 }
 
 // The MoE cases with the down projection on the tokens-as-N kernel (qgemm_gt.cu; LILY_GPU_PF=moegt: these only).
+// The MoE's grouped GEMMs with the weights as the register operand (qgemm_rw.cu, the plain map of 128-row
+// tiles, a tile's tokens padded to 16 as the MMA's width): the gate|up (lily_qg_rw 2), then the down
+// projection too (6); the cases whose K fit it must have launched it.
+static void test_moe_rw(rng &r) {
+    g_moe_first = g_small ? 6 : 0; // the sanitizers' small runs: the two cases made for it
+    for (int v : {2, 6}) {
+        lily_qg_rw = v;
+        printf("(the same MoE cases with the %s on the register-operand kernel (qgemm_rw.cu))\n",
+               v == 2 ? "gate|up" : "gate|up and the down projection");
+        const long before = lily_qg_rw_launches;
+        test_moe_pf(r);
+        report(lily_qg_rw_launches > before, "moe prefill with lily_qg_rw %d: %ld launches of qgemm_rw.cu", v,
+               lily_qg_rw_launches - before);
+    }
+    lily_qg_rw = 0, g_moe_first = 0;
+}
+
 static void test_moe_gt(rng &r) {
     // The down projection with the tokens as N (qgemm_gt.cu): pieces as wide as shared memory allows in
     // 2 column parts; pieces of at most 16 rows in 1 part; of at most 48 rows (uneven pieces, several
@@ -1165,11 +1187,18 @@ void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
         lily_qg_wsp = wsp ? atoi(wsp) & 3 : 1;
         const char *gt = getenv("LILY_CUDA_QG_GT");
         lily_qg_gt = gt ? atoi(gt) & 3 : 0;
+        const char *rw = getenv("LILY_CUDA_QG_RW");
+        lily_qg_rw = rw ? atoi(rw) & 7 : 0;
         bench_moe(r, true, 0);
         return;
     }
     if (only && !strcmp(only, "qgemm")) { // the dense GEMM cases only
         test_qgemm(r);
+        return;
+    }
+    if (only && !strcmp(only, "moerw")) { // the MoE cases on qgemm_rw.cu only
+        lily_qg_bf16w = 1, lily_moe_gather = 1, lily_moe_tails = 2;
+        test_moe_rw(r);
         return;
     }
     const bool gt_only = only && !strcmp(only, "moegt"); // the MoE cases on qgemm_gt.cu only
@@ -1192,6 +1221,7 @@ void run_prefill_tests(uint64_t seed, bool bench, bool quick, bool small) {
         return;
     }
     test_moe_pf(r); // default kernels: wgmma for tiles of 64/128 (gate|up: 192) rows
+    test_moe_rw(r);
     const int tails_env = lily_moe_tails;
     lily_moe_tails = lily_moe_tails == 0 ? 2 : 0;
     printf("(the same MoE cases with the groups' tails %s)\n", lily_moe_tails ? "merged (192-row gate|up tiles)" : "on the 128-row tiles");
