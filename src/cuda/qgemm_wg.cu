@@ -409,6 +409,8 @@ void qgemm_wg_launch(const qg_args &a, int bm, int grid_x, cudaStream_t st) {
                 if (lily_qg_wsw) qgemm_wsw_launch(a, grid_x, st, tm); // warp-specialised (qgemm_wsw.cu)
                 else wg_launch_t<2, 1, true, 256, 3, true>(a, grid_x, st, &tm);
             } else wg_launch_t<2, 1, true, 256>(a, grid_x, st);
+        } else if (bm == 128 && (lily_qg_rw & 16) && qgemm_rw_launch(a, grid_x, st)) {
+            // too few blocks for the wide tile's rule, on qgemm_rw.cu all the same (lily_qg_rw bit 16)
         } else if (bm == 128) {
             // 128 columns with tensor-map loads (LILY_CUDA_QG_TMA128, measured in docs/PERF.md): the grouped
             // down projection (rows in order) and the launches too small for the wide tile.
