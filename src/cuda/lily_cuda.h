@@ -154,8 +154,9 @@ enum lily_cuda_opt {
     LILY_CUDA_OPT_QG_RW = 44,       // prefill: the weights as the MMA's register operand (qgemm_rw.cu)
                                     // where the call fits, a bit mask: 1 = the wide tile's dense calls
                                     // (else qgemm_wsw.cu), 2 = the MoE gate|up (else qgemm_wsp.cu), 4 =
-                                    // the MoE down projection (else qgemm_gt.cu) (LILY_CUDA_QG_RW; flag
-                                    // qg_rw; default 3; the same bits)
+                                    // the MoE down projection (else qgemm_gt.cu), 16 = dense calls too
+                                    // few for the wide tile's rule (LILY_CUDA_QG_RW; flag qg_rw;
+                                    // default 3; the same bits)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

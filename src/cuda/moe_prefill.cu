@@ -528,10 +528,7 @@ static int moe_pf_routed(const moe_pf_w &w, const uint16_t *xn, int T, const flo
     memset(&g, 0, sizeof g);
     g.x = xn, g.ldx = w.H, g.x_rows = s->sorted_tok, g.w = w.gate, g.w2 = w.up, g.M = R, g.N = w.I,
     g.K = w.H, g.grp_off = s->grp_off, g.tile_off = s->tile_off, g.n_groups = w.E, g.epi = QG_GLU;
-    qg_args gp = g; // the gate|up on qgemm_rw.cu with its rows gathered by the kernel itself: no gather pass
-    gp.tile_off = s->tile_off_p;
-    const bool rw_gathers = tile_m == 128 && lily_qg_wgmma && !s->sep && qgemm_rw_grouped_takes(gp);
-    if (!rw_gathers && moe_pf_gathers(w, s, tile_m)) {
+    if (moe_pf_gathers(w, s, tile_m)) {
         gather_rows_kernel<<<(R + GR_ROWS - 1) / GR_ROWS, 32 * GR_ROWS, 0, st>>>(xn, w.H, R, s->sorted_tok, s->yk);
         g.x = s->yk, g.x_rows = NULL;
         PF_MARK("moe rows gathered into expert order");

@@ -177,17 +177,14 @@ extern int lily_qg_wsw;
 // The weights as the MMA's register operand (qgemm_rw.cu: 256 weight rows x 128 tokens a block, a producer
 // thread issuing every copy by tensor map, two consumer warpgroups building their A fragments from the
 // codes), a bit mask: 1 = those dense calls, where they fit; 2 = the MoE gate|up, 4 = the MoE down
-// projection (grouped, on the plain map, a tile's tokens padded to 16); 8 = the gate|up reads its rows
-// through the routing's row map itself (cp.async by the producer warpgroup; no gather pass); 16 = dense
-// calls on 128-row tiles too few for the wide tile's rule. LILY_CUDA_QG_RW, option
+// projection (grouped, on the plain map, a tile's tokens padded to 16); 16 = dense calls on 128-row
+// tiles too few for the wide tile's rule. (8, the gate|up gathering its own rows, lost; branch s24-knobs.) LILY_CUDA_QG_RW, option
 // LILY_CUDA_OPT_QG_RW, flag qg_rw; this variable's own 0 is what kernel tests start from.
 extern int lily_qg_rw;
 extern long lily_qg_rw_launches; // qgemm_rw.cu's launches so far (tests)
 // A grouped call (a.tile_off: a plain map of 128-row tiles, max_tiles its bound) on qgemm_rw.cu, where its bit
 // of lily_qg_rw is set (2 the MoE gate|up, QG_GLU; 4 the down projection) and it fits; false otherwise.
 bool qgemm_rw_grouped_launch(const qg_args &a, int max_tiles, cudaStream_t st);
-// Whether qgemm_rw_grouped_launch would take the call (its maps can be made).
-bool qgemm_rw_grouped_takes(const qg_args &a);
 // The MoE's grouped GEMMs on the merged map (192-row tiles) on the persistent warp-specialised kernel
 // (qgemm_wsp.cu), a bit mask: 1 = the down projection (which then takes the merged map too, whatever
 // lily_moe_tails >= 2 says), 2 = the gate|up. LILY_CUDA_QG_WSP, option LILY_CUDA_OPT_QG_WSP, flag

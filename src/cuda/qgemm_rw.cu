@@ -80,58 +80,6 @@ __device__ __forceinline__ uint32_t rw_code_pair(uint32_t w, int i, uint32_t c43
     return wg_bf2_fma(v, 0x3F803F80u, 0xC300C300u); // 128 + q - 128: q exactly
 }
 
-// The producer warpgroup of a grouped call whose X rows are gathered (a.x_rows: the MoE gate|up over the
-// normalised input, without the gather pass that copies them into expert order): thread 0 issues the
-// codes and scale words by tensor map as in the kernel's own loop; every thread copies 8 of the stage's
-// 1,024 16-byte pieces of X (row 16 j + pt / 8, piece pt % 8) with cp.async into the 128-byte swizzled
-// layout the tensor map would write (piece c of row r at 128 r + 16 (c ^ r % 8)), then, RW_GD stages
-// later, waits for them, makes them visible to the MMA's proxy and arrives on the slot's lfull.
-#define RW_GD 3 // stages of gathered copies in flight a thread
-__device__ __forceinline__ void rw_gather_producer(const qg_args &a, const rw_tmaps &tm, char *smem, uint64_t *lfull,
-                                                   uint64_t *lempty, uint64_t *sfull, uint64_t *sempty, int *s_xrow,
-                                                   int wr0, int m0, int rows, int KT) {
-    using C = rw_cfg;
-    const int pt = threadIdx.x - 256, c = pt & 7;
-    const bool glu = a.epi == QG_GLU;
-    s_xrow[pt] = pt < rows ? __ldg(a.x_rows + m0 + pt) : -1;
-    asm volatile("bar.sync 2, 128;\n" ::: "memory"); // the producer warpgroup only
-    const uint32_t sm0 = wg_smem(smem);
-    for (int kt = 0; kt < KT + RW_GD; kt++) {
-        if (kt < KT) {
-            const int ls = kt % RW_LS;
-            if (pt == 0 && (kt & 3) == 0) {
-                const int q = kt >> 2, sq = q % RW_SQ;
-                if (q >= RW_SQ) mb_wait(&sempty[sq], (q / RW_SQ - 1) & 1);
-                char *S = smem + C::S_OFF + sq * C::S_BYTES;
-                mb_expect_tx(&sfull[sq], C::S_BYTES);
-                tma_g2s_2d(S, &tm.s, 4 * q, wr0, &sfull[sq]);
-                if (glu) tma_g2s_2d(S + C::S_BYTES / 2, &tm.s2, 4 * q, wr0, &sfull[sq]);
-            }
-            if (kt >= RW_LS) mb_wait(&lempty[ls], (kt / RW_LS - 1) & 1);
-            char *X = smem + ls * C::SLOT, *Cs = X + C::X_BYTES;
-            if (pt == 0) {
-                mb_expect_tx(&lfull[ls], C::C_BYTES);
-                tma_g2s_2d(Cs, &tm.w, kt * 32, wr0, &lfull[ls]);
-                if (glu) tma_g2s_2d(Cs + C::C_BYTES / 2, &tm.w2, kt * 32, wr0, &lfull[ls]);
-            }
-            const uint32_t xs = sm0 + ls * C::SLOT;
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const int r = 16 * j + (pt >> 3), xr = s_xrow[r];
-                const uint16_t *src = a.x + (xr >= 0 ? (long)xr * a.ldx + kt * WG_BK + 8 * c : 0);
-                asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(xs + 128 * r + 16 * (c ^ (r & 7))), "l"(src),
-                             "r"(xr >= 0 ? 16 : 0));
-            }
-        }
-        wg_commit();
-        if (kt >= RW_GD) {
-            wg_cpwait<RW_GD>(); // this thread's copies of stage kt - RW_GD have landed
-            wg_fence_proxy();   // for the MMAs (async proxy) that read them
-            mb_arrive(&lfull[(kt - RW_GD) % RW_LS]);
-        }
-    }
-}
-
 // One 64-k stage's 8 MMAs (2 tiles x 4 k16 steps) at token width N, straight-line between the fence and the
 // commit (a branch between two MMAs makes ptxas fence each on its own, C7519). The accumulator layout is a
 // prefix one (wgmma_rs.cuh): tile u's columns 0 .. N - 1 are acc[64 u .. 64 u + N / 2) for every N.
@@ -156,16 +104,13 @@ __global__ void __launch_bounds__(RW_THREADS, 1) qgemm_rw_kernel(qg_args a, cons
     uint64_t *sfull = lempty + RW_LS, *sempty = sfull + RW_SQ;
     __shared__ int s_orow[RW_BM];
     __shared__ float s_scale[RW_BM];
-    __shared__ int s_xrow[RW_BM]; // grouped with a.x_rows: the tile's X rows (-1 past its rows)
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const bool glu = a.epi == QG_GLU;
     const int n0 = wg_col_ix(a) * (glu ? RW_BN / 2 : RW_BN);
     int m0, rows, grp;
     if (!wg_block_rows(a, RW_BM, &m0, &rows, &grp)) return;
     if (tid == 0) {
-        // lfull: the expect_tx arrival, and with rows gathered (a.x_rows) each producer thread's after its copies
-        const int nfull = GRP && a.x_rows ? 1 + 128 : 1;
-        for (int s = 0; s < RW_LS; s++) mb_init(&lfull[s], nfull), mb_init(&lempty[s], 256);
+        for (int s = 0; s < RW_LS; s++) mb_init(&lfull[s], 1), mb_init(&lempty[s], 256);
         for (int s = 0; s < RW_SQ; s++) mb_init(&sfull[s], 1), mb_init(&sempty[s], 256);
         mb_init_fence();
     }
@@ -177,11 +122,6 @@ __global__ void __launch_bounds__(RW_THREADS, 1) qgemm_rw_kernel(qg_args a, cons
     if (wg == 2) {
         // ---- producer: one thread issues every copy ----
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-        if constexpr (GRP)
-            if (a.x_rows) {
-                rw_gather_producer(a, tm, smem, lfull, lempty, sfull, sempty, s_xrow, grp * a.N + n0, m0, rows, KT);
-                return;
-            }
         if (tid == 256) {
             const int wr0 = grp * a.N + n0; // the group's weight rows (dense: grp 0)
             for (int kt = 0; kt < KT; kt++) {
@@ -306,7 +246,7 @@ __global__ void __launch_bounds__(RW_THREADS, 1) qgemm_rw_kernel(qg_args a, cons
 // scale words 4 a row; false when the call does not fit them.
 static bool rw_make_tmaps(const qg_args &a, rw_tmaps *tm) {
     PFN_cuTensorMapEncodeTiled_v12000 enc = (PFN_cuTensorMapEncodeTiled_v12000)lily_tmap_encoder();
-    if (!enc || (!a.x_rows && !wg_make_xmap(a, &tm->x, RW_BM))) return false; // gathered rows: no map of X
+    if (!enc || !wg_make_xmap(a, &tm->x, RW_BM)) return false;
     const bool glu = a.epi == QG_GLU;
     const cuuint32_t es[2] = {1, 1}, rows = glu ? RW_BN / 2 : RW_BN;
     for (int m = 0; m < (glu ? 2 : 1); m++) {
@@ -336,9 +276,7 @@ static bool rw_mat_ok(const dq_mat &w, int K) {
 // Whether the call fits the kernel (the switch's bit for its kind set) and the maps could be made.
 static bool rw_takes(const qg_args &a, rw_tmaps *tm) {
     const int bit = !a.tile_off ? 1 : a.epi == QG_GLU ? 2 : 4;
-    // Gathered rows: grouped calls only, with bit 8, rows of 16-byte pieces.
-    if (a.x_rows && (!a.tile_off || !(lily_qg_rw & 8) || ((uintptr_t)a.x & 15) || a.ldx % 8 || a.ldx < a.K)) return false;
-    if (!(lily_qg_rw & bit) || !lily_qg_bf16w || a.tile_rest || a.K % 256 || a.K <= 0 || a.N % 2 || a.N <= 0 ||
+    if (!(lily_qg_rw & bit) || !lily_qg_bf16w || a.x_rows || a.tile_rest || a.K % 256 || a.K <= 0 || a.N % 2 || a.N <= 0 ||
         !rw_mat_ok(a.w, a.K) || (a.epi == QG_GLU && !rw_mat_ok(a.w2, a.K)) || (a.tile_off && a.n_groups <= 0))
         return false;
     return rw_make_tmaps(a, tm);
@@ -364,11 +302,6 @@ bool qgemm_rw_launch(const qg_args &a, int grid_x, cudaStream_t st) {
     if (a.tile_off || !rw_takes(a, &tm)) return false;
     rw_launch_t<false>(a, grid_x, st, tm);
     return true;
-}
-
-bool qgemm_rw_grouped_takes(const qg_args &a) {
-    rw_tmaps tm;
-    return a.tile_off && rw_takes(a, &tm);
 }
 
 bool qgemm_rw_grouped_launch(const qg_args &a, int max_tiles, cudaStream_t st) {

@@ -697,7 +697,7 @@ static void run_e2e_qg_rw(uint64_t seed) {
         lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_CHUNK, chunk);
         lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_QG_RW, 0);
         std::vector<float> g0 = run_logits(p.be, p.ctx, p.tf, V, 0);
-        lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_QG_RW, 11); // dense and the MoE gate|up, its rows gathered by it
+        lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_QG_RW, 3); // dense and the MoE gate|up
         const long before = lily_qg_rw_launches;
         std::vector<float> g1 = run_logits(p.be, p.ctx, p.tf, V, 0);
         const long launches = lily_qg_rw_launches - before;

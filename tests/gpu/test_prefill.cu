@@ -1125,14 +1125,14 @@ static void bench_gdn(rng &r) {
 
 // The MoE cases with the down projection on the tokens-as-N kernel (qgemm_gt.cu; LILY_GPU_PF=moegt: these only).
 // The MoE's grouped GEMMs with the weights as the register operand (qgemm_rw.cu, the plain map of 128-row
-// tiles, a tile's tokens padded to 16 as the MMA's width): the gate|up (lily_qg_rw 2), with its rows gathered
-// by the kernel (10), then the down projection too (6); the cases whose K fit it must have launched it.
+// tiles, a tile's tokens padded to 16 as the MMA's width): the gate|up (lily_qg_rw 2), then the down
+// projection too (6); the cases whose K fit it must have launched it.
 static void test_moe_rw(rng &r) {
     g_moe_first = g_small ? 6 : 0; // the sanitizers' small runs: the two cases made for it
-    for (int v : {2, 10, 6}) {
+    for (int v : {2, 6}) {
         lily_qg_rw = v;
         printf("(the same MoE cases with the %s on the register-operand kernel (qgemm_rw.cu))\n",
-               v == 2 ? "gate|up" : v == 10 ? "gate|up, its rows gathered by the kernel (no gather pass)" : "gate|up and the down projection");
+               v == 2 ? "gate|up" : "gate|up and the down projection");
         const long before = lily_qg_rw_launches;
         test_moe_pf(r);
         report(lily_qg_rw_launches > before, "moe prefill with lily_qg_rw %d: %ld launches of qgemm_rw.cu", v,
