@@ -407,8 +407,9 @@ static bool moe_pf_merged(const qg_args &g, int tile_m, bool down) {
 
 // A grouped expert GEMM (g over the whole groups): one launch; or with tails (the map's split made
 // by the routing) the 128-row tiles of each group's first rows, then its tail on a 64-row tile; or
-// merged, one launch of the merged map. names: pfprof's rows for {one launch, the 128-row launch,
-// the tails, the merged launch}.
+// merged, one launch of the merged map; or first of all, where qgemm_rw.cu takes the call (lily_qg_rw),
+// one launch of the plain map on it. names: pfprof's rows for {one launch, the 128-row launch, the
+// tails, the merged launch, the register-operand launch}.
 static int grouped_gemm(qg_args g, const moe_pf_scratch *s, int tile_m, int max_tiles, cudaStream_t st,
                         const char *const names[5]) {
     int rc;

@@ -27,10 +27,19 @@
 // a row, rows g and g + 4 share banks unless the 16-byte halves are swapped every 4 rows, which is the
 // 32-byte swizzle the tensor map writes (a half c of row r at 32 r + 16 (c ^ (r / 4 % 2))).
 //
-// Shapes: dense calls only (X rows by tensor map), 4-bit codes in groups of 64, K a multiple of 256
-// (whole scale boxes); others stay on qgemm_wsw.cu.
+// Grouped calls (the MoE): a.tile_off is the routing's plain map of 128-row tiles over whole groups
+// (tile_off_p); a tile's rows, padded to 16, are the MMA's width (one switch a stage over N = 16 .. 128;
+// the accumulator layout of wgmma_rs.cuh is a prefix one), the code and scale rows those of its group.
 //
-// Switch: LILY_CUDA_QG_RW (option LILY_CUDA_OPT_QG_RW, flag qg_rw; lily_qg_rw).
+// Shapes: X rows by tensor map (contiguous: dense, or the MoE's rows gathered into expert order), 4-bit
+// codes in groups of 64, K a multiple of 256 (whole scale boxes); other calls stay on the other kernels.
+//
+// Measured (docs/PERF.md, twenty-fourth session): qgone 4096 x 8192 x 2048 410 -> 516 TFLOP/s against
+// qgemm_wsw.cu; prefill 4K +5.5 % (dense), +3.6 % more with the MoE gate|up here; the down projection
+// here (K = 512, 8 stages a block) lost to qgemm_gt.cu. Bitwise the same results as the kernels it replaces.
+//
+// Switch: LILY_CUDA_QG_RW (option LILY_CUDA_OPT_QG_RW, flag qg_rw; lily_qg_rw), a bit mask: 1 dense, 2 the
+// MoE gate|up, 4 the MoE down, 16 dense calls below the wide tile's rule; default 3.
 #include <cudaTypedefs.h> // PFN_cuTensorMapEncodeTiled_v12000
 
 #include "qgemm_wg.cuh"
