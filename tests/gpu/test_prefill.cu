@@ -362,7 +362,10 @@ static void test_moe_pf(rng &r) {
                         {600, 256, 128, 16, 4, 0, 0, 128},
                         // qgemm_rw.cu's grouped shapes (K a multiple of 256 in both GEMMs): groups of ~150 rows,
                         // and of ~200 with a shared expert (a full 128-row tile and a tail each)
-                        {600, 256, 256, 16, 4, 0, 0, 128}, {400, 512, 256, 8, 4, 256, 1, 128}};
+                        {600, 256, 256, 16, 4, 0, 0, 128}, {400, 512, 256, 8, 4, 256, 1, 128},
+                        // K = 1024 for the gate|up: 16 stages, so qgemm_rw.cu's rings (8 load slots, 2 scale
+                        // slots) wrap, as at the model's K = 2048
+                        {300, 1024, 256, 16, 4, 0, 0, 128}};
     int idx = 0;
     for (auto &k : cases) {
         if (&k - cases < g_moe_first) continue;
