@@ -283,7 +283,7 @@ int forward_chunks(cuda_ctx *cx, cuda_state *s, const int *tokens, int n, float 
     lily_qg_fill = cx->opt[LILY_CUDA_OPT_QG_FILL];        // and whether narrow dense GEMMs do
     lily_qg_raster = cx->opt[LILY_CUDA_OPT_QG_RASTER];    // and in which order their blocks run
     lily_qg_wsw = cx->opt[LILY_CUDA_OPT_QG_WSW];          // and whether the wide tile is warp-specialised
-    lily_qg_rw = cx->opt[LILY_CUDA_OPT_QG_RW];            // and whether its dense calls take the weights in registers
+    lily_qg_rw = cx->opt[LILY_CUDA_OPT_QG_RW];            // and which calls take the weights in registers
     lily_qg_wsp = cx->opt[LILY_CUDA_OPT_QG_WSP];          // and whether the MoE's GEMMs are persistent
     lily_qg_splitk = cx->opt[LILY_CUDA_OPT_QG_SPLITK];    // and whether thin dense GEMMs split K
     lily_qg_gt = cx->opt[LILY_CUDA_OPT_QG_GT];            // and whether the MoE down takes the tokens as N

@@ -73,22 +73,6 @@ int lily_qg_gt_parts = 0, lily_qg_gt_nmax = 0, lily_qg_gt_narrow = 0, lily_qg_gt
 #define GT_MIN_ROWS 48
 #define GT_NARROW_MIN 16
 
-// wg_code_pair (qgemm_wg.cuh) with the nibble mask and the exponent bits in one LOP3: c43 holds 0x43004300
-// in a register the compiler cannot fold (SASS LOP3 takes one immediate; with both constants immediate it
-// emitted two). Same bits.
-__device__ __forceinline__ uint32_t gt_code_pair(uint32_t w, uint32_t w4, int i, uint32_t c43) {
-    uint32_t v;
-    asm("lop3.b32 %0, %1, 0x000F000F, %2, 0xEA;\n" : "=r"(v) : "r"(__byte_perm(w, w4, i | ((4 + i) << 8))), "r"(c43));
-    return wg_bf2_fma(v, 0x3F803F80u, 0xC300C300u); // 128 + q - 128: q exactly
-}
-
-// Keeps a stage's 16 fragment registers live up to this point (qgemm_rs.cu's rs_hold).
-__device__ __forceinline__ void gt_hold(const uint32_t (&f)[16]) {
-    asm volatile("" ::"r"(f[0]), "r"(f[1]), "r"(f[2]), "r"(f[3]), "r"(f[4]), "r"(f[5]), "r"(f[6]), "r"(f[7]),
-                 "r"(f[8]), "r"(f[9]), "r"(f[10]), "r"(f[11]), "r"(f[12]), "r"(f[13]), "r"(f[14]), "r"(f[15])
-                 : "memory");
-}
-
 // A piece's token columns as one MMA a k16 step of width npad (16 .. 176, one switch a stage over the 11
 // widths; the generated instructions of wgmma_rs.cuh). The accumulator layout is a prefix one (columns
 // 0 .. N-1 in d[0 .. N/2) the same way for every N), so one array of GT_NACC registers and one epilogue
@@ -244,10 +228,10 @@ __device__ __forceinline__ void gt_run(const qg_args &a, const char *xs, char *r
         const uint32_t wb[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
 #pragma unroll
         for (int s = 0; s < 4; s++) {
-            f[4 * s + 0] = wg_bf2_fma(gt_code_pair(wa[2 * s], wa[2 * s] >> 4, t, c43), s0, b0);
-            f[4 * s + 1] = wg_bf2_fma(gt_code_pair(wb[2 * s], wb[2 * s] >> 4, t, c43), s1, b1);
-            f[4 * s + 2] = wg_bf2_fma(gt_code_pair(wa[2 * s + 1], wa[2 * s + 1] >> 4, t, c43), s0, b0);
-            f[4 * s + 3] = wg_bf2_fma(gt_code_pair(wb[2 * s + 1], wb[2 * s + 1] >> 4, t, c43), s1, b1);
+            f[4 * s + 0] = wg_bf2_fma(wg_code_pair_c43(wa[2 * s], wa[2 * s] >> 4, t, c43), s0, b0);
+            f[4 * s + 1] = wg_bf2_fma(wg_code_pair_c43(wb[2 * s], wb[2 * s] >> 4, t, c43), s1, b1);
+            f[4 * s + 2] = wg_bf2_fma(wg_code_pair_c43(wa[2 * s + 1], wa[2 * s + 1] >> 4, t, c43), s0, b0);
+            f[4 * s + 3] = wg_bf2_fma(wg_code_pair_c43(wb[2 * s + 1], wb[2 * s + 1] >> 4, t, c43), s1, b1);
         }
     };
 
@@ -274,7 +258,7 @@ __device__ __forceinline__ void gt_run(const qg_args &a, const char *xs, char *r
             // for every stage, C7517).
             if (kt == p.KT - 1) {
                 wgacc<NACC>::wait0(acc);
-                gt_hold(f);
+                wg_hold16(f);
                 const int col0 = p.n_lo + tt * 64 + 16 * wq;
                 if (!(p.dev & 4)) gt_store<NACC>(a, acc, p, s_orow, s_scale, stg, col0, lane);
                 kt = 0, tt += WGS;
@@ -282,7 +266,7 @@ __device__ __forceinline__ void gt_run(const qg_args &a, const char *xs, char *r
                 wgacc<NACC>::wait1(acc);
                 kt++;
             }
-            gt_hold(fn);
+            wg_hold16(fn);
             if (j + 1 < items) {
                 wg_cpwait<GT_RING - 2>();
                 __syncwarp();
@@ -300,7 +284,7 @@ __device__ __forceinline__ void gt_run(const qg_args &a, const char *xs, char *r
             issue(); // item j + GT_RING into slot `slot`, which build(j) read
         }
         wgacc<NACC>::wait0(acc);
-        gt_hold(f);
+        wg_hold16(f);
         if (kt == p.KT - 1) { // the tile's epilogue
             const int col0 = p.n_lo + tt * 64 + 16 * wq;
             if (!(p.dev & 4)) gt_store<NACC>(a, acc, p, s_orow, s_scale, stg, col0, lane);

@@ -100,13 +100,6 @@ template <> struct rs_acc<128> {
     static __device__ __forceinline__ void commit(float *d) { asm volatile("wgmma.commit_group.sync.aligned;\n" : RS_D64 ::"memory"); }
     static __device__ __forceinline__ void wait0(float *d) { asm volatile("wgmma.wait_group.sync.aligned 0;\n" : RS_D64 ::"memory"); }
 };
-// Keeps a stage's 16 fragment registers live up to this point (a use, not a definition: a
-// definition while an MMA is in flight makes ptxas serialise the MMAs, C7513).
-__device__ __forceinline__ void rs_hold(const uint32_t (&f)[16]) {
-    asm volatile("" ::"r"(f[0]), "r"(f[1]), "r"(f[2]), "r"(f[3]), "r"(f[4]), "r"(f[5]), "r"(f[6]), "r"(f[7]),
-                 "r"(f[8]), "r"(f[9]), "r"(f[10]), "r"(f[11]), "r"(f[12]), "r"(f[13]), "r"(f[14]), "r"(f[15])
-                 : "memory");
-}
 
 // Byte t of code word w (codes k = 2t, 2t+1) as bf16 (s q + b) pair: exact q, then one rounding of
 // s q + b (as qgemm_wg.cu's bf16-weight dequantisation).
@@ -229,7 +222,7 @@ __global__ void __launch_bounds__(128 * WGS, WGS == 2 ? 2 : 1) qgemm_rs_kernel(q
             build((kt + 1) % RS_STAGES, fn);
         }
         rs_acc<NT>::wait0(acc);
-        rs_hold(f);
+        wg_hold16(f);
     };
     for (int kt = 0; kt < KT; kt += 2) {
         stage(kt, fa, fb);

@@ -74,20 +74,8 @@ struct rw_tmaps {
     CUtensorMap x, w, w2, s, s2;
 };
 
-// Keeps a stage's 32 fragment registers live up to this point (a use; qgemm_rs.cu's rs_hold).
-__device__ __forceinline__ void rw_hold(const uint32_t (&f)[32]) {
-#pragma unroll
-    for (int i = 0; i < 32; i += 8)
-        asm volatile("" ::"r"(f[i]), "r"(f[i + 1]), "r"(f[i + 2]), "r"(f[i + 3]), "r"(f[i + 4]), "r"(f[i + 5]), "r"(f[i + 6]),
-                     "r"(f[i + 7])
-                     : "memory");
-}
-
-__device__ __forceinline__ uint32_t rw_code_pair(uint32_t w, int i, uint32_t c43) {
-    uint32_t v;
-    asm("lop3.b32 %0, %1, 0x000F000F, %2, 0xEA;\n" : "=r"(v) : "r"(__byte_perm(w, w >> 4, i | ((4 + i) << 8))), "r"(c43));
-    return wg_bf2_fma(v, 0x3F803F80u, 0xC300C300u); // 128 + q - 128: q exactly
-}
+// Keeps a stage's 32 fragment registers live up to this point (wg_hold16).
+__device__ __forceinline__ void rw_hold(const uint32_t (&f)[32]) { wg_hold16(f), wg_hold16(f + 16); }
 
 // One 64-k stage's 8 MMAs (2 tiles x 4 k16 steps) at token width N, straight-line between the fence and the
 // commit (a branch between two MMAs makes ptxas fence each on its own, C7519). The accumulator layout is a
@@ -181,10 +169,10 @@ __global__ void __launch_bounds__(RW_THREADS, 1) qgemm_rw_kernel(qg_args a, cons
             const uint32_t wb[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
 #pragma unroll
             for (int s = 0; s < 4; s++) {
-                f[16 * u + 4 * s + 0] = wg_bf2_fma(rw_code_pair(wa[2 * s], t, c43), s0, b0);
-                f[16 * u + 4 * s + 1] = wg_bf2_fma(rw_code_pair(wb[2 * s], t, c43), s1, b1);
-                f[16 * u + 4 * s + 2] = wg_bf2_fma(rw_code_pair(wa[2 * s + 1], t, c43), s0, b0);
-                f[16 * u + 4 * s + 3] = wg_bf2_fma(rw_code_pair(wb[2 * s + 1], t, c43), s1, b1);
+                f[16 * u + 4 * s + 0] = wg_bf2_fma(wg_code_pair_c43(wa[2 * s], wa[2 * s] >> 4, t, c43), s0, b0);
+                f[16 * u + 4 * s + 1] = wg_bf2_fma(wg_code_pair_c43(wb[2 * s], wb[2 * s] >> 4, t, c43), s1, b1);
+                f[16 * u + 4 * s + 2] = wg_bf2_fma(wg_code_pair_c43(wa[2 * s + 1], wa[2 * s + 1] >> 4, t, c43), s0, b0);
+                f[16 * u + 4 * s + 3] = wg_bf2_fma(wg_code_pair_c43(wb[2 * s + 1], wb[2 * s + 1] >> 4, t, c43), s1, b1);
             }
         }
         if ((kt & 3) == 3 || kt == KT - 1) mb_arrive(&sempty[sq]); // this lane's last read of the quad
@@ -231,11 +219,7 @@ __global__ void __launch_bounds__(RW_THREADS, 1) qgemm_rw_kernel(qg_args a, cons
     // Epilogue: the accumulators to a token-major fp32 tile over the load slots (every consumer is past
     // its last MMA and code read, and every copy has landed), then qgemm_wsw.cu's store loop.
     const int nr = min(rows, RW_BM);
-    for (int r = tid; r < nr; r += 256) {
-        const int o = a.y_rows ? __ldg(a.y_rows + m0 + r) : m0 + r;
-        s_orow[r] = o;
-        if (a.epi == QG_SCALE_BF16) s_scale[r] = __ldg(a.scale + o);
-    }
+    wg_out_rows<256>(a, s_orow, s_scale, m0, nr);
     asm volatile("bar.sync 1, 256;\n" ::: "memory");
     float *tile = (float *)smem;
 #pragma unroll
@@ -300,7 +284,7 @@ template <bool GRP> static void rw_launch_t(const qg_args &a, int grid_x, cudaSt
     const int cols = a.epi == QG_GLU ? RW_BN / 2 : RW_BN;
     dim3 grid(grid_x, (a.N + cols - 1) / cols);
     qg_args ar = a;
-    ar.raster = lily_qg_raster == 1 || (lily_qg_raster == 2 && a.tile_off) || (lily_qg_raster == 3 && !a.tile_off);
+    ar.raster = qg_rastered(a);
     if (ar.raster) grid = dim3(grid.y, grid.x);
     qgemm_rw_kernel<GRP><<<grid, RW_THREADS, rw_cfg::SMEM, st>>>(ar, tm);
     lily_qg_rw_launches++;

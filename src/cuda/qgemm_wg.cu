@@ -299,7 +299,7 @@ static void wg_launch_t(const qg_args &a, int grid_x, cudaStream_t st, const wg_
     const int cols = a.epi == QG_GLU ? BN / 2 : BN;
     dim3 grid(grid_x, (a.N + cols - 1) / cols);
     qg_args ar = a;
-    ar.raster = lily_qg_raster == 1 || (lily_qg_raster == 2 && a.tile_off) || (lily_qg_raster == 3 && !a.tile_off);
+    ar.raster = qg_rastered(a);
     if (ar.raster) grid = dim3(grid.y, grid.x);
     static int epi_regs = -1; // LILY_QG_EPI_REGS=1: the unrolled register epilogue (timing only)
     if (epi_regs < 0) epi_regs = getenv("LILY_QG_EPI_REGS") && atoi(getenv("LILY_QG_EPI_REGS")) == 1;

@@ -226,6 +226,22 @@ __device__ __forceinline__ uint32_t wg_code_pair(uint32_t w, uint32_t w4, int i)
     const uint32_t v = (__byte_perm(w, w4, i | ((4 + i) << 8)) & 0x000F000Fu) | 0x43004300u;
     return wg_bf2_fma(v, 0x3F803F80u, 0xC300C300u); // 128 + q - 128: q exactly
 }
+// wg_code_pair with the nibble mask and the exponent bits in one LOP3 (the register-operand kernels'
+// fragment build, qgemm_gt.cu and qgemm_rw.cu): c43 holds 0x43004300 in a register the compiler cannot
+// fold (SASS LOP3 takes one immediate; with both constants immediate it emitted two). Same bits.
+__device__ __forceinline__ uint32_t wg_code_pair_c43(uint32_t w, uint32_t w4, int i, uint32_t c43) {
+    uint32_t v;
+    asm("lop3.b32 %0, %1, 0x000F000F, %2, 0xEA;\n" : "=r"(v) : "r"(__byte_perm(w, w4, i | ((4 + i) << 8))), "r"(c43));
+    return wg_bf2_fma(v, 0x3F803F80u, 0xC300C300u); // 128 + q - 128: q exactly
+}
+// Keeps 16 A-fragment registers of a stage live up to this point (a use, not a definition: a definition
+// while an MMA that reads them is in flight makes ptxas serialise the MMAs, C7513). qgemm_rs.cu,
+// qgemm_gt.cu, qgemm_rw.cu.
+__device__ __forceinline__ void wg_hold16(const uint32_t *f) {
+    asm volatile("" ::"r"(f[0]), "r"(f[1]), "r"(f[2]), "r"(f[3]), "r"(f[4]), "r"(f[5]), "r"(f[6]), "r"(f[7]),
+                 "r"(f[8]), "r"(f[9]), "r"(f[10]), "r"(f[11]), "r"(f[12]), "r"(f[13]), "r"(f[14]), "r"(f[15])
+                 : "memory");
+}
 // The 8 codes of a word (nibble i = k offset i) as 16 bytes of bf16 q in k order (one core-matrix row).
 __device__ __forceinline__ uint4 wg_codes(uint32_t w) {
     const uint32_t w4 = w >> 4;
@@ -386,6 +402,16 @@ __device__ __forceinline__ void wg_epilogue(const qg_args &a, const float *acc, 
     }
 }
 
+// Each of a tile's nr rows' output row (the scatter, a.y_rows) and scale (QG_SCALE_BF16) into shared memory,
+// THREADS threads (the first of the block) a row each in turn: wg_epilogue_smem's and qgemm_rw.cu's.
+template <int THREADS>
+__device__ __forceinline__ void wg_out_rows(const qg_args &a, int *s_orow, float *s_scale, int m0, int nr) {
+    for (int r = threadIdx.x; r < nr; r += THREADS) {
+        const int o = a.y_rows ? __ldg(a.y_rows + m0 + r) : m0 + r;
+        s_orow[r] = o;
+        if (a.epi == QG_SCALE_BF16) s_scale[r] = __ldg(a.scale + o);
+    }
+}
 // wg_epilogue_smem's store loop: rows 0 .. nr - 1 of the fp32 tile (LD floats a row, BN columns: QG_GLU
 // the gate half then the up half) leave from column n0 through the epilogue, THREADS threads (the first
 // of the block) each taking 4 consecutive columns of a row at a time; s_orow / s_scale hold each row's
@@ -450,11 +476,7 @@ __device__ __forceinline__ void wg_epilogue_smem(const qg_args &a, const float *
     __shared__ int s_orow[THREADS / 2];
     __shared__ float s_scale[THREADS / 2];
     const int nr = min(rows, BM);
-    for (int r = threadIdx.x; r < nr; r += THREADS) {
-        const int o = a.y_rows ? __ldg(a.y_rows + m0 + r) : m0 + r;
-        s_orow[r] = o;
-        if (a.epi == QG_SCALE_BF16) s_scale[r] = __ldg(a.scale + o);
-    }
+    wg_out_rows<THREADS>(a, s_orow, s_scale, m0, nr);
     __syncthreads(); // every warp is past its last read of the pipeline's shared memory
     if (ACC == THREADS || threadIdx.x < ACC)
 #pragma unroll
@@ -466,6 +488,11 @@ __device__ __forceinline__ void wg_epilogue_smem(const qg_args &a, const float *
     wg_tile_store<BN, THREADS>(a, tile, LD, s_orow, s_scale, nr, n0);
 }
 
+// Whether a wgmma GEMM launch runs rastered (qg_args.raster: a row tile's column tiles side by side), by
+// lily_qg_raster: 1 every call, 2 grouped calls, 3 dense calls.
+static inline bool qg_rastered(const qg_args &a) {
+    return lily_qg_raster == 1 || (lily_qg_raster == 2 && a.tile_off) || (lily_qg_raster == 3 && !a.tile_off);
+}
 // The tensor maps of a TMA launch (kernel parameters, __grid_constant__): X (bf16, box 64 k x 128
 // rows, 128-byte swizzle) and the code rows of w and w2 (bytes, box 32 x BN or BN/2 rows, row-major
 // as the cp.async path lays them out). Made by qgemm_wg.cu's wg_make_tmaps.

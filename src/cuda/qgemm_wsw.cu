@@ -168,7 +168,7 @@ void qgemm_wsw_launch(const qg_args &a, int grid_x, cudaStream_t st, const wg_tm
     const int cols = a.epi == QG_GLU ? WSW_BN / 2 : WSW_BN;
     dim3 grid(grid_x, (a.N + cols - 1) / cols);
     qg_args ar = a;
-    ar.raster = lily_qg_raster == 1 || (lily_qg_raster == 2 && a.tile_off) || (lily_qg_raster == 3 && !a.tile_off);
+    ar.raster = qg_rastered(a);
     if (ar.raster) grid = dim3(grid.y, grid.x);
     qgemm_wsw_kernel<<<grid, WSW_THREADS, wsw_cfg::SMEM, st>>>(ar, lily_qg_wg_desc_swap, tm);
 }
