@@ -40,8 +40,8 @@ __global__ void route_kernel(const float *logits, int T, int E, int K, int norm,
 // (moe_pf_merged_tiles, lily_moe_tails 2 and 3); and the plain map of 128-row tiles over whole groups
 // (qgemm_rw.cu's grouped calls).
 __global__ void scan_kernel(const int *counts, int E, int tile_m, int tails, int *grp_off, int *tile_off,
-                            int *cursor, int *grp_mid, int *tile_off_b, int *tile_off_m, int *tile_off_p) {
-    __shared__ int sr[1024], st[1024], sb[1024], sm[1024], sp[1024];
+                            int *cursor, int *grp_mid, int *tile_off_b, int *tile_off_m, int *tile_off_p, int *tile_off_q) {
+    __shared__ int sr[1024], st[1024], sb[1024], sm[1024], sp[1024], sq[1024];
     const int e = threadIdx.x;
     const bool split = moe_pf_tails_on(tails, tile_m);
     const int c = e < E ? counts[e] : 0, tail = split ? moe_pf_tail_rows(c) : 0;
@@ -50,12 +50,13 @@ __global__ void scan_kernel(const int *counts, int E, int tile_m, int tails, int
     sb[e] = tail > 0;
     sm[e] = moe_pf_merged_tiles(c);
     sp[e] = (c + 127) / 128;
+    sq[e] = moe_pf_fold_tiles(c);
     __syncthreads();
     for (int o = 1; o < blockDim.x; o <<= 1) { // Hillis-Steele inclusive scan
         int a = e >= o ? sr[e - o] : 0, b = e >= o ? st[e - o] : 0, d = e >= o ? sb[e - o] : 0;
-        int f = e >= o ? sm[e - o] : 0, q = e >= o ? sp[e - o] : 0;
+        int f = e >= o ? sm[e - o] : 0, q = e >= o ? sp[e - o] : 0, u = e >= o ? sq[e - o] : 0;
         __syncthreads();
-        sr[e] += a, st[e] += b, sb[e] += d, sm[e] += f, sp[e] += q;
+        sr[e] += a, st[e] += b, sb[e] += d, sm[e] += f, sp[e] += q, sq[e] += u;
         __syncthreads();
     }
     if (e < E) {
@@ -64,10 +65,11 @@ __global__ void scan_kernel(const int *counts, int E, int tile_m, int tails, int
         tile_off_b[e + 1] = sb[e];
         tile_off_m[e + 1] = sm[e];
         tile_off_p[e + 1] = sp[e];
+        tile_off_q[e + 1] = sq[e];
         grp_mid[e] = sr[e] - tail;
         cursor[e] = 0;
     }
-    if (e == 0) grp_off[0] = 0, tile_off[0] = 0, tile_off_b[0] = 0, tile_off_m[0] = 0, tile_off_p[0] = 0;
+    if (e == 0) grp_off[0] = 0, tile_off[0] = 0, tile_off_b[0] = 0, tile_off_m[0] = 0, tile_off_p[0] = 0, tile_off_q[0] = 0;
 }
 
 __global__ void scatter_kernel(const int *ids, int n_pairs, int K, const int *grp_off, int *cursor,
@@ -261,7 +263,7 @@ static size_t al(size_t n) { return (n + 255) & ~(size_t)255; }
 
 size_t moe_pf_scratch_bytes(const moe_pf_w &w, int t_max) {
     size_t T = (size_t)t_max, R = T * w.topk;
-    return al(T * w.E * 4) + al(R * 4) + al(R * 4) + 8 * al((size_t)(w.E + 1) * 4) + 2 * al(R * 4) +
+    return al(T * w.E * 4) + al(R * 4) + al(R * 4) + 9 * al((size_t)(w.E + 1) * 4) + 2 * al(R * 4) +
            al(R * w.I * 2) + al(R * w.H * 2) + al(T * (w.Is ? w.Is : 1) * 2) + al(T * w.H * 4) + al(T * 4);
 }
 
@@ -280,6 +282,7 @@ void moe_pf_scratch_init(moe_pf_scratch *s, void *base, const moe_pf_w &w, int t
     s->tile_off_b = (int *)take((size_t)(w.E + 1) * 4);
     s->tile_off_m = (int *)take((size_t)(w.E + 1) * 4);
     s->tile_off_p = (int *)take((size_t)(w.E + 1) * 4);
+    s->tile_off_q = (int *)take((size_t)(w.E + 1) * 4);
     s->sorted_tok = (int *)take(R * 4);
     s->sorted_pair = (int *)take(R * 4);
     s->h = (uint16_t *)take(R * w.I * 2);
@@ -298,7 +301,8 @@ void moe_pf_route(const moe_pf_w &w, int T, int tile_m, moe_pf_scratch *s, cudaS
     int threads = 32;
     while (threads < w.E) threads *= 2;
     scan_kernel<<<1, threads, 0, st>>>(s->counts, w.E, tile_m, lily_moe_tails, s->grp_off, s->tile_off, s->cursor,
-                                       s->grp_mid, s->tile_off_b, s->tile_off_m, s->tile_off_p);
+                                       s->grp_mid, s->tile_off_b, s->tile_off_m, s->tile_off_p,
+                                       s->tile_off_q);
     int n = T * w.topk;
     scatter_kernel<<<(n + 255) / 256, 256, 0, st>>>(s->ids, n, w.topk, s->grp_off, s->cursor, s->sorted_tok,
                                                     s->sorted_pair);
@@ -330,7 +334,7 @@ int moe_pf_route_host(const moe_pf_w &w, int T, int tile_m, moe_pf_scratch *s, c
     int *ids = (int *)at(s->ids), *counts = (int *)at(s->counts), *cursor = (int *)at(s->cursor);
     int *grp_off = (int *)at(s->grp_off), *tile_off = (int *)at(s->tile_off);
     int *grp_mid = (int *)at(s->grp_mid), *tile_off_b = (int *)at(s->tile_off_b), *tile_off_m = (int *)at(s->tile_off_m);
-    int *tile_off_p = (int *)at(s->tile_off_p);
+    int *tile_off_p = (int *)at(s->tile_off_p), *tile_off_q = (int *)at(s->tile_off_q);
     int *sorted_tok = (int *)at(s->sorted_tok), *sorted_pair = (int *)at(s->sorted_pair);
     float *wts = (float *)at(s->wts), *lg_all = (float *)(b0 + mirror);
     CU_TRY(cudaMemcpyAsync(lg_all, s->logits, (size_t)T * E * 4, cudaMemcpyDeviceToHost, st));
@@ -370,7 +374,7 @@ int moe_pf_route_host(const moe_pf_w &w, int T, int tile_m, moe_pf_scratch *s, c
             counts[ik[t]]++;
         }
     }
-    grp_off[0] = 0, tile_off[0] = 0, tile_off_b[0] = 0, tile_off_m[0] = 0, tile_off_p[0] = 0;
+    grp_off[0] = 0, tile_off[0] = 0, tile_off_b[0] = 0, tile_off_m[0] = 0, tile_off_p[0] = 0, tile_off_q[0] = 0;
     const bool split = moe_pf_tails_on(lily_moe_tails, tile_m);
     for (int e = 0; e < E; e++) {
         const int tail = split ? moe_pf_tail_rows(counts[e]) : 0;
@@ -379,6 +383,7 @@ int moe_pf_route_host(const moe_pf_w &w, int T, int tile_m, moe_pf_scratch *s, c
         tile_off_b[e + 1] = tile_off_b[e] + (tail > 0);
         tile_off_m[e + 1] = tile_off_m[e] + moe_pf_merged_tiles(counts[e]);
         tile_off_p[e + 1] = tile_off_p[e] + (counts[e] + 127) / 128;
+        tile_off_q[e + 1] = tile_off_q[e] + moe_pf_fold_tiles(counts[e]);
         grp_mid[e] = grp_off[e + 1] - tail;
         cursor[e] = 0;
     }
@@ -416,6 +421,7 @@ static int grouped_gemm(qg_args g, const moe_pf_scratch *s, int tile_m, int max_
     if (tile_m == 128 && lily_qg_wgmma) { // the weights as the register operand, one launch of the plain map (qgemm_rw.cu)
         qg_args p = g;
         p.tile_off = s->tile_off_p;
+        if (lily_qg_rw & 32) p.tile_off = s->tile_off_q, p.tile_rest = 1; // the folded map (tiles up to 144 rows)
         if (qgemm_rw_grouped_launch(p, max_tiles, st)) {
             PF_MARK(names[4]);
             return 0;

@@ -106,6 +106,12 @@ LILY_HD int moe_pf_merged_tiles(int c) {
 // a join that fell through to the in-line branch once ran it twice, docs/PERF.md eleventh session).
 extern unsigned long lily_moe_pf_shared_runs;
 LILY_HD bool moe_pf_tails_on(int tails, int tile_m) { return tails && tile_m == 128; }
+// Tiles of a group of c rows in the folded map (qgemm_rw.cu, lily_qg_rw bit 32): every 128 rows, a last
+// remainder of 1..16 rows after a full tile folded into it (a last tile of up to 144 rows).
+LILY_HD int moe_pf_fold_tiles(int c) {
+    const int r = c & 127, tail = c > 128 && r >= 1 && r <= 16 ? r : 0;
+    return c <= 0 ? 0 : (c - tail + 127) / 128;
+}
 // Rows of a group of c rows that go to the 64-row tail tile (0: none; the 128-row tiles take the rest).
 LILY_HD int moe_pf_tail_rows(int c) {
     const int r = c & 127;
@@ -178,8 +184,10 @@ extern int lily_qg_wsw;
 // thread issuing every copy by tensor map, two consumer warpgroups building their A fragments from the
 // codes), a bit mask: 1 = those dense calls, where they fit; 2 = the MoE gate|up, 4 = the MoE down
 // projection (grouped, on the plain map, a tile's tokens padded to 16); 16 = dense calls on 128-row
-// tiles too few for the wide tile's rule. LILY_CUDA_QG_RW, option LILY_CUDA_OPT_QG_RW, flag qg_rw; engine
-// default 3; this variable's own 0 is what kernel tests start from.
+// tiles too few for the wide tile's rule; 32 = the MoE GEMMs on the folded map (a group's last 1..16 rows
+// in its last full tile, up to 144 tokens a block). (8, the gate|up gathering its own rows, lost; branch
+// s24-knobs.) LILY_CUDA_QG_RW, option
+// LILY_CUDA_OPT_QG_RW, flag qg_rw; engine default 3; this variable's own 0 is what kernel tests start from.
 extern int lily_qg_rw;
 extern long lily_qg_rw_launches; // qgemm_rw.cu's launches so far (tests)
 // A grouped call (a.tile_off: a plain map of 128-row tiles, max_tiles its bound) on qgemm_rw.cu, where its bit
@@ -265,6 +273,7 @@ struct moe_pf_scratch {
     int *tile_off_b;    // (E + 1) moe_pf_tails: tile offsets of the tails' 64-row launch (0 or 1 a group)
     int *tile_off_m;    // (E + 1) tile offsets of the merged map (moe_pf_merged_tiles a group)
     int *tile_off_p;    // (E + 1) tile offsets of the plain map: 128-row tiles over whole groups (qgemm_rw.cu)
+    int *tile_off_q;    // (E + 1) tile offsets of the folded map (moe_pf_fold_tiles a group; qgemm_rw.cu)
     int *sorted_tok;    // (t_max*topk) token of each sorted row
     int *sorted_pair;   // (t_max*topk) token*topk + slot of each sorted row
     uint16_t *h;        // (t_max*topk, I) bf16 expert hidden rows, sorted order

@@ -365,7 +365,11 @@ static void test_moe_pf(rng &r) {
                         {600, 256, 256, 16, 4, 0, 0, 128}, {400, 512, 256, 8, 4, 256, 1, 128},
                         // K = 1024 for the gate|up: 16 stages, so qgemm_rw.cu's rings (8 load slots, 2 scale
                         // slots) wrap, as at the model's K = 2048
-                        {300, 1024, 256, 16, 4, 0, 0, 128}};
+                        {300, 1024, 256, 16, 4, 0, 0, 128},
+                        // groups of ~137 rows: a last 1..16 rows folded into the last full tile (lily_qg_rw 32)
+                        {1100, 256, 256, 32, 4, 0, 0, 128},
+                        // the same at the model's K = 2048 (folded tiles through the rings' wrap)
+                        {1100, 2048, 256, 32, 4, 0, 0, 128}};
     int idx = 0;
     for (auto &k : cases) {
         if (&k - cases < g_moe_first) continue;
@@ -1129,13 +1133,14 @@ static void bench_gdn(rng &r) {
 // The MoE cases with the down projection on the tokens-as-N kernel (qgemm_gt.cu; LILY_GPU_PF=moegt: these only).
 // The MoE's grouped GEMMs with the weights as the register operand (qgemm_rw.cu, the plain map of 128-row
 // tiles, a tile's tokens padded to 16 as the MMA's width): the gate|up (lily_qg_rw 2), then the down
-// projection too (6); the cases whose K fit it must have launched it.
+// projection too (6), each also on the folded map (34, 38: a group's last 1..16 rows in its last full tile,
+// up to 144 tokens a block); the cases whose K fit it must have launched it.
 static void test_moe_rw(rng &r) {
-    g_moe_first = g_small ? 6 : 0; // the sanitizers' small runs: the two cases made for it
-    for (int v : {2, 6}) {
+    g_moe_first = g_small ? 7 : 0; // the sanitizers' small runs: two of the cases made for it
+    for (int v : {2, 34, 6, 38}) {
         lily_qg_rw = v;
-        printf("(the same MoE cases with the %s on the register-operand kernel (qgemm_rw.cu))\n",
-               v == 2 ? "gate|up" : "gate|up and the down projection");
+        printf("(the same MoE cases with the %s on the register-operand kernel (qgemm_rw.cu)%s)\n",
+               v & 4 ? "gate|up and the down projection" : "gate|up", v & 32 ? ", the folded map" : "");
         const long before = lily_qg_rw_launches;
         test_moe_pf(r);
         report(lily_qg_rw_launches > before, "moe prefill with lily_qg_rw %d: %ld launches of qgemm_rw.cu", v,
