@@ -196,7 +196,7 @@ __global__ void __launch_bounds__(RW_THREADS, 1) qgemm_rw_kernel(qg_args a, cons
                     }
                 }
             }
-        } else
+        } else { // (braced: an unbraced `else #pragma unroll for` lost the sempty arrive below in the NX 144 build)
 #pragma unroll
         for (int u = 0; u < 2; u++) {
             const int r = R0 + 64 * u;
@@ -214,6 +214,7 @@ __global__ void __launch_bounds__(RW_THREADS, 1) qgemm_rw_kernel(qg_args a, cons
                 f[16 * u + 4 * s + 2] = wg_bf2_fma(wg_code_pair_c43(wa[2 * s + 1], wa[2 * s + 1] >> 4, t, c43), s0, b0);
                 f[16 * u + 4 * s + 3] = wg_bf2_fma(wg_code_pair_c43(wb[2 * s + 1], wb[2 * s + 1] >> 4, t, c43), s1, b1);
             }
+        }
         }
         if ((kt & 3) == 3 || kt == KT - 1) mb_arrive(&sempty[sq]); // this lane's last read of the quad
     };
