@@ -337,8 +337,9 @@ static int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_QG_WSP] = env_int("LILY_CUDA_QG_WSP", 1) & 3;
     cx->opt[LILY_CUDA_OPT_GDN_WG] = env_int("LILY_CUDA_GDN_WG", 1) != 0;
     // Dense: qgone 4096 x 8192 x 2048 410 -> 516 TFLOP/s, prefill 4K +5.5 %; the MoE gate|up too: 4K +3.6 %
-    // more; the down projection on it (4) lost to qgemm_gt.cu. The same bits (docs/PERF.md).
-    cx->opt[LILY_CUDA_OPT_QG_RW] = env_int("LILY_CUDA_QG_RW", 3) & 55;
+    // more; the down projection on it (4) lost to qgemm_gt.cu; the folded map (32: a group's last 1..16
+    // rows in its last full tile) 4K +1.6-2.3 % more. The same bits (docs/PERF.md, twenty-fifth session).
+    cx->opt[LILY_CUDA_OPT_QG_RW] = env_int("LILY_CUDA_QG_RW", 35) & 55;
     cx->opt[LILY_CUDA_OPT_QG_SPLITK] = env_int("LILY_CUDA_QG_SPLITK", 1);
     // The MoE down projection with the tokens as N where groups average 16 rows or more (the narrow form
     // below 48): prefill 512 +2.5 %, 1K +4 %, 2K +5.5 %, 4K +1.5 %, 32K +2.5 % (docs/PERF.md, twentieth

@@ -155,8 +155,9 @@ enum lily_cuda_opt {
                                     // where the call fits, a bit mask: 1 = the wide tile's dense calls
                                     // (else qgemm_wsw.cu), 2 = the MoE gate|up (else qgemm_wsp.cu), 4 =
                                     // the MoE down projection (else qgemm_gt.cu), 16 = dense calls too
-                                    // few for the wide tile's rule (LILY_CUDA_QG_RW; flag qg_rw;
-                                    // default 3; the same bits)
+                                    // few for the wide tile's rule, 32 = the grouped calls on the
+                                    // folded map (a group's last 1..16 rows in its last full tile)
+                                    // (LILY_CUDA_QG_RW; flag qg_rw; default 35; the same bits)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

@@ -186,8 +186,8 @@ extern int lily_qg_wsw;
 // projection (grouped, on the plain map, a tile's tokens padded to 16); 16 = dense calls on 128-row
 // tiles too few for the wide tile's rule; 32 = the MoE GEMMs on the folded map (a group's last 1..16 rows
 // in its last full tile, up to 144 tokens a block). (8, the gate|up gathering its own rows, lost; branch
-// s24-knobs.) LILY_CUDA_QG_RW, option
-// LILY_CUDA_OPT_QG_RW, flag qg_rw; engine default 3; this variable's own 0 is what kernel tests start from.
+// s24-knobs.) LILY_CUDA_QG_RW, option LILY_CUDA_OPT_QG_RW, flag qg_rw; engine
+// default 35; this variable's own 0 is what kernel tests start from.
 extern int lily_qg_rw;
 extern long lily_qg_rw_launches; // qgemm_rw.cu's launches so far (tests)
 // A grouped call (a.tile_off: a plain map of 128-row tiles, max_tiles its bound) on qgemm_rw.cu, where its bit

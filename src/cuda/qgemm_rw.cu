@@ -37,9 +37,13 @@
 // Measured (docs/PERF.md, twenty-fourth session): qgone 4096 x 8192 x 2048 410 -> 516 TFLOP/s against
 // qgemm_wsw.cu; prefill 4K +5.5 % (dense), +3.6 % more with the MoE gate|up here; the down projection
 // here (K = 512, 8 stages a block) lost to qgemm_gt.cu. Bitwise the same results as the kernels it replaces.
+// The folded map (twenty-fifth session): prefill 4K +1.6 / +2.3 % (two alternating pairs), the same
+// logits byte for byte at 4096 tokens: a group of 129..144 rows is one block, not a full one and a
+// nearly empty one that costs about as much.
 //
 // Switch: LILY_CUDA_QG_RW (option LILY_CUDA_OPT_QG_RW, flag qg_rw; lily_qg_rw), a bit mask: 1 dense, 2 the
-// MoE gate|up, 4 the MoE down, 16 dense calls below the wide tile's rule; default 3.
+// MoE gate|up, 4 the MoE down, 16 dense calls below the wide tile's rule, 32 the grouped calls on the
+// folded map (NX 144 below); default 35.
 #include <cudaTypedefs.h> // PFN_cuTensorMapEncodeTiled_v12000
 
 #include "qgemm_wg.cuh"

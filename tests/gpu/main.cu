@@ -682,8 +682,9 @@ static void run_e2e_pf_side(uint64_t seed) {
 // prefills: a tiny model whose dense shapes and MoE gate|up it takes (K = hidden 256 and the GDN's 4 x 64
 // values), the wide tile forced (LILY_CUDA_OPT_QG_WIDE 2, LILY_CUDA_OPT_QG_FILL 0: a tiny call has too few
 // blocks for it otherwise), a 300-token prompt
-// in one chunk and in chunks of 256: bitwise equal to qgemm_wsw.cu's tile (the same products), with
-// launches on the kernel counted, and against the CPU backend.
+// in one chunk and in chunks of 256, the MoE gate|up on the plain map (3) and on the folded map (35): bitwise
+// equal to qgemm_wsw.cu's tile (the same products), with launches on the kernel counted, and against the CPU
+// backend.
 extern long lily_qg_rw_launches;
 static void run_e2e_qg_rw(uint64_t seed) {
     lily_config c = config_tiny();
@@ -697,17 +698,19 @@ static void run_e2e_qg_rw(uint64_t seed) {
         lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_CHUNK, chunk);
         lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_QG_RW, 0);
         std::vector<float> g0 = run_logits(p.be, p.ctx, p.tf, V, 0);
-        lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_QG_RW, 3); // dense and the MoE gate|up
-        const long before = lily_qg_rw_launches;
-        std::vector<float> g1 = run_logits(p.be, p.ctx, p.tf, V, 0);
-        const long launches = lily_qg_rw_launches - before;
-        const cmp_stats s1 = compare(g1.data(), p.ref.data(), N, V, BF16_GAP);
-        const bool same = !memcmp(g1.data(), g0.data(), g1.size() * 4);
-        report(same && launches > 0 && s1.rel_mean < BF16_REL_MEAN && s1.rel_worst < BF16_REL_WORST && s1.dec_agree == s1.dec_n,
-               "e2e prefill with the weights as the register operand (%d tokens, chunk %d, %ld launches of qgemm_rw.cu): "
-               "%s qgemm_wsw.cu's; vs CPU backend rel_l2 mean %.2e worst %.2e, top-1 %d/%d (decisive %d/%d)",
-               N, chunk, launches, same ? "bitwise equal to" : "DIFFERS from", s1.rel_mean, s1.rel_worst, s1.agree, N,
-               s1.dec_agree, s1.dec_n);
+        for (int v : {3, 35}) { // dense and the MoE gate|up; and the gate|up on the folded map (the default)
+            lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_QG_RW, v);
+            const long before = lily_qg_rw_launches;
+            std::vector<float> g1 = run_logits(p.be, p.ctx, p.tf, V, 0);
+            const long launches = lily_qg_rw_launches - before;
+            const cmp_stats s1 = compare(g1.data(), p.ref.data(), N, V, BF16_GAP);
+            const bool same = !memcmp(g1.data(), g0.data(), g1.size() * 4);
+            report(same && launches > 0 && s1.rel_mean < BF16_REL_MEAN && s1.rel_worst < BF16_REL_WORST && s1.dec_agree == s1.dec_n,
+                   "e2e prefill with the weights as the register operand (qg_rw %d, %d tokens, chunk %d, %ld launches of "
+                   "qgemm_rw.cu): %s qgemm_wsw.cu's; vs CPU backend rel_l2 mean %.2e worst %.2e, top-1 %d/%d (decisive %d/%d)",
+                   v, N, chunk, launches, same ? "bitwise equal to" : "DIFFERS from", s1.rel_mean, s1.rel_worst, s1.agree, N,
+                   s1.dec_agree, s1.dec_n);
+        }
     }
 }
 
