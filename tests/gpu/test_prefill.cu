@@ -351,8 +351,9 @@ static void ref_route(const float *lg, int E, int K, int norm, int *ids, float *
     for (int t = 0; t < K; t++) wts[t] = bfr((float)(norm ? pk[t] / tot : pk[t]));
 }
 
-// fold: a case for qgemm_rw.cu's folded map only (run when lily_qg_rw has bit 32: its CPU reference is slow).
-struct moe_case { int T, H, I, E, K, Is, skew, tile, fold = 0; };
+// rw: a case for qgemm_rw.cu only (1: run when lily_qg_rw is set; 2: when it has bit 32, the folded map), so
+// the other two dozen passes over these cases skip their slow CPU references.
+struct moe_case { int T, H, I, E, K, Is, skew, tile, rw = 0; };
 
 static int g_moe_first = 0; // test_moe_pf's first case (test_moe_rw's small runs: its own cases)
 static void test_moe_pf(rng &r) {
@@ -366,15 +367,15 @@ static void test_moe_pf(rng &r) {
                         {600, 256, 256, 16, 4, 0, 0, 128}, {400, 512, 256, 8, 4, 256, 1, 128},
                         // K = 1024 for the gate|up: 16 stages, so qgemm_rw.cu's rings (8 load slots, 2 scale
                         // slots) wrap, as at the model's K = 2048
-                        {300, 1024, 256, 16, 4, 0, 0, 128},
+                        {300, 1024, 256, 16, 4, 0, 0, 128, 1},
                         // groups of ~137 rows: a last 1..16 rows folded into the last full tile (lily_qg_rw 32)
-                        {1100, 256, 256, 32, 4, 0, 0, 128, 1},
+                        {1100, 256, 256, 32, 4, 0, 0, 128, 2},
                         // the same at K = 1024 (folded tiles through the rings' wrap, as at the model's 2048)
-                        {1100, 1024, 256, 32, 4, 0, 0, 128, 1}};
+                        {1100, 1024, 256, 32, 4, 0, 0, 128, 2}};
     int idx = 0;
     for (auto &k : cases) {
         if (&k - cases < g_moe_first) continue;
-        if (k.fold && !(lily_qg_rw & 32)) continue;
+        if ((k.rw == 1 && !lily_qg_rw) || (k.rw == 2 && !(lily_qg_rw & 32))) continue;
         if (g_small && idx++ >= 2) break;
         std::vector<host_mat> g(k.E), u(k.E), dn(k.E);
         for (int e = 0; e < k.E; e++) {
