@@ -19,6 +19,8 @@
 //           each other: rel. L2 1e-2, worst row 2e-2 (reasons at test_attn_pf); then their timings
 //           at T=1024 for context 0 and 31K (not with `small`).
 #include <algorithm>
+#include <atomic>
+#include <thread>
 
 #include "gpu_test.h"
 #include "../../src/cuda/prefill.cuh"
@@ -112,6 +114,20 @@ static std::vector<float> mv(const lily_mat &m, const float *x) {
     return y;
 }
 static float silu_h(float x) { return x / (1.0f + expf(-x)); }
+
+// fn(i) for i in [0, n) on every host core, rows handed out one at a time. The MoE cases' CPU references
+// (a matrix-vector product per token and expert, ~5 s a pass on one core) are recomputed in each of ~25
+// kernel passes, which made the prefill suite outgrow a device call. fn must only write its own row.
+template <class F> static void par_for(int n, const F &fn) {
+    const int nt = std::max(1, std::min(n, (int)std::thread::hardware_concurrency()));
+    std::atomic<int> next(0);
+    std::vector<std::thread> th;
+    for (int k = 0; k < nt; k++)
+        th.emplace_back([&] {
+            for (int i; (i = next.fetch_add(1)) < n;) fn(i);
+        });
+    for (std::thread &t : th) t.join();
+}
 
 
 // ---------------------------------------------------------------------------------------------
@@ -431,10 +447,10 @@ static void test_moe_pf(rng &r) {
         double elg = 0;
         if (!k.skew) {
             std::vector<float> lr((size_t)T * k.E);
-            for (int t = 0; t < T; t++) {
+            par_for(T, [&](int t) {
                 std::vector<float> l = mv(rt.m, &x[(size_t)t * k.H]);
                 for (int e = 0; e < k.E; e++) lr[(size_t)t * k.E + e] = bfr(l[e]);
-            }
+            });
             elg = rel_l2(lg.data(), lr.data(), lg.size());
         }
         // Routing on the GPU's logits.
@@ -475,7 +491,7 @@ static void test_moe_pf(rng &r) {
         for (int i = 0; i < T * k.K && map_ok; i++) map_ok = perm[i] == i;
         // Expert math on the GPU's routing, exact weights.
         std::vector<float> ref((size_t)T * k.H);
-        for (int t = 0; t < T; t++) {
+        par_for(T, [&](int t) {
             const float *xt = &x[(size_t)t * k.H];
             std::vector<double> acc(k.H, 0.0);
             for (int j = 0; j < k.K; j++) {
@@ -494,7 +510,7 @@ static void test_moe_pf(rng &r) {
                 for (int i = 0; i < k.H; i++) acc[i] += (double)coef * d[i];
             }
             for (int i = 0; i < k.H; i++) ref[(size_t)t * k.H + i] = bfr(res[(size_t)t * k.H + i] + bfr((float)acc[i]));
-        }
+        });
         std::vector<float> gout = back(out, (size_t)T * k.H);
         // The shared expert on a side stream (the engine's LILY_CUDA_OPT_PF_SIDE), from non-blocking
         // streams as the engine's: the same bits. What the block writes is poisoned first (the shared
