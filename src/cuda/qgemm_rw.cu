@@ -11,15 +11,16 @@
 // and was bound by those copies (L2 72 % busy). Here a block covers 256 weight rows, so each X tile
 // serves twice the rows (the same L2 traffic per product as qgemm_wsw.cu), and one thread issues every
 // copy by tensor map:
-//   producer (warpgroup 2; 40 registers by setmaxnreg): stage kt's X tile (64 k x 128 rows, 128-byte
-//     swizzle: the MMA's B operand) and the 256 code rows (32 bytes a row, 32-byte swizzle) into a ring
-//     of RW_LS load slots (mbarrier lfull); every 4th stage the next 4 stages' scale|bias words of the
-//     256 rows (a box of 4 words a row) into a ring of 2 scale slots (sfull).
-//   consumers (warpgroups 0, 1; 232 registers): warpgroup w multiplies weight rows 128 w .. 128 w + 127
-//     as two m64 tiles, each k16 step one m64n128k16 MMA a tile with A from registers; a lane builds its
-//     A fragments from the code rows in shared memory (byte t of each code word: qgemm_rs.cu's build,
-//     qgemm_gt.cu's LOP3) while the previous stage's MMAs run; wait_group 1 retires the stage before,
-//     whose slot is then released (lempty), and whose fragment registers the next build reuses.
+//   producer (warpgroup 2; 40 registers by setmaxnreg, 24 with NX 144): stage kt's X tile (64 k x 128
+//     rows, 128-byte swizzle: the MMA's B operand) and the 256 code rows (32 bytes a row, 32-byte
+//     swizzle) into a ring of RW_LS load slots (mbarrier lfull); every 4th stage the next 4 stages'
+//     scale|bias words of the 256 rows (a box of 4 words a row) into a ring of 2 scale slots (sfull).
+//   consumers (warpgroups 0, 1; 232 registers, 240 with NX 144): warpgroup w multiplies weight rows
+//     128 w .. 128 w + 127 as two m64 tiles, each k16 step one m64n128k16 MMA a tile with A from
+//     registers; a lane builds its A fragments from the code rows in shared memory (byte t of each code
+//     word: qgemm_rs.cu's build, qgemm_gt.cu's LOP3) while the previous stage's MMAs run; wait_group 1
+//     retires the stage before, whose slot is then released (lempty), and whose fragment registers the
+//     next build reuses.
 // QG_GLU: rows 0 .. 127 of the block are the gate rows of its 128 columns (w), rows 128 .. 255 the up
 // rows (w2), so the epilogue's tile has qgemm_wsw.cu's layout (gate half, then up half).
 //
@@ -99,7 +100,7 @@ template <int NR, int LEFT> __device__ __forceinline__ void rw_wait(float *d) {
 
 // One 64-k stage's 8 MMAs (2 tiles x 4 k16 steps) at token width N, straight-line between the fence and the
 // commit (a branch between two MMAs makes ptxas fence each on its own, C7519). The accumulator layout is a
-// prefix one (wgmma_rs.cuh): tile u's columns 0 .. N - 1 are acc[64 u .. 64 u + N / 2) for every N.
+// prefix one (wgmma_rs.cuh): tile u's columns 0 .. N - 1 are acc[NX / 2 u .. NX / 2 u + N / 2) for every N.
 template <int N, int NX>
 __device__ __forceinline__ void rw_stage(float *acc, const uint32_t *f, uint64_t db, int kt) {
     rw_fence<NX>(acc);
@@ -200,7 +201,7 @@ __global__ void __launch_bounds__(RW_THREADS, 1) qgemm_rw_kernel(qg_args a, cons
                     }
                 }
             }
-        } else { // (braced: an unbraced `else #pragma unroll for` lost the sempty arrive below in the NX 144 build)
+        } else { // braced: unbraced (`else #pragma unroll for`), the NX 144 instance lost the sempty arrival below
 #pragma unroll
         for (int u = 0; u < 2; u++) {
             const int r = R0 + 64 * u;
