@@ -189,8 +189,8 @@ __global__ void __launch_bounds__(RW_THREADS, 1) qgemm_rw_kernel(qg_args a, cons
                 wg_sb_pairs(wg_lds32(ss + 16 * (r + 8)), s1, b1);
 #pragma unroll
                 for (int c = 0; c < 2; c++) {
-                    const uint4 p = wg_lds128(cs + 32 * r + 16 * (sw ^ c)), q = wg_lds128(cs + 32 * (r + 8) + 16 * (sw ^ c));
-                    const uint32_t wa[4] = {p.x, p.y, p.z, p.w}, wb[4] = {q.x, q.y, q.z, q.w};
+                    const uint4 pa = wg_lds128(cs + 32 * r + 16 * (sw ^ c)), pb = wg_lds128(cs + 32 * (r + 8) + 16 * (sw ^ c));
+                    const uint32_t wa[4] = {pa.x, pa.y, pa.z, pa.w}, wb[4] = {pb.x, pb.y, pb.z, pb.w};
 #pragma unroll
                     for (int s2 = 0; s2 < 2; s2++) {
                         const int s = 2 * c + s2;
@@ -201,25 +201,25 @@ __global__ void __launch_bounds__(RW_THREADS, 1) qgemm_rw_kernel(qg_args a, cons
                     }
                 }
             }
-        } else { // braced: unbraced (`else #pragma unroll for`), the NX 144 instance lost the sempty arrival below
+        } else { // braced: as `else #pragma unroll for`, the NX 144 instance lost the mb_arrive below
 #pragma unroll
-        for (int u = 0; u < 2; u++) {
-            const int r = R0 + 64 * u;
-            const uint4 p0 = wg_lds128(cs + 32 * r + 16 * sw), p1 = wg_lds128(cs + 32 * r + 16 * (sw ^ 1));
-            const uint4 q0 = wg_lds128(cs + 32 * (r + 8) + 16 * sw), q1 = wg_lds128(cs + 32 * (r + 8) + 16 * (sw ^ 1));
-            uint32_t s0, b0, s1, b1;
-            wg_sb_pairs(wg_lds32(ss + 16 * r), s0, b0);
-            wg_sb_pairs(wg_lds32(ss + 16 * (r + 8)), s1, b1);
-            const uint32_t wa[8] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
-            const uint32_t wb[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+            for (int u = 0; u < 2; u++) {
+                const int r = R0 + 64 * u;
+                const uint4 p0 = wg_lds128(cs + 32 * r + 16 * sw), p1 = wg_lds128(cs + 32 * r + 16 * (sw ^ 1));
+                const uint4 q0 = wg_lds128(cs + 32 * (r + 8) + 16 * sw), q1 = wg_lds128(cs + 32 * (r + 8) + 16 * (sw ^ 1));
+                uint32_t s0, b0, s1, b1;
+                wg_sb_pairs(wg_lds32(ss + 16 * r), s0, b0);
+                wg_sb_pairs(wg_lds32(ss + 16 * (r + 8)), s1, b1);
+                const uint32_t wa[8] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
+                const uint32_t wb[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
 #pragma unroll
-            for (int s = 0; s < 4; s++) {
-                f[16 * u + 4 * s + 0] = wg_bf2_fma(wg_code_pair_c43(wa[2 * s], wa[2 * s] >> 4, t, c43), s0, b0);
-                f[16 * u + 4 * s + 1] = wg_bf2_fma(wg_code_pair_c43(wb[2 * s], wb[2 * s] >> 4, t, c43), s1, b1);
-                f[16 * u + 4 * s + 2] = wg_bf2_fma(wg_code_pair_c43(wa[2 * s + 1], wa[2 * s + 1] >> 4, t, c43), s0, b0);
-                f[16 * u + 4 * s + 3] = wg_bf2_fma(wg_code_pair_c43(wb[2 * s + 1], wb[2 * s + 1] >> 4, t, c43), s1, b1);
+                for (int s = 0; s < 4; s++) {
+                    f[16 * u + 4 * s + 0] = wg_bf2_fma(wg_code_pair_c43(wa[2 * s], wa[2 * s] >> 4, t, c43), s0, b0);
+                    f[16 * u + 4 * s + 1] = wg_bf2_fma(wg_code_pair_c43(wb[2 * s], wb[2 * s] >> 4, t, c43), s1, b1);
+                    f[16 * u + 4 * s + 2] = wg_bf2_fma(wg_code_pair_c43(wa[2 * s + 1], wa[2 * s + 1] >> 4, t, c43), s0, b0);
+                    f[16 * u + 4 * s + 3] = wg_bf2_fma(wg_code_pair_c43(wb[2 * s + 1], wb[2 * s + 1] >> 4, t, c43), s1, b1);
+                }
             }
-        }
         }
         if ((kt & 3) == 3 || kt == KT - 1) mb_arrive(&sempty[sq]); // this lane's last read of the quad
     };

@@ -19,10 +19,11 @@
 //           each other: rel. L2 1e-2, worst row 2e-2 (reasons at test_attn_pf); then their timings
 //           at T=1024 for context 0 and 31K (not with `small`).
 #include <algorithm>
-#include <atomic>
-#include <thread>
 
 #include "gpu_test.h"
+extern "C" {
+#include "cpu/ops_cpu.h"
+}
 #include "../../src/cuda/prefill.cuh"
 
 void report(bool ok, const char *fmt, ...);
@@ -115,18 +116,13 @@ static std::vector<float> mv(const lily_mat &m, const float *x) {
 }
 static float silu_h(float x) { return x / (1.0f + expf(-x)); }
 
-// fn(i) for i in [0, n) on every host core, rows handed out one at a time. The MoE cases' CPU references
+// fn(i) for i in [0, n) on the CPU backend's thread pool (cpu_parallel_for). The MoE cases' CPU references
 // (a matrix-vector product per token and expert, ~5 s a pass on one core) are recomputed in each of ~25
 // kernel passes, which made the prefill suite outgrow a device call. fn must only write its own row.
 template <class F> static void par_for(int n, const F &fn) {
-    const int nt = std::max(1, std::min(n, (int)std::thread::hardware_concurrency()));
-    std::atomic<int> next(0);
-    std::vector<std::thread> th;
-    for (int k = 0; k < nt; k++)
-        th.emplace_back([&] {
-            for (int i; (i = next.fetch_add(1)) < n;) fn(i);
-        });
-    for (std::thread &t : th) t.join();
+    cpu_parallel_for(n, [](void *p, int lo, int hi) {
+        for (int i = lo; i < hi; i++) (*(const F *)p)(i);
+    }, (void *)&fn);
 }
 
 
