@@ -17,6 +17,7 @@ struct dev_layer {
     int full;
     const float *in_norm, *post_norm;
     dq_mat qkv, z, b, a, out;
+    dq_mat qkvba; // qkv, b, a stacked (rows 0.., C.., C + Hv..; the three above are views of it), or rows 0
     const float *conv, *dt_bias, *A, *gnorm;
     dq_mat q, k, v, o;
     const float *q_norm, *k_norm;

@@ -6,6 +6,7 @@
 // Prompts (n > 1 tokens) go to the chunked prefill path (prefill_cuda.cu), bf16 activations only,
 // unless the "prefill" switch is off (LILY_CUDA_PREFILL=0) or LILY_CUDA_F32ACT is set: then they run
 // as the decode step token by token.
+#include <limits.h>
 #include <math.h>
 
 #include <vector>
@@ -109,6 +110,43 @@ static int upload_q(cuda_ctx *cx, const lily_mat *m, dq_mat *d, const char *what
     return upload_q_rows(cx, m, d, 0);
 }
 
+// Rows r0.. of the stacked device matrix s, as a matrix of its own (no copy).
+static dq_mat dq_view(const dq_mat &s, long r0, int rows) {
+    dq_mat v = s;
+    v.rows = rows;
+    v.codes = (const uint4 *)((const char *)s.codes + r0 * dq_row_bytes(s));
+    if (s.sb) v.sb = s.sb + r0 * (s.cols / s.group);
+    return v;
+}
+
+// Three checkpoint matrices of one format and width (the GDN in_proj's qkv, b, a) stacked in one
+// device matrix st, and va, vb, vc its views: the prefill runs the three as one GEMM
+// (LILY_CUDA_OPT_GDN_INPROJ), decode reads the views. Where the formats differ, or a view would start
+// off a 16-byte boundary, each is uploaded on its own and st has no rows.
+static int upload_stacked(cuda_ctx *cx, const lily_mat *a, const lily_mat *b, const lily_mat *c, dq_mat *st,
+                          dq_mat *va, dq_mat *vb, dq_mat *vc, const char *what) {
+    memset(st, 0, sizeof *st);
+    const lily_mat *ms[3] = {a, b, c};
+    int fmt[3] = {0, 0, 0}, rc = 0;
+    bool same = true;
+    long r0[3] = {0, 0, 0}, rows = 0;
+    for (int i = 0; i < 3; i++) {
+        if ((rc = mat_format(ms[i], what, &fmt[i]))) return rc;
+        r0[i] = rows, rows += ms[i]->rows;
+        same = same && ms[i]->rows > 0 && ms[i]->dtype == a->dtype && ms[i]->cols == a->cols && fmt[i] == fmt[0] &&
+               (a->dtype != LILY_DT_Q || (ms[i]->bits == a->bits && ms[i]->group == a->group)) &&
+               !(r0[i] * mat_row_bytes(a) % 16) && (a->dtype != LILY_DT_Q || !(r0[i] * (a->cols / a->group) * 4 % 16));
+    }
+    if (!same || rows > INT_MAX) {
+        if ((rc = upload_q(cx, a, va, what)) || (rc = upload_q(cx, b, vb, what))) return rc;
+        return upload_q(cx, c, vc, what);
+    }
+    dq_alloc(cx, st, (int)rows, a, fmt[0]);
+    for (int i = 0; i < 3 && !rc; i++) rc = upload_q_rows(cx, ms[i], st, r0[i]);
+    *va = dq_view(*st, r0[0], a->rows), *vb = dq_view(*st, r0[1], b->rows), *vc = dq_view(*st, r0[2], c->rows);
+    return rc;
+}
+
 static int upload_f(cuda_ctx *cx, const float **dst, const float *src, size_t n) {
     *dst = NULL;
     if (!src || !n) return 0;
@@ -179,7 +217,9 @@ static int upload_model(cuda_ctx *cx) {
             if ((rc = upload_f(cx, &d->q_norm, y->q_norm, c->head_dim))) break;
             if ((rc = upload_f(cx, &d->k_norm, y->k_norm, c->head_dim))) break;
         } else {
-            if ((rc = UQ(qkv)) || (rc = UQ(z)) || (rc = UQ(b)) || (rc = UQ(a)) || (rc = UQ(out))) break;
+            snprintf(what, sizeof what, "layer %d qkv, b, a", l);
+            if ((rc = upload_stacked(cx, &y->qkv, &y->b, &y->a, &d->qkvba, &d->qkv, &d->b, &d->a, what))) break;
+            if ((rc = UQ(z)) || (rc = UQ(out))) break;
             if ((rc = upload_f(cx, &d->conv, y->conv, (size_t)lily_conv_dim(c) * c->conv_kernel))) break;
             if ((rc = upload_f(cx, &d->dt_bias, y->dt_bias, c->lin_v_heads))) break;
             if ((rc = upload_f(cx, &d->A, y->A, c->lin_v_heads))) break;
@@ -232,7 +272,7 @@ static void dev_alias(cuda_ctx *cx, int mode) {
         dev_layer *d = &cx->L[l];
         const dev_layer *s = &cx->L[f];
         if (mode & 1) {
-            d->qkv = s->qkv, d->z = s->z, d->b = s->b, d->a = s->a, d->out = s->out;
+            d->qkv = s->qkv, d->z = s->z, d->b = s->b, d->a = s->a, d->out = s->out, d->qkvba = s->qkvba;
             d->q = s->q, d->k = s->k, d->v = s->v, d->o = s->o;
             d->router = s->router, d->sh_gate = s->sh_gate, d->sh_up = s->sh_up, d->sh_down = s->sh_down;
             d->sh_score = s->sh_score;
@@ -345,6 +385,7 @@ static int init_cuda(const lily_model *m, void **out) {
     // below 48): prefill 512 +2.5 %, 1K +4 %, 2K +5.5 %, 4K +1.5 %, 32K +2.5 % (docs/PERF.md, twentieth
     // and twenty-first sessions).
     cx->opt[LILY_CUDA_OPT_QG_GT] = env_int("LILY_CUDA_QG_GT", 1) & 3;
+    cx->opt[LILY_CUDA_OPT_GDN_INPROJ] = env_int("LILY_CUDA_GDN_INPROJ", 1) != 0;
     lily_cuda_moe_fused_tma = env_int("LILY_CUDA_MOE_FUSED_TMA", 1) != 0; // timing knob (bitwise the same)
     *out = cx;
 #define FAIL(x) do { rc = (x); if (rc) { free_ctx(cx); *out = NULL; return rc; } } while (0)
@@ -1027,7 +1068,7 @@ static const struct {
     {"attn_tc", LILY_CUDA_OPT_ATTN_TC, 0, 1},       {"qg_wsw", LILY_CUDA_OPT_QG_WSW, 0, 1},
     {"qg_wsp", LILY_CUDA_OPT_QG_WSP, 0, 1},       {"qg_splitk", LILY_CUDA_OPT_QG_SPLITK, 0, 1},
     {"qg_gt", LILY_CUDA_OPT_QG_GT, 0, 1},         {"gdn_wg", LILY_CUDA_OPT_GDN_WG, 0, 1},
-    {"qg_rw", LILY_CUDA_OPT_QG_RW, 0, 3},
+    {"qg_rw", LILY_CUDA_OPT_QG_RW, 0, 3},         {"gdn_inproj", LILY_CUDA_OPT_GDN_INPROJ, 0, 1},
 };
 
 extern "C" int lily_cuda_set_opt(void *ctx, int opt, int value);

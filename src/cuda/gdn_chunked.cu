@@ -287,12 +287,12 @@ size_t gdn_pf_chunked_scratch(gdn_dims d, int T) {
 #define GCV_KMAX 8
 static __device__ __forceinline__ uint16_t gc_bits(float bf) { return (uint16_t)(__float_as_uint(bf) >> 16); }
 __global__ void __launch_bounds__(256)
-    gdn_conv_all(int C, int K, int T, int pos, const uint16_t *qkv, const float *ring, const float *conv_w,
+    gdn_conv_all(int C, int ldq, int K, int T, int pos, const uint16_t *qkv, const float *ring, const float *conv_w,
                  uint16_t *cv) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x, t0 = blockIdx.y * GCV_ROWS, t1 = min(T, t0 + GCV_ROWS);
     if (c >= C) return;
     if (K > GCV_KMAX) {
-        for (int t = t0; t < t1; t++) cv[(long)t * C + c] = gc_bits(gdn_pf_conv(qkv, ring, conv_w, C, K, pos, t, c));
+        for (int t = t0; t < t1; t++) cv[(long)t * C + c] = gc_bits(gdn_pf_conv(qkv, ldq, ring, conv_w, C, K, pos, t, c));
         return;
     }
     float w[GCV_KMAX], win[GCV_KMAX]; // win[dd]: the raw input dd tokens back
@@ -300,7 +300,7 @@ __global__ void __launch_bounds__(256)
     for (int dd = 1; dd < GCV_KMAX; dd++) {
         const int tp = t0 - dd;
         win[dd] = dd >= K ? 0.0f
-                  : tp >= 0 ? __uint_as_float((uint32_t)qkv[(long)tp * C + c] << 16)
+                  : tp >= 0 ? __uint_as_float((uint32_t)qkv[(long)tp * ldq + c] << 16)
                             : ring[(long)(((pos + tp) % K + K) % K) * C + c];
         w[dd] = dd < K ? conv_w[(long)c * K + K - 1 - dd] : 0.0f;
     }
@@ -310,7 +310,7 @@ __global__ void __launch_bounds__(256)
     float xin[GCV_ROWS];
 #pragma unroll
     for (int j = 0; j < GCV_ROWS; j++)
-        xin[j] = t0 + j < t1 ? __uint_as_float((uint32_t)qkv[(long)(t0 + j) * C + c] << 16) : 0.0f;
+        xin[j] = t0 + j < t1 ? __uint_as_float((uint32_t)qkv[(long)(t0 + j) * ldq + c] << 16) : 0.0f;
 #pragma unroll
     for (int j = 0; j < GCV_ROWS; j++) {
         const int t = t0 + j;
@@ -333,7 +333,7 @@ __global__ void __launch_bounds__(256)
 // together. Measured 2.40 -> 2.24 ms over a 4K prefill (docs/PERF.md): still ~1.8 TB/s.
 template <int K>
 __global__ void __launch_bounds__(256)
-    gdn_conv_all8(int C, int T, int pos, const uint16_t *qkv, const float *ring, const float *conv_w, uint16_t *cv) {
+    gdn_conv_all8(int C, int ldq, int T, int pos, const uint16_t *qkv, const float *ring, const float *conv_w, uint16_t *cv) {
     const int c8 = (blockIdx.x * blockDim.x + threadIdx.x) * 8, t0 = blockIdx.y * GCV_ROWS, t1 = min(T, t0 + GCV_ROWS);
     if (c8 >= C) return;
     float w[8][K], win[8][K]; // win[ch][dd]: the raw input dd tokens back (dd >= 1)
@@ -345,7 +345,7 @@ __global__ void __launch_bounds__(256)
     for (int dd = 1; dd < K; dd++) {
         const int tp = t0 - dd;
         if (tp >= 0) {
-            const uint4 v = *(const uint4 *)(qkv + (long)tp * C + c8);
+            const uint4 v = *(const uint4 *)(qkv + (long)tp * ldq + c8);
             const uint32_t u[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
             for (int p = 0; p < 4; p++) win[2 * p][dd] = bf16_elem(u[p], 0), win[2 * p + 1][dd] = bf16_elem(u[p], 1);
@@ -360,7 +360,7 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             const int t = t0 + j0 + j;
-            xin[j] = t < t1 ? *(const uint4 *)(qkv + (long)t * C + c8) : make_uint4(0, 0, 0, 0);
+            xin[j] = t < t1 ? *(const uint4 *)(qkv + (long)t * ldq + c8) : make_uint4(0, 0, 0, 0);
         }
 #pragma unroll
         for (int j = 0; j < 8; j++) {
@@ -429,7 +429,7 @@ static __device__ __forceinline__ void gc_st_afrag(float *m, int nkt, int rb, in
 #define GC_PREP_BLOCKS 3 // phase A blocks an SM the registers are capped for (2: 112 registers, no spill)
 #endif
 __global__ void __launch_bounds__(GC_THREADS, GC_PREP_BLOCKS)
-    gdn_chunk_prep(gdn_dims d, int T, const uint16_t *cv, const uint16_t *bb, const uint16_t *aa,
+    gdn_chunk_prep(gdn_dims d, int T, const uint16_t *cv, const uint16_t *bb, const uint16_t *aa, int ldg,
                    const float *dt_bias, const float *A, float *scr) {
     extern __shared__ __align__(16) float sm[];
     const int ch = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
@@ -459,8 +459,8 @@ __global__ void __launch_bounds__(GC_THREADS, GC_PREP_BLOCKS)
     }
     if (tid < GC_C) {
         const bool live = tid < nc;
-        bet[tid] = live ? gdn_pf_beta(bb[(long)(c0 + tid) * d.hv + h]) : 0.0f;
-        gam[tid] = live ? gdn_pf_logdecay(aa[(long)(c0 + tid) * d.hv + h], dt_bias[h], A[h]) : 0.0f;
+        bet[tid] = live ? gdn_pf_beta(bb[(long)(c0 + tid) * ldg + h]) : 0.0f;
+        gam[tid] = live ? gdn_pf_logdecay(aa[(long)(c0 + tid) * ldg + h], dt_bias[h], A[h]) : 0.0f;
     }
     wg_cpwait<0>();
     __syncthreads();
@@ -830,12 +830,11 @@ __global__ void __launch_bounds__(GC_THREADS, 1)
     }
 }
 
-void gdn_pf_chunked(gdn_dims d, int T, int pos, const uint16_t *qkv, const uint16_t *b,
-                    const uint16_t *a, const float *conv_w, const float *dt_bias, const float *A,
+void gdn_pf_chunked(gdn_dims d, int T, int pos, gdn_in in, const float *conv_w, const float *dt_bias, const float *A,
                     float *conv_ring, float *state, uint16_t *o, float *scratch, int nsplit, cudaStream_t st) {
     if (T <= 0) return;
     if (!gc_takes(d)) {
-        gdn_pf_scan(d, T, pos, qkv, b, a, conv_w, dt_bias, A, conv_ring, state, o, 0, st);
+        gdn_pf_scan(d, T, pos, in, conv_w, dt_bias, A, conv_ring, state, o, 0, st);
         return;
     }
     if (nsplit <= 0) nsplit = (d.dv + 31) / 32;
@@ -845,18 +844,18 @@ void gdn_pf_chunked(gdn_dims d, int T, int pos, const uint16_t *qkv, const uint1
     nsplit = (d.dv + ncols - 1) / ncols;
     const int nch = (T + GC_C - 1) / GC_C, C = 2 * d.hk * d.dk + d.hv * d.dv;
     uint16_t *cv = (uint16_t *)(scratch + gc_rec_floats(d, T));
-    if (d.kconv == 4 && !(C & 7)) // the model's conv width: 8 channels a thread
-        gdn_conv_all8<4><<<dim3((C / 8 + 255) / 256, (T + GCV_ROWS - 1) / GCV_ROWS), 256, 0, st>>>(C, T, pos, qkv, conv_ring,
-                                                                                                conv_w, cv);
+    if (d.kconv == 4 && !(C & 7) && !(in.ldq & 7) && !((uintptr_t)in.qkv & 15)) // the model's: 8 channels a thread
+        gdn_conv_all8<4><<<dim3((C / 8 + 255) / 256, (T + GCV_ROWS - 1) / GCV_ROWS), 256, 0, st>>>(C, in.ldq, T, pos, in.qkv,
+                                                                                                conv_ring, conv_w, cv);
     else
-        gdn_conv_all<<<dim3((C + 255) / 256, (T + GCV_ROWS - 1) / GCV_ROWS), 256, 0, st>>>(C, d.kconv, T, pos, qkv,
+        gdn_conv_all<<<dim3((C + 255) / 256, (T + GCV_ROWS - 1) / GCV_ROWS), 256, 0, st>>>(C, in.ldq, d.kconv, T, pos, in.qkv,
                                                                                         conv_ring, conv_w, cv);
     PF_MARK("gdn conv + silu (all channels)");
     const size_t smem_a = gc_prep_smem_floats(d.dk) * sizeof(float);
     const size_t smem_b = gc_scan_smem_floats(d.dk, ncols) * sizeof(float);
     cudaFuncSetAttribute(gdn_chunk_prep, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_a);
     cudaFuncSetAttribute(gdn_chunk_scan, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_b);
-    gdn_chunk_prep<<<dim3(nch, d.hv), GC_THREADS, smem_a, st>>>(d, T, cv, b, a, dt_bias, A, scratch);
+    gdn_chunk_prep<<<dim3(nch, d.hv), GC_THREADS, smem_a, st>>>(d, T, cv, in.b, in.a, in.ldg, dt_bias, A, scratch);
     PF_MARK("gdn chunked phase A (norms, WY, inverse)"); // the two phases apart in pfprof
     if (gdn_scan_wg_takes(d, ncols)) // the same products on the warpgroup MMA (gdn_scan_wg.cu)
         gdn_scan_wg_launch(d, T, scratch, cv, state, o, nsplit, st);
@@ -877,5 +876,5 @@ void gdn_pf_chunked(gdn_dims d, int T, int pos, const uint16_t *qkv, const uint1
         cudaMemset(sym, 0, sizeof c);
     }
 #endif
-    gdn_pf_ring(d, T, pos, qkv, conv_ring, st);
+    gdn_pf_ring(d, T, pos, in.qkv, in.ldq, conv_ring, st);
 }

@@ -6,14 +6,14 @@
 #include "cuda_common.cuh"
 
 // Causal depthwise conv + SiLU of channel c at token t of the call (position pos + t): raw bf16
-// projections qkv (T, C) for tokens >= 0, the fp32 ring (K, C) of raw inputs (slot p % K holds
+// projections qkv (T rows of C at stride ldq) for tokens >= 0, the fp32 ring (K, C) of raw inputs (slot p % K holds
 // position p) for the K-1 positions before the call. bf16 rounding after the conv and after SiLU.
-__device__ __forceinline__ float gdn_pf_conv(const uint16_t *qkv, const float *ring,
+__device__ __forceinline__ float gdn_pf_conv(const uint16_t *qkv, int ldq, const float *ring,
                                              const float *conv_w, int C, int K, int pos, int t, int c) {
-    float y = conv_w[(long)c * K + K - 1] * __uint_as_float((uint32_t)qkv[(long)t * C + c] << 16);
+    float y = conv_w[(long)c * K + K - 1] * __uint_as_float((uint32_t)qkv[(long)t * ldq + c] << 16);
     for (int dd = 1; dd < K; dd++) {
         int tp = t - dd;
-        float u = tp >= 0 ? __uint_as_float((uint32_t)qkv[(long)tp * C + c] << 16)
+        float u = tp >= 0 ? __uint_as_float((uint32_t)qkv[(long)tp * ldq + c] << 16)
                           : ring[(long)(((pos + tp) % K + K) % K) * C + c];
         y += conv_w[(long)c * K + K - 1 - dd] * u;
     }

@@ -16,8 +16,7 @@
 #define GP_TS 16     // tokens per sub-chunk
 #define GP_KPT 32    // state values per thread (Dk / 4 <= 32)
 
-__global__ void __launch_bounds__(128) gdn_pf_kernel(gdn_dims d, int T, int pos, const uint16_t *qkv,
-                                                     const uint16_t *bb, const uint16_t *aa,
+__global__ void __launch_bounds__(128) gdn_pf_kernel(gdn_dims d, int T, int pos, gdn_in in,
                                                      const float *conv_w, const float *dt_bias,
                                                      const float *A, const float *ring, float *state,
                                                      uint16_t *o, int ncols) {
@@ -53,7 +52,7 @@ __global__ void __launch_bounds__(128) gdn_pf_kernel(gdn_dims d, int T, int pos,
             int c = ci < Dk ? kh * Dk + ci
                     : ci < 2 * Dk ? d.hk * Dk + kh * Dk + (ci - Dk)
                     : 2 * d.hk * Dk + h * d.dv + j0 + (ci - 2 * Dk);
-            float y = gdn_pf_conv(qkv, ring, conv_w, C, K, pos, t0 + tt, c);
+            float y = gdn_pf_conv(in.qkv, in.ldq, ring, conv_w, C, K, pos, t0 + tt, c);
             if (ci < 2 * Dk) {
                 int i = ci % Dk;
                 (ci < Dk ? qs : ks)[tt * row + (i / kper) * kst + i % kper] = y;
@@ -63,8 +62,8 @@ __global__ void __launch_bounds__(128) gdn_pf_kernel(gdn_dims d, int T, int pos,
         }
         if (tid < nts) {
             int t = t0 + tid;
-            bet[tid] = gdn_pf_beta(bb[(long)t * d.hv + h]);
-            gam[tid] = expf(gdn_pf_logdecay(aa[(long)t * d.hv + h], dtb, a_h));
+            bet[tid] = gdn_pf_beta(in.b[(long)t * in.ldg + h]);
+            gam[tid] = expf(gdn_pf_logdecay(in.a[(long)t * in.ldg + h], dtb, a_h));
         }
         __syncthreads();
         // L2 norms (eps inside the sqrt), q scaled by Dk^-1/2, and k.q: one warp per token.
@@ -128,16 +127,15 @@ __global__ void __launch_bounds__(128) gdn_pf_kernel(gdn_dims d, int T, int pos,
 }
 
 // The last K raw inputs of the chunk into their ring slots (positions >= pos only).
-__global__ void gdn_ring_kernel(int C, int K, int T, int pos, const uint16_t *qkv, float *ring) {
+__global__ void gdn_ring_kernel(int C, int ldq, int K, int T, int pos, const uint16_t *qkv, float *ring) {
     for (int w = blockIdx.x * blockDim.x + threadIdx.x; w < K * C; w += gridDim.x * blockDim.x) {
         int dd = w / C + 1, c = w % C, t = T - dd;
         if (t < 0) continue;
-        ring[(long)((pos + t) % K) * C + c] = __uint_as_float((uint32_t)qkv[(long)t * C + c] << 16);
+        ring[(long)((pos + t) % K) * C + c] = __uint_as_float((uint32_t)qkv[(long)t * ldq + c] << 16);
     }
 }
 
-void gdn_pf_scan(gdn_dims d, int T, int pos, const uint16_t *qkv, const uint16_t *b,
-                 const uint16_t *a, const float *conv_w, const float *dt_bias, const float *A,
+void gdn_pf_scan(gdn_dims d, int T, int pos, gdn_in in, const float *conv_w, const float *dt_bias, const float *A,
                  float *conv_ring, float *state, uint16_t *o, int nsplit, cudaStream_t st) {
     if (T <= 0) return;
     if (nsplit <= 0) nsplit = 4;
@@ -147,14 +145,14 @@ void gdn_pf_scan(gdn_dims d, int T, int pos, const uint16_t *qkv, const uint16_t
     const int threads = (ncols + 7) / 8 * 32;
     const int row = 4 * (((d.dk / 4 + 3) & ~3) + 4);
     size_t smem = (size_t)(2 * GP_TS * row + 2 * GP_TS * ncols + 3 * GP_TS) * sizeof(float);
-    gdn_pf_kernel<<<dim3(d.hv, nsplit), threads, smem, st>>>(d, T, pos, qkv, b, a, conv_w, dt_bias, A,
-                                                            conv_ring, state, o, ncols);
-    gdn_pf_ring(d, T, pos, qkv, conv_ring, st);
+    gdn_pf_kernel<<<dim3(d.hv, nsplit), threads, smem, st>>>(d, T, pos, in, conv_w, dt_bias, A, conv_ring, state,
+                                                            o, ncols);
+    gdn_pf_ring(d, T, pos, in.qkv, in.ldq, conv_ring, st);
 }
 
-void gdn_pf_ring(gdn_dims d, int T, int pos, const uint16_t *qkv, float *conv_ring, cudaStream_t st) {
+void gdn_pf_ring(gdn_dims d, int T, int pos, const uint16_t *qkv, int ldq, float *conv_ring, cudaStream_t st) {
     const int C = 2 * d.hk * d.dk + d.hv * d.dv;
-    gdn_ring_kernel<<<(d.kconv * C + 255) / 256, 256, 0, st>>>(C, d.kconv, T, pos, qkv, conv_ring);
+    gdn_ring_kernel<<<(d.kconv * C + 255) / 256, 256, 0, st>>>(C, ldq, d.kconv, T, pos, qkv, conv_ring);
 }
 
 // Gated RMSNorm (spec §2.1b) per (token, v head): one warp each.

@@ -328,16 +328,23 @@ int moe_pf_experts(const moe_pf_w &w, const uint16_t *xn, int T, const float *re
                    moe_pf_scratch *s, int tile_m, cudaStream_t st);
 
 // ---- gdn_prefill.cu: the Gated DeltaNet mixer core for a chunk of T tokens ---------------------
-// qkv (T, C) bf16 raw projections; b, a (T, Hv) bf16; conv_ring (K, C) fp32 raw inputs (slot p % K
-// holds position p: the decode layout); state (Hv, Dv, Dk) fp32; pos = position of token 0.
-// Writes o (T, Hv*Dv) bf16 (the delta-rule read-out) and advances ring and state exactly as T decode
-// steps would. nsplit: blocks per v head (Dv columns split; 0 = default 4).
-void gdn_pf_scan(gdn_dims d, int T, int pos, const uint16_t *qkv, const uint16_t *b,
-                 const uint16_t *a, const float *conv_w, const float *dt_bias, const float *A,
+// What a chunk reads from the layer's in_proj, bf16: the raw conv inputs qkv (T, C) at row stride ldq
+// and the beta and decay logits b, a (T, Hv) at row stride ldg. The engine's in_proj writes all three
+// as one (T, C + 2 Hv) array (one GEMM over the stacked rows qkv|b|a): ldq = ldg = C + 2 Hv, b and a at
+// columns C and C + Hv; apart, ldq = C and ldg = Hv.
+struct gdn_in {
+    const uint16_t *qkv, *b, *a;
+    int ldq, ldg;
+};
+// conv_ring (K, C) fp32 raw inputs (slot p % K holds position p: the decode layout); state (Hv, Dv,
+// Dk) fp32; pos = position of token 0. Writes o (T, Hv*Dv) bf16 (the delta-rule read-out) and
+// advances ring and state exactly as T decode steps would. nsplit: blocks per v head (Dv columns
+// split; 0 = default 4).
+void gdn_pf_scan(gdn_dims d, int T, int pos, gdn_in in, const float *conv_w, const float *dt_bias, const float *A,
                  float *conv_ring, float *state, uint16_t *o, int nsplit, cudaStream_t st);
 // The ring update alone (the last K raw inputs of the chunk into their slots), as gdn_pf_scan does it
 // after its scan; the chunked form below uses it too.
-void gdn_pf_ring(gdn_dims d, int T, int pos, const uint16_t *qkv, float *conv_ring, cudaStream_t st);
+void gdn_pf_ring(gdn_dims d, int T, int pos, const uint16_t *qkv, int ldq, float *conv_ring, cudaStream_t st);
 // gdn_chunked.cu: the same function as gdn_pf_scan (same arguments, outputs, ring and state), in the
 // chunked form of spec §4 (chunks of 64 tokens, products on the tensor cores in 3xTF32, see the
 // file's comment): a conv pass over all channels, a parallel kernel over (chunk, v head) that
@@ -350,8 +357,7 @@ void gdn_pf_ring(gdn_dims d, int T, int pos, const uint16_t *qkv, float *conv_ri
 // the prefill path for chunks of >= 64 tokens unless LILY_CUDA_GDN_CHUNKED=0
 // (LILY_CUDA_OPT_GDN_CHUNKED, bench flag "gdn_chunked").
 size_t gdn_pf_chunked_scratch(gdn_dims d, int T);
-void gdn_pf_chunked(gdn_dims d, int T, int pos, const uint16_t *qkv, const uint16_t *b,
-                    const uint16_t *a, const float *conv_w, const float *dt_bias, const float *A,
+void gdn_pf_chunked(gdn_dims d, int T, int pos, gdn_in in, const float *conv_w, const float *dt_bias, const float *A,
                     float *conv_ring, float *state, uint16_t *o, float *scratch, int nsplit, cudaStream_t st);
 // Whether the sequential kernel runs on the warpgroup MMA (gdn_scan_wg.cu) where it takes the shape
 // (Dk 128, 32 value columns a block): LILY_CUDA_GDN_WG, option LILY_CUDA_OPT_GDN_WG, flag gdn_wg;

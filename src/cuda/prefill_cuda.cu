@@ -39,7 +39,7 @@ static size_t pf_sizes(cuda_ctx *cx, size_t C, size_t *sizes) {
         size_t b = moe_pf_scratch_bytes(layer_moe(cx, &cx->L[l]), (int)C);
         moe = b > moe ? b : moe;
     }
-    const size_t sz[] = {T * 4, T * H * 4, T * H * 2, T * conv * 2, T * vd * 2, T * c->lin_v_heads * 2,
+    const size_t sz[] = {T * 4, T * H * 4, T * H * 2, T * (conv + 2 * (size_t)c->lin_v_heads) * 2, T * vd * 2, T * c->lin_v_heads * 2,
                          T * c->lin_v_heads * 2, T * (vd > ad ? vd : ad) * 2, T * vd * 2, T * 2 * ad * 4,
                          T * kd * 4, T * kd * 4, T * ad * 4, moe, gdn_pf_chunked_scratch(gd, (int)C),
                          (size_t)qgemm_splitk_cap() * 4, (size_t)qgemm_splitk_cap() * 4};
@@ -155,6 +155,7 @@ static cudaStream_t pf_side(cuda_ctx *cx) {
 // launches are small or latency-bound, and the main chain's kernels leave SMs idle); each output is
 // joined before its first reader, and the side stream only writes buffers the main one does not
 // touch until then. The kernels and their inputs are the same: the same bits.
+long lily_pf_inproj_stacked; // GDN layers run on the stacked qkv|b|a GEMM (counted for the e2e test)
 static int enqueue_chunk(cuda_ctx *cx, cuda_state *s, int T) {
     const lily_config *c = &cx->c;
     cudaStream_t st = cx->st;
@@ -183,27 +184,37 @@ static int enqueue_chunk(cuda_ctx *cx, cuda_state *s, int T) {
             PF_MARK("rmsnorm (input + post)");
         }
         if (!d->full) {
-            // Each GEMM its own pfprof row: b and a have 32 rows each (a launch's fixed cost). With a
-            // side stream: b, a, then z there (b, a are joined before the scan, z before the norm).
+            // qkv, b and a as one GEMM over their stacked rows (b and a have 32 rows each: on their
+            // own, a launch's fixed cost each; stacked, 64 more columns of a GEMM whose last wave was
+            // not full). Apart (the ablation, or weights of different formats), each its own pfprof row
+            // and with a side stream b, a there (joined before the scan). z on the side stream
+            // (joined before the norm).
+            const int C = lily_conv_dim(c), Hv = c->lin_v_heads;
+            const bool stacked = d->qkvba.rows && cx->opt[LILY_CUDA_OPT_GDN_INPROJ] && !sep;
+            const gdn_in gi = stacked ? gdn_in{b->qkv, b->qkv + C, b->qkv + C + Hv, C + 2 * Hv, C + 2 * Hv}
+                                      : gdn_in{b->qkv, b->b, b->a, C, Hv};
+            lily_pf_inproj_stacked += stacked;
             if (side && (rc = pf_wait(side, st, cx->pf_ev[0]))) break;
-            if ((rc = pf_gemm(st, sep, b->xn, H, d->qkv, T, QG_BF16, b->qkv, NULL, mp))) break;
-            PF_MARK("gdn in_proj gemm qkv");
-            if ((rc = pf_gemm(sst, sep, b->xn, H, d->b, T, QG_BF16, b->b, NULL, sp)) ||
-                (rc = pf_gemm(sst, sep, b->xn, H, d->a, T, QG_BF16, b->a, NULL, sp)))
-                break;
-            PF_MARK("gdn in_proj gemms b, a");
-            if (side && (rc = pf_wait(st, side, cx->pf_ev[1]))) break;
+            if ((rc = pf_gemm(st, sep, b->xn, H, stacked ? d->qkvba : d->qkv, T, QG_BF16, b->qkv, NULL, mp))) break;
+            PF_MARK(stacked ? "gdn in_proj gemm qkv|b|a" : "gdn in_proj gemm qkv");
+            if (!stacked) {
+                if ((rc = pf_gemm(sst, sep, b->xn, H, d->b, T, QG_BF16, b->b, NULL, sp)) ||
+                    (rc = pf_gemm(sst, sep, b->xn, H, d->a, T, QG_BF16, b->a, NULL, sp)))
+                    break;
+                PF_MARK("gdn in_proj gemms b, a");
+                if (side && (rc = pf_wait(st, side, cx->pf_ev[1]))) break;
+            }
             if ((rc = pf_gemm(sst, sep, b->xn, H, d->z, T, QG_BF16, b->z, NULL, sp))) break;
             PF_MARK("gdn in_proj gemm z");
             if (side && (rc = pf_record(cx->pf_ev[2], side))) break;
             // The chunked form only from one whole chunk of 64 up: below that it is one partial chunk,
             // with no tensor-core work to win over the scan.
             if (cx->opt[LILY_CUDA_OPT_GDN_CHUNKED] && T >= 64) {
-                gdn_pf_chunked(gd, T, pos0, b->qkv, b->b, b->a, d->conv, d->dt_bias, d->A, s->ring[l], s->S[l],
+                gdn_pf_chunked(gd, T, pos0, gi, d->conv, d->dt_bias, d->A, s->ring[l], s->S[l],
                                b->o, b->gdn, 0, st);
                 PF_MARK("gdn conv ring update"); // phases A and B are marked inside
             } else {
-                gdn_pf_scan(gd, T, pos0, b->qkv, b->b, b->a, d->conv, d->dt_bias, d->A, s->ring[l], s->S[l],
+                gdn_pf_scan(gd, T, pos0, gi, d->conv, d->dt_bias, d->A, s->ring[l], s->S[l],
                             b->o, 0, st);
                 PF_MARK("gdn conv+delta rule (scan)");
             }

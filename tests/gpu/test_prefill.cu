@@ -630,6 +630,22 @@ static gdn_inputs gdn_make_inputs(const gdn_case &k, rng &r) {
     return in;
 }
 
+// The inputs on the device as a GDN prefill reads them: apart (ldq C, ldg Hv), or stacked as the
+// engine's qkv|b|a GEMM writes them (one (T, C + 2 Hv) array, b and a at columns C and C + Hv).
+static gdn_in gdn_dev_in(const gdn_case &k, const gdn_inputs &in, bool stacked) {
+    const int C = 2 * k.hk * k.dk + k.hv * k.dv, T = k.T, Hv = k.hv;
+    if (!stacked) return gdn_in{dup(in.qkv), dup(in.bq), dup(in.aq), C, Hv};
+    const int ld = C + 2 * Hv;
+    std::vector<uint16_t> m((size_t)T * ld);
+    for (int t = 0; t < T; t++) {
+        std::copy_n(in.qkv.begin() + (size_t)t * C, C, m.begin() + (size_t)t * ld);
+        std::copy_n(in.bq.begin() + (size_t)t * Hv, Hv, m.begin() + (size_t)t * ld + C);
+        std::copy_n(in.aq.begin() + (size_t)t * Hv, Hv, m.begin() + (size_t)t * ld + C + Hv);
+    }
+    const uint16_t *p = dup(m);
+    return gdn_in{p, p + C, p + C + Hv, ld, ld};
+}
+
 // CPU recurrence (spec §2.4), T decode steps from ring `hist` and state `Sr` (advanced in place);
 // state (Hv, Dv, Dk) as the GPU keeps it; orf (T, Hv*Dv) the bf16-rounded outputs.
 static void gdn_ref(const gdn_case &k, const std::vector<float> &convw, const std::vector<float> &dtb,
@@ -672,17 +688,18 @@ static void gdn_ref(const gdn_case &k, const std::vector<float> &convw, const st
 static void test_gdn_pf(rng &r) {
     gdn_case cases[] = {{2, 4, 64, 64, 4, 37, 0, 0}, {16, 32, 128, 128, 4, 100, 5, 4}, {1, 2, 32, 64, 3, 2, 3, 0},
                         {2, 4, 128, 128, 4, 1, 7, 8}, {4, 8, 128, 96, 4, 70, 0, 3}};
-    int idx = 0;
+    int idx = 0, n = 0;
     for (auto &k : cases) {
         if (g_small && idx++ >= 3) break;
         gdn_dims d = {k.hk, k.hv, k.dk, k.dv, k.K};
         const int C = 2 * k.hk * k.dk + k.hv * k.dv, T = k.T;
+        const bool stacked = n++ % 2; // the engine's qkv|b|a layout every other case (the real dims' one)
         gdn_inputs in = gdn_make_inputs(k, r);
         std::vector<float> &convw = in.convw, &dtb = in.dtb, &A = in.A, &ring0 = in.ring0, &S0 = in.S0;
         std::vector<uint16_t> &qkv = in.qkv, &bq = in.bq, &aq = in.aq;
         float *dconv = dup(convw), *ddt = dup(dtb), *dA = dup(A), *ring = dup(ring0), *S = dup(S0);
         uint16_t *o = poisoned<uint16_t>((size_t)T * k.hv * k.dv);
-        gdn_pf_scan(d, T, k.pos, dup(qkv), dup(bq), dup(aq), dconv, ddt, dA, ring, S, o, k.nsplit, 0);
+        gdn_pf_scan(d, T, k.pos, gdn_dev_in(k, in, stacked), dconv, ddt, dA, ring, S, o, k.nsplit, 0);
         CK(cudaGetLastError());
         std::vector<float> hist = ring0, Sr = S0, orf((size_t)T * k.hv * k.dv);
         gdn_ref(k, convw, dtb, A, qkv, bq, aq, hist, Sr, orf);
@@ -709,8 +726,8 @@ static void test_gdn_pf(rng &r) {
         double es2 = rel_l2(gs.data(), gs2.data(), gs.size()), eo2 = rel_l2(go.data(), od.data(), go.size());
         bool ring2_ok = !memcmp(gr.data(), gr2.data(), gr.size() * 4);
         bool ok = !count_nonfinite(go.data(), go.size()) && eo < 5e-3 && es < 3e-4 && ring_ok && es2 < 1e-5 && eo2 < 2e-3 && ring2_ok;
-        report(ok, "gdn prefill scan hk=%d hv=%d dk=%d dv=%d K=%d T=%d pos=%d nsplit=%d: vs CPU o %.1e state %.1e ring %s; vs decode steps o %.1e state %.1e ring %s",
-               k.hk, k.hv, k.dk, k.dv, k.K, T, k.pos, k.nsplit, eo, es, ring_ok ? "equal" : "DIFFER", eo2, es2, ring2_ok ? "equal" : "DIFFER");
+        report(ok, "gdn prefill scan%s hk=%d hv=%d dk=%d dv=%d K=%d T=%d pos=%d nsplit=%d: vs CPU o %.1e state %.1e ring %s; vs decode steps o %.1e state %.1e ring %s",
+               stacked ? " (qkv|b|a stacked)" : "", k.hk, k.hv, k.dk, k.dv, k.K, T, k.pos, k.nsplit, eo, es, ring_ok ? "equal" : "DIFFER", eo2, es2, ring2_ok ? "equal" : "DIFFER");
         free_all();
     }
     // Gated RMSNorm: the 8-values-a-lane form (dv 128, 64: several heads a warp; 256; T * hv odd, so a
@@ -769,10 +786,13 @@ static void test_gdn_chunked(rng &r) {
                         {16, 32, 128, 128, 4, 200, 5, 0}, {2, 4, 128, 128, 4, 1000, 77, 2}, {1, 4, 64, 128, 4, 130, 0, 8},
                         {2, 2, 128, 64, 4, 129, 64, 1},  {16, 32, 128, 128, 4, 2048, 300, 0}, {1, 1, 128, 40, 4, 100, 3, 3},
                         {1, 2, 24, 200, 3, 70, 1, 0},    {1, 2, 16, 20, 4, 70, 2, 0},   {1, 2, 20, 24, 4, 50, 0, 0}};
-    int idx = 0;
+    int idx = 0, n = 0;
     const int wg_saved = lily_gdn_wg;
     for (auto &k : cases) {
         if (g_small && idx++ >= 3) break;
+        // The engine's qkv|b|a layout every other case (both real-dims ones; strides not a multiple of 8
+        // where C + 2 Hv is not: the conv pass's scalar form).
+        const bool stacked = n++ % 2 == 0;
         // Dk 128: phase B on the warpgroup MMA (gdn_scan_wg.cu, where it takes the column split) and on
         // mma.sync, each against the CPU and the scan.
         for (int wgm = 1; wgm >= (k.dk == 128 ? 0 : 1); wgm--) {
@@ -783,13 +803,13 @@ static void test_gdn_chunked(rng &r) {
         std::vector<float> &convw = in.convw, &dtb = in.dtb, &A = in.A, &ring0 = in.ring0, &S0 = in.S0;
         std::vector<uint16_t> &qkv = in.qkv, &bq = in.bq, &aq = in.aq;
         float *dconv = dup(convw), *ddt = dup(dtb), *dA = dup(A);
-        uint16_t *dqkv = dup(qkv), *db = dup(bq), *da = dup(aq);
+        const gdn_in gi = gdn_dev_in(k, in, stacked);
         float *ring = dup(ring0), *S = dup(S0), *ring2 = dup(ring0), *S2 = dup(S0);
         uint16_t *o = poisoned<uint16_t>((size_t)T * k.hv * k.dv), *o2 = poisoned<uint16_t>((size_t)T * k.hv * k.dv);
         float *scr = poisoned<float>(gdn_pf_chunked_scratch(d, T) / sizeof(float)); // NaN: must be written before read
-        gdn_pf_chunked(d, T, k.pos, dqkv, db, da, dconv, ddt, dA, ring, S, o, scr, k.nsplit, 0);
+        gdn_pf_chunked(d, T, k.pos, gi, dconv, ddt, dA, ring, S, o, scr, k.nsplit, 0);
         CK(cudaGetLastError());
-        gdn_pf_scan(d, T, k.pos, dqkv, db, da, dconv, ddt, dA, ring2, S2, o2, 0, 0);
+        gdn_pf_scan(d, T, k.pos, gi, dconv, ddt, dA, ring2, S2, o2, 0, 0);
         CK(cudaGetLastError());
         std::vector<float> hist = ring0, Sr = S0, orf((size_t)T * k.hv * k.dv);
         gdn_ref(k, convw, dtb, A, qkv, bq, aq, hist, Sr, orf);
@@ -800,8 +820,8 @@ static void test_gdn_chunked(rng &r) {
         bool ring_ok = !memcmp(gr.data(), hist.data(), gr.size() * 4);
         bool ok = !count_nonfinite(go.data(), go.size()) && !count_nonfinite(gs.data(), gs.size()) && eo < 5e-3 &&
                   es < 3e-4 && eo2 < 5e-3 && es2 < 1e-4 && ring_ok;
-        report(ok, "gdn prefill chunked%s hk=%d hv=%d dk=%d dv=%d K=%d T=%d pos=%d nsplit=%d: vs CPU o %.1e state %.1e (tol 5e-3, 3e-4) ring %s; vs scan o %.1e state %.1e (tol 5e-3, 1e-4)",
-               k.dk == 128 ? (wgm ? " (gdn_wg 1)" : " (gdn_wg 0)") : "", k.hk, k.hv, k.dk, k.dv, k.K, T, k.pos, k.nsplit, eo, es,
+        report(ok, "gdn prefill chunked%s%s hk=%d hv=%d dk=%d dv=%d K=%d T=%d pos=%d nsplit=%d: vs CPU o %.1e state %.1e (tol 5e-3, 3e-4) ring %s; vs scan o %.1e state %.1e (tol 5e-3, 1e-4)",
+               k.dk == 128 ? (wgm ? " (gdn_wg 1)" : " (gdn_wg 0)") : "", stacked ? " (qkv|b|a stacked)" : "", k.hk, k.hv, k.dk, k.dv, k.K, T, k.pos, k.nsplit, eo, es,
                ring_ok ? "equal" : "DIFFER", eo2, es2);
         free_all();
         }
@@ -814,19 +834,19 @@ static void test_gdn_chunked(rng &r) {
     for (int T : {1024, 4096}) {
         gdn_inputs in = gdn_make_inputs(gdn_case{16, 32, 128, 128, 4, T, 0, 0}, r);
         std::vector<float> &convw = in.convw, &dtb = in.dtb, &A = in.A;
-        std::vector<uint16_t> &qkv = in.qkv, &bq = in.bq, &aq = in.aq;
         float *ring = dup(in.ring0), *S = dup(in.S0);
-        uint16_t *o = poisoned<uint16_t>((size_t)T * 32 * 128), *dqkv = dup(qkv), *db = dup(bq), *da = dup(aq);
+        uint16_t *o = poisoned<uint16_t>((size_t)T * 32 * 128);
+        const gdn_in gi = gdn_dev_in(gdn_case{16, 32, 128, 128, 4, T, 0, 0}, in, true); // the engine's layout
         float *dconv = dup(convw), *ddt = dup(dtb), *dA = dup(A);
         float *scr = poisoned<float>(gdn_pf_chunked_scratch(d, T) / sizeof(float));
-        double ms = gpu_time_ms([&] { gdn_pf_scan(d, T, 0, dqkv, db, da, dconv, ddt, dA, ring, S, o, 0, 0); }, 5);
+        double ms = gpu_time_ms([&] { gdn_pf_scan(d, T, 0, gi, dconv, ddt, dA, ring, S, o, 0, 0); }, 5);
         printf("| scan | %d | 4 | %.3f | %.0f |\n", T, ms, T / (ms * 1e-3));
         for (int ns : {2, 4, 8}) {
-            ms = gpu_time_ms([&] { gdn_pf_chunked(d, T, 0, dqkv, db, da, dconv, ddt, dA, ring, S, o, scr, ns, 0); }, 5);
+            ms = gpu_time_ms([&] { gdn_pf_chunked(d, T, 0, gi, dconv, ddt, dA, ring, S, o, scr, ns, 0); }, 5);
             printf("| chunked | %d | %d | %.3f | %.0f |\n", T, ns, ms, T / (ms * 1e-3));
         }
         lily_gdn_wg = !wg_saved; // the other phase B at its split (4 blocks a head)
-        ms = gpu_time_ms([&] { gdn_pf_chunked(d, T, 0, dqkv, db, da, dconv, ddt, dA, ring, S, o, scr, 4, 0); }, 5);
+        ms = gpu_time_ms([&] { gdn_pf_chunked(d, T, 0, gi, dconv, ddt, dA, ring, S, o, scr, 4, 0); }, 5);
         printf("| chunked, gdn_wg %d | %d | 4 | %.3f | %.0f |\n", lily_gdn_wg, T, ms, T / (ms * 1e-3));
         lily_gdn_wg = wg_saved;
         CK(cudaGetLastError());
@@ -1132,12 +1152,12 @@ static void bench_gdn(rng &r) {
     for (int T : {256, 4096}) {
         gdn_inputs in = gdn_make_inputs(gdn_case{16, 32, 128, 128, 4, T, 0, 0}, r);
         std::vector<float> &convw = in.convw, &dtb = in.dtb, &A = in.A;
-        std::vector<uint16_t> &qkv = in.qkv, &bq = in.bq, &aq = in.aq;
         float *ring = dup(in.ring0), *S = dup(in.S0);
-        uint16_t *o2 = poisoned<uint16_t>((size_t)T * 32 * 128), *dqkv = dup(qkv), *db = dup(bq), *da = dup(aq);
+        uint16_t *o2 = poisoned<uint16_t>((size_t)T * 32 * 128);
+        const gdn_in gi = gdn_dev_in(gdn_case{16, 32, 128, 128, 4, T, 0, 0}, in, true); // the engine's layout
         float *dconv = dup(convw), *ddt = dup(dtb), *dA = dup(A);
         for (int ns : {4, 8, 16}) {
-            double ms = gpu_time_ms([&] { gdn_pf_scan(d, T, 0, dqkv, db, da, dconv, ddt, dA, ring, S, o2, ns, 0); }, 5);
+            double ms = gpu_time_ms([&] { gdn_pf_scan(d, T, 0, gi, dconv, ddt, dA, ring, S, o2, ns, 0); }, 5);
             printf("| GDN scan | %d | %d | %.3f | %.0f |\n", T, ns, ms, T / (ms * 1e-3));
         }
         free_all();
