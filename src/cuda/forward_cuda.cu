@@ -122,7 +122,8 @@ static dq_mat dq_view(const dq_mat &s, long r0, int rows) {
 // Three checkpoint matrices of one format and width (the GDN in_proj's qkv, b, a) stacked in one
 // device matrix st, and va, vb, vc its views: the prefill runs the three as one GEMM
 // (LILY_CUDA_OPT_GDN_INPROJ), decode reads the views. Where the formats differ, or a view would start
-// off a 16-byte boundary, each is uploaded on its own and st has no rows.
+// off a 16-byte boundary, or the option is off at load (LILY_CUDA_GDN_INPROJ=0: the engine as before
+// it), each is uploaded on its own and st has no rows.
 static int upload_stacked(cuda_ctx *cx, const lily_mat *a, const lily_mat *b, const lily_mat *c, dq_mat *st,
                           dq_mat *va, dq_mat *vb, dq_mat *vc, const char *what) {
     memset(st, 0, sizeof *st);
@@ -137,7 +138,7 @@ static int upload_stacked(cuda_ctx *cx, const lily_mat *a, const lily_mat *b, co
                (a->dtype != LILY_DT_Q || (ms[i]->bits == a->bits && ms[i]->group == a->group)) &&
                !(r0[i] * mat_row_bytes(a) % 16) && (a->dtype != LILY_DT_Q || !(r0[i] * (a->cols / a->group) * 4 % 16));
     }
-    if (!same || rows > INT_MAX) {
+    if (!same || rows > INT_MAX || !cx->opt[LILY_CUDA_OPT_GDN_INPROJ]) {
         if ((rc = upload_q(cx, a, va, what)) || (rc = upload_q(cx, b, vb, what))) return rc;
         return upload_q(cx, c, vc, what);
     }

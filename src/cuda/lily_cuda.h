@@ -160,9 +160,10 @@ enum lily_cuda_opt {
                                     // (LILY_CUDA_QG_RW; flag qg_rw; default 35; the same bits)
     LILY_CUDA_OPT_GDN_INPROJ = 45,  // prefill: 1 = the GDN in_proj's qkv, b and a rows as one GEMM over
                                     // their stacked weights (uploaded so where the three share a
-                                    // format; the scan reads b and a beside qkv), 0 = three GEMMs, b and
-                                    // a on the side stream (LILY_CUDA_GDN_INPROJ; flag gdn_inproj;
-                                    // default 1)
+                                    // format and the option is on at load; the scan reads b and a
+                                    // beside qkv), 0 = three GEMMs, b and a on the side stream
+                                    // (LILY_CUDA_GDN_INPROJ, which at 0 also uploads them apart; flag
+                                    // gdn_inproj; default 1)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

@@ -718,35 +718,60 @@ static void run_e2e_qg_rw(uint64_t seed) {
 // whole prefills: a 300-token prompt in one chunk and in chunks of 64 (the chunked GDN, then the scan for
 // the last 44), on and off, each against the CPU backend, with the layers that took the stacked GEMM
 // counted (all GDN layers of every chunk when on, none when off). b and a come from a wider GEMM than on
-// their own, so the two need not be the same bits (printed, not asserted).
+// their own, so the two need not be the same bits (printed, not asserted). Then a context loaded with
+// LILY_CUDA_GDN_INPROJ=0 in the environment (qkv, b, a uploaded apart, as before the stacking): no layer
+// stacked even with the option set on, prefill and decode logits against the CPU backend.
 extern long lily_pf_inproj_stacked;
 static void run_e2e_gdn_inproj(uint64_t seed) {
     lily_config c = config_tiny();
     const int V = c.vocab_size, N = 300;
     int n_gdn = 0;
     for (int l = 0; l < c.n_layers; l++) n_gdn += !c.layer_full[l];
-    e2e_pair p(c, seed + 29, N);
-    lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_PREFILL, 1);
-    for (int chunk : {1024, 64}) {
-        lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_CHUNK, chunk);
-        const int nchunks = (N + chunk - 1) / chunk;
-        std::vector<float> g[2];
-        for (int on : {0, 1}) {
-            lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_GDN_INPROJ, on);
-            const long before = lily_pf_inproj_stacked;
-            g[on] = run_logits(p.be, p.ctx, p.tf, V, 0);
-            const long n = lily_pf_inproj_stacked - before;
-            const cmp_stats s1 = compare(g[on].data(), p.ref.data(), N, V, BF16_GAP);
-            report(n == (on ? (long)n_gdn * nchunks : 0) && s1.rel_mean < BF16_REL_MEAN && s1.rel_worst < BF16_REL_WORST &&
-                       s1.dec_agree == s1.dec_n,
-                   "e2e prefill with the GDN in_proj %s (%d tokens, chunk %d, %ld layer-chunks stacked of %d): vs CPU "
-                   "backend rel_l2 mean %.2e worst %.2e, top-1 %d/%d (decisive %d/%d)%s",
-                   on ? "as one qkv|b|a GEMM" : "as three GEMMs", N, chunk, n, n_gdn * nchunks, s1.rel_mean,
-                   s1.rel_worst, s1.agree, N, s1.dec_agree, s1.dec_n,
-                   on ? (!memcmp(g[1].data(), g[0].data(), g[1].size() * 4) ? "; bitwise equal to three GEMMs"
-                                                                             : "; not bitwise three GEMMs'") : "");
+    {
+        e2e_pair p(c, seed + 29, N);
+        lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_PREFILL, 1);
+        for (int chunk : {1024, 64}) {
+            lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_CHUNK, chunk);
+            const int nchunks = (N + chunk - 1) / chunk;
+            std::vector<float> g[2];
+            for (int on : {0, 1}) {
+                lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_GDN_INPROJ, on);
+                const long before = lily_pf_inproj_stacked;
+                g[on] = run_logits(p.be, p.ctx, p.tf, V, 0);
+                const long n = lily_pf_inproj_stacked - before;
+                const cmp_stats s1 = compare(g[on].data(), p.ref.data(), N, V, BF16_GAP);
+                report(n == (on ? (long)n_gdn * nchunks : 0) && s1.rel_mean < BF16_REL_MEAN &&
+                           s1.rel_worst < BF16_REL_WORST && s1.dec_agree == s1.dec_n,
+                       "e2e prefill with the GDN in_proj %s (%d tokens, chunk %d, %ld layer-chunks stacked of %d): vs "
+                       "CPU backend rel_l2 mean %.2e worst %.2e, top-1 %d/%d (decisive %d/%d)%s",
+                       on ? "as one qkv|b|a GEMM" : "as three GEMMs", N, chunk, n, n_gdn * nchunks, s1.rel_mean,
+                       s1.rel_worst, s1.agree, N, s1.dec_agree, s1.dec_n,
+                       on ? (!memcmp(g[1].data(), g[0].data(), g[1].size() * 4) ? "; bitwise equal to three GEMMs"
+                                                                                 : "; not bitwise three GEMMs'")
+                          : "");
+            }
         }
     }
+    const char *old = getenv("LILY_CUDA_GDN_INPROJ");
+    const std::string saved = old ? old : "";
+    setenv("LILY_CUDA_GDN_INPROJ", "0", 1);
+    {
+        e2e_pair p(c, seed + 31, N);
+        lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_PREFILL, 1);
+        lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_GDN_INPROJ, 1); // no stacked weights: three GEMMs still
+        for (int step : {0, 1}) {
+            const long before = lily_pf_inproj_stacked;
+            std::vector<float> g = run_logits(p.be, p.ctx, p.tf, V, step);
+            const long n = lily_pf_inproj_stacked - before;
+            const cmp_stats s1 = compare(g.data(), p.ref.data(), N, V, BF16_GAP);
+            report(n == 0 && s1.rel_mean < BF16_REL_MEAN && s1.rel_worst < BF16_REL_WORST && s1.dec_agree == s1.dec_n,
+                   "e2e %s with qkv, b, a uploaded apart (LILY_CUDA_GDN_INPROJ=0 at load; %d tokens, %ld layer-chunks "
+                   "stacked): vs CPU backend rel_l2 mean %.2e worst %.2e, top-1 %d/%d (decisive %d/%d)",
+                   step ? "decode" : "prefill", N, n, s1.rel_mean, s1.rel_worst, s1.agree, N, s1.dec_agree, s1.dec_n);
+        }
+    }
+    if (old) setenv("LILY_CUDA_GDN_INPROJ", saved.c_str(), 1);
+    else unsetenv("LILY_CUDA_GDN_INPROJ");
 }
 
 // The one-launch MoE (LILY_CUDA_OPT_MOE_FUSED) in whole decode steps: a tiny model whose MoE shapes it
