@@ -646,6 +646,12 @@ static gdn_in gdn_dev_in(const gdn_case &k, const gdn_inputs &in, bool stacked) 
     return gdn_in{p, p + C, p + C + Hv, ld, ld};
 }
 
+// The layout of a case: as the case asks, or every case apart / stacked with LILY_GPU_GDN_STACKED=0 / 1.
+static bool gdn_stacked(bool want) {
+    static const char *force = getenv("LILY_GPU_GDN_STACKED");
+    return force && *force ? atoi(force) != 0 : want;
+}
+
 // CPU recurrence (spec §2.4), T decode steps from ring `hist` and state `Sr` (advanced in place);
 // state (Hv, Dv, Dk) as the GPU keeps it; orf (T, Hv*Dv) the bf16-rounded outputs.
 static void gdn_ref(const gdn_case &k, const std::vector<float> &convw, const std::vector<float> &dtb,
@@ -693,7 +699,7 @@ static void test_gdn_pf(rng &r) {
         if (g_small && idx++ >= 3) break;
         gdn_dims d = {k.hk, k.hv, k.dk, k.dv, k.K};
         const int C = 2 * k.hk * k.dk + k.hv * k.dv, T = k.T;
-        const bool stacked = n++ % 2; // the engine's qkv|b|a layout every other case (the real dims' one)
+        const bool stacked = gdn_stacked(n++ % 2); // the engine's qkv|b|a layout every other case (the real dims' one)
         gdn_inputs in = gdn_make_inputs(k, r);
         std::vector<float> &convw = in.convw, &dtb = in.dtb, &A = in.A, &ring0 = in.ring0, &S0 = in.S0;
         std::vector<uint16_t> &qkv = in.qkv, &bq = in.bq, &aq = in.aq;
@@ -792,7 +798,7 @@ static void test_gdn_chunked(rng &r) {
         if (g_small && idx++ >= 3) break;
         // The engine's qkv|b|a layout every other case (both real-dims ones; strides not a multiple of 8
         // where C + 2 Hv is not: the conv pass's scalar form).
-        const bool stacked = n++ % 2 == 0;
+        const bool stacked = gdn_stacked(n++ % 2 == 0);
         // Dk 128: phase B on the warpgroup MMA (gdn_scan_wg.cu, where it takes the column split) and on
         // mma.sync, each against the CPU and the scan.
         for (int wgm = 1; wgm >= (k.dk == 128 ? 0 : 1); wgm--) {
