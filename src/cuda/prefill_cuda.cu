@@ -39,8 +39,9 @@ static size_t pf_sizes(cuda_ctx *cx, size_t C, size_t *sizes) {
         size_t b = moe_pf_scratch_bytes(layer_moe(cx, &cx->L[l]), (int)C);
         moe = b > moe ? b : moe;
     }
-    const size_t sz[] = {T * 4, T * H * 4, T * H * 2, T * (conv + 2 * (size_t)c->lin_v_heads) * 2, T * vd * 2, T * c->lin_v_heads * 2,
-                         T * c->lin_v_heads * 2, T * (vd > ad ? vd : ad) * 2, T * vd * 2, T * 2 * ad * 4,
+    // qkv's buffer holds the stacked in_proj's b and a columns too (conv + 2 Hv a row).
+    const size_t sz[] = {T * 4, T * H * 4, T * H * 2, T * (conv + 2 * (size_t)c->lin_v_heads) * 2, T * vd * 2,
+                         T * c->lin_v_heads * 2, T * c->lin_v_heads * 2, T * (vd > ad ? vd : ad) * 2, T * vd * 2, T * 2 * ad * 4,
                          T * kd * 4, T * kd * 4, T * ad * 4, moe, gdn_pf_chunked_scratch(gd, (int)C),
                          (size_t)qgemm_splitk_cap() * 4, (size_t)qgemm_splitk_cap() * 4};
     static_assert(sizeof sz / sizeof sz[0] == PF_NBUF, "pf_bufs");
