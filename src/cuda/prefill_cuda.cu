@@ -130,7 +130,7 @@ static int pf_gemm(cudaStream_t st, qg_sep *sep, const uint16_t *x, int K, const
 static int sep_reserve(cuda_ctx *cx, int C) {
     size_t wmax = 0, nmax = 0;
     for (const dev_layer &d : cx->L) {
-        const dq_mat *ms[] = {&d.qkv, &d.z, &d.b, &d.a, &d.out, &d.q, &d.k, &d.v, &d.o, &d.router, &d.sh_down};
+        const dq_mat *ms[] = {&d.qkvba, &d.qkv, &d.z, &d.b, &d.a, &d.out, &d.q, &d.k, &d.v, &d.o, &d.router, &d.sh_down};
         for (const dq_mat *m : ms) {
             wmax = std::max(wmax, (size_t)m->rows * m->cols);
             nmax = std::max(nmax, (size_t)m->rows);
@@ -191,7 +191,7 @@ static int enqueue_chunk(cuda_ctx *cx, cuda_state *s, int T) {
             // and with a side stream b, a there (joined before the scan). z on the side stream
             // (joined before the norm).
             const int C = lily_conv_dim(c), Hv = c->lin_v_heads;
-            const bool stacked = d->qkvba.rows && cx->opt[LILY_CUDA_OPT_GDN_INPROJ] && !sep;
+            const bool stacked = d->qkvba.rows && cx->opt[LILY_CUDA_OPT_GDN_INPROJ];
             const gdn_in gi = stacked ? gdn_in{b->qkv, b->qkv + C, b->qkv + C + Hv, C + 2 * Hv, C + 2 * Hv}
                                       : gdn_in{b->qkv, b->b, b->a, C, Hv};
             lily_pf_inproj_stacked += stacked;
