@@ -62,6 +62,7 @@ struct engine {
     struct engine_task *qhead, *qtail;
     int qlen, qmax, stopping;
     struct engine_task *running;
+    long running_gen; // the running task's done.n_gen, published for /metrics
     struct engine_metrics m;
 };
 
@@ -352,6 +353,7 @@ void engine_get_metrics(struct engine *e, struct engine_metrics *m) {
     *m = e->m;
     m->queue_depth = e->qlen;
     m->busy = e->running != NULL;
+    m->running_gen = e->running ? e->running_gen : 0;
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -550,6 +552,11 @@ static void run_task(struct engine *e, struct engine_task *t) {
         }
         if (e->script) tok = i < e->n_script ? e->script[i] : (e->n_eos ? e->eos[0] : tok);
         done.n_gen++;
+        // Published per token so that a client (and the fault tests) can see decoding under way;
+        // one uncontended lock a token is nothing next to a forward.
+        pthread_mutex_lock(&e->mu);
+        e->running_gen = done.n_gen;
+        pthread_mutex_unlock(&e->mu);
         if (t->top_logprobs >= 0) {
             ev.n_top = t->top_logprobs;
             ev.logprob = sampler_logprobs(e->logits, e->n_vocab, tok, ev.n_top, ev.top_ids,
@@ -675,6 +682,7 @@ static void *engine_loop(void *arg) {
         if (!e->qhead) e->qtail = NULL;
         e->qlen--;
         e->running = t;
+        e->running_gen = 0;
         pthread_mutex_unlock(&e->mu);
         run_task(e, t);
         pthread_mutex_lock(&e->mu);

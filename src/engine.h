@@ -121,6 +121,7 @@ struct engine_metrics {
     size_t cache_bytes;
     int queue_depth;
     int busy;
+    long running_gen; // tokens generated so far by the running task (progress; 0 when idle)
 };
 void engine_get_metrics(struct engine *e, struct engine_metrics *m);
 

@@ -217,6 +217,8 @@ static enum MHD_Result do_metrics(struct server *s, struct conn *c) {
            m.decode_s > 0 ? (double)m.gen_tokens / m.decode_s : 0.0);
     METRIC("queue_depth", "gauge", "Tasks waiting for the engine.", "%d", m.queue_depth);
     METRIC("busy", "gauge", "1 while the engine runs a task.", "%d", m.busy);
+    METRIC("running_generated_tokens", "gauge", "Tokens generated so far by the running task.",
+           "%ld", m.running_gen);
     METRIC("prefix_cache_hits_total", "counter", "Prompts resumed from a snapshot.", "%ld",
            m.cache_hits);
     METRIC("prefix_cache_misses_total", "counter", "Prompts prefilled from the start.", "%ld",

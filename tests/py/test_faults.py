@@ -128,8 +128,9 @@ def test_disconnect_during_decode(srv, stream):
     before = srv.metrics()
     s = send_raw(srv.port, {"model": "m", "messages": [{"role": "user", "content": "go on"}],
                             "max_tokens": 30000, "stream": stream, "logit_bias": NO_END})
-    wait_for(lambda: srv.metrics()["lily_busy"] == 1, what="generation to start")
-    time.sleep(0.5)
+    # Leave once decoding is under way (a fixed sleep was too short for the sanitizer build on a
+    # loaded machine: the cancellation landed in the prefill).
+    wait_for(lambda: srv.metrics()["lily_running_generated_tokens"] >= 3, what="decoding to start")
     s.close()
     wait_for(lambda: idle(srv), timeout=20, what="the cancelled generation to stop")
     m = srv.metrics()
