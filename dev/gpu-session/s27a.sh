@@ -2,7 +2,9 @@
 # s27a.sh (device, ~4 min): the twenty-sixth session's open failure. The prefill suite with seed 1796285961
 # failed `gdn prefill chunked (gdn_wg 0) (qkv|b|a stacked) hk=16 hv=32 dk=128 dv=128 K=4 T=2048 pos=300` (state
 # 3.9e-4; reproducible). The layout does not draw from the rng, so LILY_GPU_GDN_STACKED=0 / 1 gives the same
-# inputs with every GDN case apart / stacked: whether the stacked layout plays a part. Then e2e: the
+# inputs with every GDN case apart / stacked: whether the stacked layout plays a part. Since the twenty-seventh
+# session both phase-B variants run on each of the two draws (the failing case is now "(gdn_wg 0) ... (draw 2)", and
+# "(gdn_wg 1) ... (draw 2)" has the same inputs), and a failure prints where in the state it departs. Then e2e: the
 # separate-dequantisation ablation on the stacked qkv|b|a GEMM (since the twenty-sixth session's review; not run
 # on the GPU then).
 . .carry/common.sh; safe_start 400
