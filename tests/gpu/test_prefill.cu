@@ -652,6 +652,14 @@ static bool gdn_stacked(bool want) {
     return force && *force ? atoi(force) != 0 : want;
 }
 
+// LILY_GPU_GDN_CASE=i: of the chunked GDN cases only case i runs (0-based, in test_gdn_chunked's list),
+// and no scan case or timing table; the others still draw their inputs, so case i gets the inputs it
+// gets in a whole run of the same suite. For the sanitizers and repeated seeds on one case.
+static int gdn_only_case() {
+    static const char *v = getenv("LILY_GPU_GDN_CASE");
+    return v && *v ? atoi(v) : -1;
+}
+
 // CPU recurrence (spec §2.4), T decode steps from ring `hist` and state `Sr` (advanced in place);
 // state (Hv, Dv, Dk) as the GPU keeps it; orf (T, Hv*Dv) the bf16-rounded outputs.
 static void gdn_ref(const gdn_case &k, const std::vector<float> &convw, const std::vector<float> &dtb,
@@ -701,6 +709,7 @@ static void test_gdn_pf(rng &r) {
         const int C = 2 * k.hk * k.dk + k.hv * k.dv, T = k.T;
         const bool stacked = gdn_stacked(n++ % 2); // the engine's qkv|b|a layout every other case (the real dims' one)
         gdn_inputs in = gdn_make_inputs(k, r);
+        if (gdn_only_case() >= 0) continue;
         std::vector<float> &convw = in.convw, &dtb = in.dtb, &A = in.A, &ring0 = in.ring0, &S0 = in.S0;
         std::vector<uint16_t> &qkv = in.qkv, &bq = in.bq, &aq = in.aq;
         float *dconv = dup(convw), *ddt = dup(dtb), *dA = dup(A), *ring = dup(ring0), *S = dup(S0);
@@ -828,8 +837,10 @@ static void test_gdn_chunked(rng &r) {
                         {1, 2, 24, 200, 3, 70, 1, 0},    {1, 2, 16, 20, 4, 70, 2, 0},   {1, 2, 20, 24, 4, 50, 0, 0}};
     int idx = 0, n = 0;
     const int wg_saved = lily_gdn_wg;
-    for (auto &k : cases) {
+    for (int ci = 0; ci < (int)(sizeof cases / sizeof cases[0]); ci++) {
+        const gdn_case &k = cases[ci];
         if (g_small && idx++ >= 3) break;
+        const bool skip = gdn_only_case() >= 0 && gdn_only_case() != ci;
         // The engine's qkv|b|a layout every other case (both real-dims ones; strides not a multiple of 8
         // where C + 2 Hv is not: the conv pass's scalar form).
         const bool stacked = gdn_stacked(n++ % 2 == 0);
@@ -842,6 +853,7 @@ static void test_gdn_chunked(rng &r) {
             gdn_dims d = {k.hk, k.hv, k.dk, k.dv, k.K};
             const int T = k.T;
             gdn_inputs in = gdn_make_inputs(k, r);
+            if (skip) continue;
             std::vector<float> &convw = in.convw, &dtb = in.dtb, &A = in.A, &ring0 = in.ring0, &S0 = in.S0;
             std::vector<uint16_t> &qkv = in.qkv, &bq = in.bq, &aq = in.aq;
             float *dconv = dup(convw), *ddt = dup(dtb), *dA = dup(A);
@@ -876,7 +888,7 @@ static void test_gdn_chunked(rng &r) {
         }
     }
     lily_gdn_wg = wg_saved;
-    if (g_small) return;
+    if (g_small || gdn_only_case() >= 0) return;
     // Timings at the real dims (printed, never asserted).
     gdn_dims d = {16, 32, 128, 128, 4};
     printf("\n| GDN prefill (Hv 32, Dk=Dv 128) | T | nsplit | ms | tok/s per layer |\n|---|---|---|---|---|\n");
