@@ -1,6 +1,7 @@
-// backend_cuda.cuh: the CUDA backend's private state, shared by its two forward paths: the decode
-// step (forward_cuda.cu, which also owns upload, states, snapshots and the backend table) and the
-// chunked prefill (prefill_cuda.cu). Not a public interface: lily_cuda.h is the C surface.
+// backend_cuda.cuh: the CUDA backend's private state, shared by its files: the context's upload
+// (upload_cuda.cu), states and snapshots (state_cuda.cu), the decode step and the backend table
+// (forward_cuda.cu) and the chunked prefill (prefill_cuda.cu). Not a public interface: lily_cuda.h is
+// the C surface.
 #pragma once
 
 #include <vector>
@@ -111,12 +112,28 @@ struct cuda_state {
     std::vector<void *> allocs;
 };
 
+// upload_cuda.cu: the context (lily_backend.init / .free) and the peak-memory bookkeeping.
+int init_cuda(const lily_model *m, void **out);
+void free_ctx(void *p);
+void note_mem(cuda_ctx *cx); // device memory in use now, kept as cx->peak
+
+// state_cuda.cu: lily_backend's state and snapshot entries, and the state's captured graphs.
+int state_new_cuda(void *ctx, int max_ctx, void **out);
+void state_free_cuda(void *ctx, void *p);
+void state_reset_cuda(void *ctx, void *p);
+int state_pos_cuda(void *ctx, void *p);
+size_t save_size_cuda(void *ctx, void *p);
+int save_cuda(void *ctx, void *p, void *dst);
+int load_cuda(void *ctx, void *p, const void *src, size_t n);
+void *snap_save_cuda(void *ctx, void *p, size_t *bytes);
+int snap_load_cuda(void *ctx, void *p, void *snap);
+void snap_free_cuda(void *ctx, void *snap);
+void drop_graphs(cuda_state *s); // destroy the state's captured step graphs (recaptured at next use)
+
 // forward_cuda.cu, used by the prefill path too.
-void note_mem(cuda_ctx *cx);                                // peak device memory bookkeeping
 void prof_mark(cuda_ctx *cx, const char *name);            // an event on the stream when profiling
 int prof_collect(cuda_ctx *cx, const char **names, double *us, int max); // events -> us per name
 void dump_rows(cuda_ctx *cx, const float *dx, const int *dids, int l); // LILY_CUDA_DUMP line
-void state_reset_cuda(void *ctx, void *p);
 int apply_precision(cuda_ctx *cx, cuda_state *s);
 
 // prefill_cuda.cu

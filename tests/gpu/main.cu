@@ -114,7 +114,7 @@ static std::vector<int> random_tokens(int n, int V, uint64_t seed) {
 #define BF16_REL_WORST 1e-1
 #define BF16_GAP 2e-2 // decisive positions for the bf16 argmax check: top-2 gap > 2 % of max|ref|
 
-// A snapshot (layout: forward_cuda.cu save_cuda) as floats: position, then per layer K/V (bf16 in
+// A snapshot (layout: state_cuda.cu save_cuda) as floats: position, then per layer K/V (bf16 in
 // the default mode) or conv ring and GDN state (fp32).
 static std::vector<float> snapshot_floats(const lily_model *m, const std::vector<char> &snap, int pos) {
     const lily_config &c = m->cfg;
