@@ -5,7 +5,8 @@
 # fixture against its reference logits (lily-gpu-test fixtures, and `lily logits --backend cuda`
 # through tests/py/test_model_fixtures.py in fp32-activation mode when python3 has numpy + pytest, and
 # in the default bf16 mode, where prompts take the chunked prefill path, through tests/gpu/cli_prefill.py);
-# memcheck/racecheck under compute-sanitizer when it is installed. LILY_GPU_MODEL=DIR adds the
+# memcheck/racecheck under compute-sanitizer when it is installed (LILY_GPU_SAN_PAR=1: those at once; every
+# group's line ends with the seconds since the start). LILY_GPU_MODEL=DIR adds the
 # CPU-vs-GPU comparison and the speed tables on that checkpoint (e.g. `lily synth --preset
 # qwen3.6-35b-a3b --out DIR`; docs/PERF.md).
 set -u
@@ -14,11 +15,33 @@ BUILD=${BUILD:-build}
 BIN=${LILY_GPU_TEST:-$BUILD/lily-gpu-test}
 LILY=${LILY_BIN:-$BUILD/lily}
 SEED=${LILY_SEED:-$(date +%s)}
-pass=0; fail=0
+pass=0; fail=0; t0=$(date +%s)
 run() { # name, command...
     local name=$1; shift
     echo "== $name"
-    if "$@"; then pass=$((pass+1)); echo "PASS $name"; else fail=$((fail+1)); echo "FAIL $name"; fi
+    if "$@"; then pass=$((pass+1)); echo "PASS $name [$(( $(date +%s) - t0 )) s]"; else fail=$((fail+1)); echo "FAIL $name [$(( $(date +%s) - t0 )) s]"; fi
+}
+# LILY_GPU_SAN_PAR=1: the sanitizer runs at once, each into its own log, printed in order when all have
+# ended (the suite's wall time is then the longest of them, racecheck of e2e, instead of their sum).
+SAN_DIR=$(mktemp -d); san_names=(); san_pids=()
+san() { # name, command...: run now, or in the background with LILY_GPU_SAN_PAR=1
+    if [ "${LILY_GPU_SAN_PAR:-0}" = 1 ]; then
+        local name=$1; shift
+        ( "$@" > "$SAN_DIR/$name.log" 2>&1; echo $? > "$SAN_DIR/$name.rc" ) &
+        san_names+=("$name"); san_pids+=($!)
+    else
+        run "$@"
+    fi
+}
+san_wait() {
+    local i name rc
+    for i in "${!san_names[@]}"; do
+        name=${san_names[$i]}; wait "${san_pids[$i]}"
+        echo "== $name"; cat "$SAN_DIR/$name.log"
+        rc=$(cat "$SAN_DIR/$name.rc" 2>/dev/null || echo 1)
+        if [ "$rc" = 0 ]; then pass=$((pass+1)); echo "PASS $name [$(( $(date +%s) - t0 )) s]"; else fail=$((fail+1)); echo "FAIL $name [$(( $(date +%s) - t0 )) s]"; fi
+    done
+    rm -rf "$SAN_DIR"
 }
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
 FIX=$(for d in tests/fixtures/models/*/; do [ -f "$d/ref_logits.f32" ] && echo "${d%/}"; done)
@@ -36,12 +59,13 @@ if python3 -c 'import numpy' 2>/dev/null; then
     run cli-prefill env LILY_BIN="$LILY" python3 tests/gpu/cli_prefill.py
 fi
 if command -v compute-sanitizer >/dev/null; then
-    run memcheck-prefill-cli env LILY_CUDA_PREFILL=1 LILY_CUDA_CHUNK=16 compute-sanitizer --tool memcheck --error-exitcode 9 \
+    san memcheck-prefill-cli env LILY_CUDA_PREFILL=1 LILY_CUDA_CHUNK=16 compute-sanitizer --tool memcheck --error-exitcode 9 \
         "$LILY" logits --model tests/fixtures/models/mlx-4bit --backend cuda \
         --ids "$(cat tests/fixtures/models/mlx-4bit/ids.txt)" --out /tmp/lily_memcheck_logits.f32
-    run memcheck-kernels compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN" kernels "$SEED"
-    run memcheck-e2e compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN" e2e "$SEED"
-    run racecheck-e2e compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN" e2e "$SEED"
+    san memcheck-kernels compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN" kernels "$SEED"
+    san memcheck-e2e compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN" e2e "$SEED"
+    san racecheck-e2e compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN" e2e "$SEED"
+    san_wait
 else
     echo "note: compute-sanitizer not found; sanitizer runs skipped"
 fi

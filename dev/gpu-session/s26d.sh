@@ -5,7 +5,7 @@
 . .carry/common.sh; safe_start 585
 synth_bg
 LILY_GPU_TEST=$B/lily-gpu-test LILY_BIN=$B/lily timeout 470 bash tests/run_gpu.sh > $L/gpu.txt 2>&1
-el "run_gpu rc=$?"; grep -E "^(PASS|FAIL) [a-z-]+$|^[0-9]+ passed|ERROR SUMMARY|RACECHECK SUMMARY" $L/gpu.txt | cut -c1-200 | tail -30
+el "run_gpu rc=$?"; grep -E "^(PASS|FAIL) [a-z0-9-]+( \[[0-9]+ s\])?$|^[0-9]+ passed|ERROR SUMMARY|RACECHECK SUMMARY" $L/gpu.txt | cut -c1-200 | tail -30
 grep -E "^[0-9]+ passed, [0-9]+ failed" $L/gpu.txt | head -8
 wait $SP; el synth
 ids=$(python3 -c "print(','.join(str((i*7919)%240000+5) for i in range(300)))")
