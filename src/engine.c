@@ -62,7 +62,8 @@ struct engine {
     struct engine_task *qhead, *qtail;
     int qlen, qmax, stopping;
     struct engine_task *running;
-    long running_gen; // the running task's done.n_gen, published for /metrics
+    _Atomic long running_gen; // the running task's done.n_gen, published for /metrics (no lock: the
+                              // decode loop must not wait for an HTTP thread holding mu)
     struct engine_metrics m;
 };
 
@@ -353,7 +354,7 @@ void engine_get_metrics(struct engine *e, struct engine_metrics *m) {
     *m = e->m;
     m->queue_depth = e->qlen;
     m->busy = e->running != NULL;
-    m->running_gen = e->running ? e->running_gen : 0;
+    m->running_gen = e->running ? atomic_load_explicit(&e->running_gen, memory_order_relaxed) : 0;
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -552,11 +553,8 @@ static void run_task(struct engine *e, struct engine_task *t) {
         }
         if (e->script) tok = i < e->n_script ? e->script[i] : (e->n_eos ? e->eos[0] : tok);
         done.n_gen++;
-        // Published per token so that a client (and the fault tests) can see decoding under way;
-        // one uncontended lock a token is nothing next to a forward.
-        pthread_mutex_lock(&e->mu);
-        e->running_gen = done.n_gen;
-        pthread_mutex_unlock(&e->mu);
+        // Published per token so that a client (and the fault tests) can see decoding under way.
+        atomic_store_explicit(&e->running_gen, done.n_gen, memory_order_relaxed);
         if (t->top_logprobs >= 0) {
             ev.n_top = t->top_logprobs;
             ev.logprob = sampler_logprobs(e->logits, e->n_vocab, tok, ev.n_top, ev.top_ids,
@@ -682,7 +680,7 @@ static void *engine_loop(void *arg) {
         if (!e->qhead) e->qtail = NULL;
         e->qlen--;
         e->running = t;
-        e->running_gen = 0;
+        atomic_store_explicit(&e->running_gen, 0, memory_order_relaxed);
         pthread_mutex_unlock(&e->mu);
         run_task(e, t);
         pthread_mutex_lock(&e->mu);

@@ -23,10 +23,11 @@ run() { # name, command...
 }
 # LILY_GPU_SAN_PAR=1: the sanitizer runs at once, each into its own log, printed in order when all have
 # ended (the suite's wall time is then the longest of them, racecheck of e2e, instead of their sum).
-SAN_DIR=$(mktemp -d); san_names=(); san_pids=()
+SAN_DIR=; san_names=(); san_pids=()
 san() { # name, command...: run now, or in the background with LILY_GPU_SAN_PAR=1
     if [ "${LILY_GPU_SAN_PAR:-0}" = 1 ]; then
         local name=$1; shift
+        [ -n "$SAN_DIR" ] || SAN_DIR=$(mktemp -d)
         ( "$@" > "$SAN_DIR/$name.log" 2>&1; echo $? > "$SAN_DIR/$name.rc" ) &
         san_names+=("$name"); san_pids+=($!)
     else
@@ -41,7 +42,7 @@ san_wait() {
         rc=$(cat "$SAN_DIR/$name.rc" 2>/dev/null || echo 1)
         if [ "$rc" = 0 ]; then pass=$((pass+1)); echo "PASS $name [$(( $(date +%s) - t0 )) s]"; else fail=$((fail+1)); echo "FAIL $name [$(( $(date +%s) - t0 )) s]"; fi
     done
-    rm -rf "$SAN_DIR"
+    [ -z "$SAN_DIR" ] || rm -rf "$SAN_DIR"
 }
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
 FIX=$(for d in tests/fixtures/models/*/; do [ -f "$d/ref_logits.f32" ] && echo "${d%/}"; done)

@@ -771,28 +771,6 @@ static void test_gdn_pf(rng &r) {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// The chunked GDN form (gdn_chunked.cu) against the same CPU recurrence and against gdn_pf_scan from
-// the same start. Tolerances, with why:
-//   vs CPU: state rel. L2 3e-4 and output 5e-3, the scan's: the products are 3xTF32 (about fp32,
-//     ~1e-6 relative each) and the chunked and recurrent forms agree to ~5e-7 in fp32 (spec §4), so
-//     the chunked kernel should sit where the scan sits; the output tolerance is the bf16 flips of
-//     conv outputs (host without FMA) as for the scan. A lost chunk boundary, a wrong decay or a
-//     wrong triangle is > 1e-1.
-//   vs scan: state 1e-4, output 5e-3 (the same two functions up to fp32 summation order, but a
-//     bf16 output that lands near a rounding edge flips by one bf16 step, 2^-8 relative).
-//   ring: bitwise (the same ring kernel, gdn_pf_ring).
-// Cases (every Dk 128 one twice: phase B on the warpgroup MMA where it takes the split, 32 columns a
-// block, and on mma.sync; the third case, 3 chunks, is one under `small`, for the sanitizers; Dv 40 in two
-// blocks gives the warpgroup kernel a block of 8 live columns): T = 1 and 5 (one partial chunk),
-// 63/64/65 (chunk edges), 200, 1000 and 2048 (many chunks, state
-// carried across), pos > 0 (ring and state carried in), Hv = 2 Hk and wider groups, Hv = Hk,
-// Dk 16/24/32/40/64/128, Dv with uneven column splits and Dv > 128 (the parallel kernel builds U in
-// passes of 128 columns), Dv = 20 (v rows not 16-byte aligned: phase A's scalar loads), Dk = 20
-// (not a multiple of 8: gdn_pf_chunked hands the call to the scan), the real dims (hk 16, hv 32,
-// dk = dv = 128, T 200 and 2048). The scratch of the parallel kernel starts as NaN, so a float it
-// fails to write reaches the outputs. Then (not with `small`) a timing table scan vs chunked at the
-// real dims, printed only.
 // Where a chunked case's final state departs from the reference (printed on failure): the worst heads'
 // rel. L2, and in the worst head the worst value column and key row, so a wrong tile, column block or
 // lane pattern shows.
@@ -827,6 +805,28 @@ static void gdn_state_where(const gdn_case &k, const std::vector<float> &got, co
            h, wj, wjv, wi, wiv, md, mi / k.dk, mi % k.dk, g[mi], f[mi]);
 }
 
+// ---------------------------------------------------------------------------------------------
+// The chunked GDN form (gdn_chunked.cu) against the same CPU recurrence and against gdn_pf_scan from
+// the same start. Tolerances, with why:
+//   vs CPU: state rel. L2 3e-4 and output 5e-3, the scan's: the products are 3xTF32 (about fp32,
+//     ~1e-6 relative each) and the chunked and recurrent forms agree to ~5e-7 in fp32 (spec §4), so
+//     the chunked kernel should sit where the scan sits; the output tolerance is the bf16 flips of
+//     conv outputs (host without FMA) as for the scan. A lost chunk boundary, a wrong decay or a
+//     wrong triangle is > 1e-1.
+//   vs scan: state 1e-4, output 5e-3 (the same two functions up to fp32 summation order, but a
+//     bf16 output that lands near a rounding edge flips by one bf16 step, 2^-8 relative).
+//   ring: bitwise (the same ring kernel, gdn_pf_ring).
+// Cases (every Dk 128 one twice: phase B on the warpgroup MMA where it takes the split, 32 columns a
+// block, and on mma.sync; the third case, 3 chunks, is one under `small`, for the sanitizers; Dv 40 in two
+// blocks gives the warpgroup kernel a block of 8 live columns): T = 1 and 5 (one partial chunk),
+// 63/64/65 (chunk edges), 200, 1000 and 2048 (many chunks, state
+// carried across), pos > 0 (ring and state carried in), Hv = 2 Hk and wider groups, Hv = Hk,
+// Dk 16/24/32/40/64/128, Dv with uneven column splits and Dv > 128 (the parallel kernel builds U in
+// passes of 128 columns), Dv = 20 (v rows not 16-byte aligned: phase A's scalar loads), Dk = 20
+// (not a multiple of 8: gdn_pf_chunked hands the call to the scan), the real dims (hk 16, hv 32,
+// dk = dv = 128, T 200 and 2048). The scratch of the parallel kernel starts as NaN, so a float it
+// fails to write reaches the outputs. Then (not with `small`) a timing table scan vs chunked at the
+// real dims, printed only.
 static void test_gdn_chunked(rng &r) {
     gdn_case cases[] = {{2, 4, 64, 64, 4, 37, 0, 0},   {1, 2, 32, 64, 3, 1, 3, 0},     {1, 2, 128, 64, 4, 150, 3, 2},
                         {2, 4, 16, 32, 4, 63, 9, 0},   {1, 2, 128, 40, 4, 150, 9, 2},  {1, 4, 128, 64, 4, 130, 0, 2},
