@@ -6,7 +6,8 @@
 # through tests/py/test_model_fixtures.py in fp32-activation mode when python3 has numpy + pytest, and
 # in the default bf16 mode, where prompts take the chunked prefill path, through tests/gpu/cli_prefill.py);
 # memcheck/racecheck under compute-sanitizer when it is installed (LILY_GPU_SAN_PAR=1: those at once; every
-# group's line ends with the seconds since the start). LILY_GPU_MODEL=DIR adds the
+# group's line ends with the seconds since the start; LILY_GPU_SAN=0 skips them, LILY_GPU_SAN=only runs them
+# alone, so two runs side by side cover the suite in the time of its longest part). LILY_GPU_MODEL=DIR adds the
 # CPU-vs-GPU comparison and the speed tables on that checkpoint (e.g. `lily synth --preset
 # qwen3.6-35b-a3b --out DIR`; docs/PERF.md).
 set -u
@@ -46,6 +47,8 @@ san_wait() {
 }
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
 FIX=$(for d in tests/fixtures/models/*/; do [ -f "$d/ref_logits.f32" ] && echo "${d%/}"; done)
+SAN=${LILY_GPU_SAN:-1}
+if [ "$SAN" != only ]; then
 run kernels "$BIN" kernels "$SEED"
 run prefill "$BIN" prefill "$SEED"
 run e2e "$BIN" e2e "$SEED"
@@ -59,7 +62,10 @@ fi
 if python3 -c 'import numpy' 2>/dev/null; then
     run cli-prefill env LILY_BIN="$LILY" python3 tests/gpu/cli_prefill.py
 fi
-if command -v compute-sanitizer >/dev/null; then
+fi
+if [ "$SAN" = 0 ]; then
+    echo "note: LILY_GPU_SAN=0; sanitizer runs skipped"
+elif command -v compute-sanitizer >/dev/null; then
     san memcheck-prefill-cli env LILY_CUDA_PREFILL=1 LILY_CUDA_CHUNK=16 compute-sanitizer --tool memcheck --error-exitcode 9 \
         "$LILY" logits --model tests/fixtures/models/mlx-4bit --backend cuda \
         --ids "$(cat tests/fixtures/models/mlx-4bit/ids.txt)" --out /tmp/lily_memcheck_logits.f32
@@ -70,7 +76,7 @@ if command -v compute-sanitizer >/dev/null; then
 else
     echo "note: compute-sanitizer not found; sanitizer runs skipped"
 fi
-if [ -n "${LILY_GPU_MODEL:-}" ]; then
+if [ -n "${LILY_GPU_MODEL:-}" ] && [ "$SAN" != only ]; then
     run compare "$BIN" compare "$LILY_GPU_MODEL" 16 10,40
     run full "$BIN" full "$LILY_GPU_MODEL"
 fi

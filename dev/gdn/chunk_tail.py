@@ -12,7 +12,9 @@ the worst head's, and the largest |L^-1| entry met (> 1 would mean a chunk that 
 2026-12-03 (twenty-seventh session), seeds 0 .. 13: state rel. L2 4.1e-7 .. 8.7e-7, worst head
 <= 3.7e-6, max |L^-1| 1.00 in every seed (~15 s a seed). The GPU kernels sit there too (7e-7 ..
 2.5e-6); the one failure at 3.9e-4 (seed 1796285961, mma.sync phase B) is not the algorithm's
-precision.
+precision. (Twenty-eighth session: it was one conv output a bf16 step apart between the conv pass
+and the scan, in a late token of a fast-decaying head, and the chunked kernel was the right one;
+dev/gdn/head_dump.py.)
 
     .venv/bin/python dev/gdn/chunk_tail.py 0 12
 """

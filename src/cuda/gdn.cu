@@ -78,17 +78,17 @@ __global__ void __launch_bounds__(GDN_THREADS)
     // Causal depthwise conv of channel c with the current raw value u, then SiLU (bf16 points).
     auto conv = [&](int c, bool write) {
         float u = qkv[c];
-        float y = conv_w[(long)c * K + K - 1] * u;
+        float y = __fmul_rn(conv_w[(long)c * K + K - 1], u); // gdn_pf_conv's order and roundings (gdn_pf.cuh)
         for (int t = 1; t < K; t++) {
             const int s = t < KMAX ? sl[t] : ((p - t) % K + K) % K;
-            y += conv_w[(long)c * K + K - 1 - t] * ring[(long)s * C + c];
+            y = __fmaf_rn(conv_w[(long)c * K + K - 1 - t], ring[(long)s * C + c], y);
         }
         if (write) ring[(long)slot * C + c] = u;
         return rb(silu_f(rb(y)));
     };
     // The same from registers: tap t reads ring slot (p - t) mod K.
     auto conv_r = [&](float u, const float *w, const float *r) {
-        float y = w[0] * u;
+        float y = __fmul_rn(w[0], u);
 #pragma unroll
         for (int t = 1; t < KMAX; t++) {
             if (t >= K) break;
@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(GDN_THREADS)
             float rs = 0.0f;
 #pragma unroll
             for (int q = 0; q < KMAX; q++) rs = q == s ? r[q] : rs;
-            y += w[t] * rs;
+            y = __fmaf_rn(w[t], rs, y);
         }
         return rb(silu_f(rb(y)));
     };

@@ -316,10 +316,10 @@ __global__ void __launch_bounds__(256)
         const int t = t0 + j;
         if (t >= t1) break;
         const float x = xin[j];
-        float y = w[0] * x;
+        float y = __fmul_rn(w[0], x); // gdn_pf_conv's order and roundings
 #pragma unroll
         for (int dd = 1; dd < GCV_KMAX; dd++)
-            if (dd < K) y += w[dd] * win[dd];
+            if (dd < K) y = __fmaf_rn(w[dd], win[dd], y);
         cv[(long)t * C + c] = gc_bits(rb(silu_f(rb(y))));
 #pragma unroll
         for (int dd = GCV_KMAX - 1; dd > 1; dd--) win[dd] = win[dd - 1];
@@ -375,9 +375,9 @@ __global__ void __launch_bounds__(256)
                 for (int e = 0; e < 2; e++) {
                     const int ch = 2 * p + e;
                     const float x = bf16_elem(u[p], e);
-                    float y = w[ch][0] * x;
+                    float y = __fmul_rn(w[ch][0], x);
 #pragma unroll
-                    for (int dd = 1; dd < K; dd++) y += w[ch][dd] * win[ch][dd];
+                    for (int dd = 1; dd < K; dd++) y = __fmaf_rn(w[ch][dd], win[ch][dd], y);
                     h[e] = gc_bits(rb(silu_f(rb(y))));
 #pragma unroll
                     for (int dd = K - 1; dd > 1; dd--) win[ch][dd] = win[ch][dd - 1];
@@ -830,6 +830,20 @@ __global__ void __launch_bounds__(GC_THREADS, 1)
     }
 }
 
+// The conv pass alone: cv (T x C bf16 bits) = conv + SiLU of every channel of the call (the ring is
+// read, not advanced). gdn_pf_chunked's first step; the tests' GDN references read its outputs.
+void gdn_pf_conv_out(gdn_dims d, int T, int pos, gdn_in in, const float *conv_w, const float *conv_ring, uint16_t *cv,
+                     cudaStream_t st) {
+    const int C = 2 * d.hk * d.dk + d.hv * d.dv;
+    if (T <= 0) return;
+    if (d.kconv == 4 && !(C & 7) && !(in.ldq & 7) && !((uintptr_t)in.qkv & 15)) // the model's: 8 channels a thread
+        gdn_conv_all8<4><<<dim3((C / 8 + 255) / 256, (T + GCV_ROWS - 1) / GCV_ROWS), 256, 0, st>>>(C, in.ldq, T, pos, in.qkv,
+                                                                                                conv_ring, conv_w, cv);
+    else
+        gdn_conv_all<<<dim3((C + 255) / 256, (T + GCV_ROWS - 1) / GCV_ROWS), 256, 0, st>>>(C, in.ldq, d.kconv, T, pos, in.qkv,
+                                                                                        conv_ring, conv_w, cv);
+}
+
 void gdn_pf_chunked(gdn_dims d, int T, int pos, gdn_in in, const float *conv_w, const float *dt_bias, const float *A,
                     float *conv_ring, float *state, uint16_t *o, float *scratch, int nsplit, cudaStream_t st) {
     if (T <= 0) return;
@@ -842,14 +856,9 @@ void gdn_pf_chunked(gdn_dims d, int T, int pos, gdn_in in, const float *conv_w, 
     ncols = (ncols + 15) & ~15;
     if (ncols > GC_MAXCOLS) ncols = GC_MAXCOLS;
     nsplit = (d.dv + ncols - 1) / ncols;
-    const int nch = (T + GC_C - 1) / GC_C, C = 2 * d.hk * d.dk + d.hv * d.dv;
+    const int nch = (T + GC_C - 1) / GC_C;
     uint16_t *cv = (uint16_t *)(scratch + gc_rec_floats(d, T));
-    if (d.kconv == 4 && !(C & 7) && !(in.ldq & 7) && !((uintptr_t)in.qkv & 15)) // the model's: 8 channels a thread
-        gdn_conv_all8<4><<<dim3((C / 8 + 255) / 256, (T + GCV_ROWS - 1) / GCV_ROWS), 256, 0, st>>>(C, in.ldq, T, pos, in.qkv,
-                                                                                                conv_ring, conv_w, cv);
-    else
-        gdn_conv_all<<<dim3((C + 255) / 256, (T + GCV_ROWS - 1) / GCV_ROWS), 256, 0, st>>>(C, in.ldq, d.kconv, T, pos, in.qkv,
-                                                                                        conv_ring, conv_w, cv);
+    gdn_pf_conv_out(d, T, pos, in, conv_w, conv_ring, cv, st);
     PF_MARK("gdn conv + silu (all channels)");
     const size_t smem_a = gc_prep_smem_floats(d.dk) * sizeof(float);
     const size_t smem_b = gc_scan_smem_floats(d.dk, ncols) * sizeof(float);

@@ -8,14 +8,20 @@
 // Causal depthwise conv + SiLU of channel c at token t of the call (position pos + t): raw bf16
 // projections qkv (T rows of C at stride ldq) for tokens >= 0, the fp32 ring (K, C) of raw inputs (slot p % K holds
 // position p) for the K-1 positions before the call. bf16 rounding after the conv and after SiLU.
+// Every conv of the backend (this one, the chunked form's conv pass, the decode step) sums in the
+// same order with the same roundings, written out (the first product rounded, each further tap one
+// fma) so that no compiler contraction can differ between them: a conv output is rounded to bf16
+// next, and one sum rounded differently flips it by a bf16 step (2^-8), which the recurrent state
+// of a fast-decaying head carries to the end of a prefill (seen: a 5e-3 state column when the scan
+// and the chunked form disagreed on one v value of the second-last token).
 __device__ __forceinline__ float gdn_pf_conv(const uint16_t *qkv, int ldq, const float *ring,
                                              const float *conv_w, int C, int K, int pos, int t, int c) {
-    float y = conv_w[(long)c * K + K - 1] * __uint_as_float((uint32_t)qkv[(long)t * ldq + c] << 16);
+    float y = __fmul_rn(conv_w[(long)c * K + K - 1], __uint_as_float((uint32_t)qkv[(long)t * ldq + c] << 16));
     for (int dd = 1; dd < K; dd++) {
         int tp = t - dd;
         float u = tp >= 0 ? __uint_as_float((uint32_t)qkv[(long)tp * ldq + c] << 16)
                           : ring[(long)(((pos + tp) % K + K) % K) * C + c];
-        y += conv_w[(long)c * K + K - 1 - dd] * u;
+        y = __fmaf_rn(conv_w[(long)c * K + K - 1 - dd], u, y);
     }
     return rb(silu_f(rb(y)));
 }

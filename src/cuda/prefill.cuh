@@ -359,6 +359,11 @@ void gdn_pf_ring(gdn_dims d, int T, int pos, const uint16_t *qkv, int ldq, float
 size_t gdn_pf_chunked_scratch(gdn_dims d, int T);
 void gdn_pf_chunked(gdn_dims d, int T, int pos, gdn_in in, const float *conv_w, const float *dt_bias, const float *A,
                     float *conv_ring, float *state, uint16_t *o, float *scratch, int nsplit, cudaStream_t st);
+// The chunked form's conv pass alone (the tests' GDN references read its outputs): cv (T x C bf16
+// bits) = conv + SiLU of every channel, the ring read and not advanced; the same bits as the scan's
+// and the decode step's conv (gdn_pf.cuh).
+void gdn_pf_conv_out(gdn_dims d, int T, int pos, gdn_in in, const float *conv_w, const float *conv_ring, uint16_t *cv,
+                     cudaStream_t st);
 // Whether the sequential kernel runs on the warpgroup MMA (gdn_scan_wg.cu) where it takes the shape
 // (Dk 128, 32 value columns a block): LILY_CUDA_GDN_WG, option LILY_CUDA_OPT_GDN_WG, flag gdn_wg;
 // default 1, this variable's too, so the kernel tests start from it.

@@ -660,21 +660,65 @@ static int gdn_only_case() {
     return v && *v ? atoi(v) : -1;
 }
 
+// The conv outputs of a GDN case on the CPU (T x C floats, bf16 values): the GPU's sum order and
+// roundings (gdn_pf_conv: the first product rounded, then one fma a tap), an exact SiLU.
+static std::vector<float> gdn_conv_ref(const gdn_case &k, const gdn_inputs &in) {
+    const int C = 2 * k.hk * k.dk + k.hv * k.dv, T = k.T;
+    std::vector<float> hist = in.ring0, u((size_t)T * C);
+    for (int t = 0; t < T; t++) {
+        const int p = k.pos + t;
+        for (int c = 0; c < C; c++) {
+            float acc = in.convw[(size_t)c * k.K + k.K - 1] * lily_bf16_to_f32(in.qkv[(size_t)t * C + c]);
+            for (int dd = 1; dd < k.K; dd++)
+                acc = fmaf(in.convw[(size_t)c * k.K + k.K - 1 - dd], hist[(size_t)(((p - dd) % k.K + k.K) % k.K) * C + c], acc);
+            u[(size_t)t * C + c] = bfr(silu_h(bfr(acc)));
+        }
+        for (int c = 0; c < C; c++) hist[(size_t)(p % k.K) * C + c] = lily_bf16_to_f32(in.qkv[(size_t)t * C + c]);
+    }
+    return u;
+}
+
+// The GPU conv pass's outputs (gdn_pf_conv_out: the bits every GPU GDN path computes) against the
+// CPU's: each within one bf16 step (the GPU's SiLU uses the fast exp and divide, a few fp32 ulps
+// off, so a value next to a bf16 rounding edge could land one step over), and such steps rare
+// (2026-12-03: 0 of 16.8M at the real dims, the sums in the same order on both sides; allowed 1e-4). A wrong tap, ring slot or channel is many steps off in most
+// values. Returns the GPU's outputs as floats (the recurrence references read them) and the count
+// of one-step differences in *flips; *ok false if the bound is broken.
+static std::vector<float> gdn_conv_gpu(const gdn_case &k, const gdn_inputs &in, const gdn_in &gi, const float *dconv,
+                                       int *flips, bool *ok) {
+    const int C = 2 * k.hk * k.dk + k.hv * k.dv, T = k.T;
+    gdn_dims d = {k.hk, k.hv, k.dk, k.dv, k.K};
+    float *ring = dup(in.ring0);
+    uint16_t *cv = poisoned<uint16_t>((size_t)T * C);
+    gdn_pf_conv_out(d, T, k.pos, gi, dconv, ring, cv, 0);
+    CK(cudaGetLastError());
+    std::vector<float> g = to_f32(back(cv, (size_t)T * C)), r = gdn_conv_ref(k, in);
+    auto ord = [](float f) { // bf16 values in order as integers (adjacent values differ by 1)
+        const int32_t b = (int32_t)(lily_f32_to_bf16(f));
+        return b & 0x8000 ? -(b & 0x7fff) : b;
+    };
+    int n = 0, far = 0;
+    for (size_t i = 0; i < g.size(); i++) {
+        const int dd = abs(ord(g[i]) - ord(r[i]));
+        n += dd == 1, far += dd > 1 || g[i] != g[i];
+    }
+    *flips = n, *ok = !far && n <= 4 + (int)(1e-4 * (double)g.size());
+    return g;
+}
+
 // CPU recurrence (spec §2.4), T decode steps from ring `hist` and state `Sr` (advanced in place);
-// state (Hv, Dv, Dk) as the GPU keeps it; orf (T, Hv*Dv) the bf16-rounded outputs.
-static void gdn_ref(const gdn_case &k, const std::vector<float> &convw, const std::vector<float> &dtb,
+// state (Hv, Dv, Dk) as the GPU keeps it; orf (T, Hv*Dv) the bf16-rounded outputs. The conv outputs
+// are u (T x C, from gdn_conv_gpu: the GPU's own, so that a conv value one bf16 step from the CPU's
+// does not count against the recurrence: in a fast-decaying head one such step in a late token's v
+// moves a state column by up to 2^-7).
+static void gdn_ref(const gdn_case &k, const std::vector<float> &u, const std::vector<float> &dtb,
                     const std::vector<float> &A, const std::vector<uint16_t> &qkv, const std::vector<uint16_t> &bq,
                     const std::vector<uint16_t> &aq, std::vector<float> &hist, std::vector<float> &Sr,
                     std::vector<float> &orf) {
     const int C = 2 * k.hk * k.dk + k.hv * k.dv, T = k.T;
     for (int t = 0; t < T; t++) {
         const int p = k.pos + t;
-        std::vector<float> uq(C);
-        for (int c = 0; c < C; c++) {
-            float acc = convw[(size_t)c * k.K + k.K - 1] * lily_bf16_to_f32(qkv[(size_t)t * C + c]);
-            for (int dd = 1; dd < k.K; dd++) acc += convw[(size_t)c * k.K + k.K - 1 - dd] * hist[(size_t)(((p - dd) % k.K + k.K) % k.K) * C + c];
-            uq[c] = bfr(silu_h(bfr(acc)));
-        }
+        std::vector<float> uq(u.begin() + (size_t)t * C, u.begin() + (size_t)(t + 1) * C);
         for (int c = 0; c < C; c++) hist[(size_t)(p % k.K) * C + c] = lily_bf16_to_f32(qkv[(size_t)t * C + c]);
         for (int h = 0; h < k.hv; h++) {
             int kh = h / (k.hv / k.hk);
@@ -714,10 +758,14 @@ static void test_gdn_pf(rng &r) {
         std::vector<uint16_t> &qkv = in.qkv, &bq = in.bq, &aq = in.aq;
         float *dconv = dup(convw), *ddt = dup(dtb), *dA = dup(A), *ring = dup(ring0), *S = dup(S0);
         uint16_t *o = poisoned<uint16_t>((size_t)T * k.hv * k.dv);
-        gdn_pf_scan(d, T, k.pos, gdn_dev_in(k, in, stacked), dconv, ddt, dA, ring, S, o, k.nsplit, 0);
+        const gdn_in gi = gdn_dev_in(k, in, stacked);
+        int flips;
+        bool conv_ok;
+        const std::vector<float> u = gdn_conv_gpu(k, in, gi, dconv, &flips, &conv_ok);
+        gdn_pf_scan(d, T, k.pos, gi, dconv, ddt, dA, ring, S, o, k.nsplit, 0);
         CK(cudaGetLastError());
         std::vector<float> hist = ring0, Sr = S0, orf((size_t)T * k.hv * k.dv);
-        gdn_ref(k, convw, dtb, A, qkv, bq, aq, hist, Sr, orf);
+        gdn_ref(k, u, dtb, A, qkv, bq, aq, hist, Sr, orf);
         std::vector<float> go = to_f32(back(o, orf.size())), gs = back(S, Sr.size()), gr = back(ring, hist.size());
         double eo = rel_l2(go.data(), orf.data(), go.size()), es = rel_l2(gs.data(), Sr.data(), gs.size());
         bool ring_ok = !memcmp(gr.data(), hist.data(), gr.size() * 4);
@@ -740,9 +788,10 @@ static void test_gdn_pf(rng &r) {
         std::vector<float> gs2 = back(S2, Sr.size()), gr2 = back(ring2, hist.size());
         double es2 = rel_l2(gs.data(), gs2.data(), gs.size()), eo2 = rel_l2(go.data(), od.data(), go.size());
         bool ring2_ok = !memcmp(gr.data(), gr2.data(), gr.size() * 4);
-        bool ok = !count_nonfinite(go.data(), go.size()) && eo < 5e-3 && es < 3e-4 && ring_ok && es2 < 1e-5 && eo2 < 2e-3 && ring2_ok;
-        report(ok, "gdn prefill scan%s hk=%d hv=%d dk=%d dv=%d K=%d T=%d pos=%d nsplit=%d: vs CPU o %.1e state %.1e ring %s; vs decode steps o %.1e state %.1e ring %s",
-               stacked ? " (qkv|b|a stacked)" : "", k.hk, k.hv, k.dk, k.dv, k.K, T, k.pos, k.nsplit, eo, es, ring_ok ? "equal" : "DIFFER", eo2, es2, ring2_ok ? "equal" : "DIFFER");
+        bool ok = !count_nonfinite(go.data(), go.size()) && eo < 5e-3 && es < 3e-4 && ring_ok && es2 < 1e-5 && eo2 < 2e-3 && ring2_ok && conv_ok;
+        report(ok, "gdn prefill scan%s hk=%d hv=%d dk=%d dv=%d K=%d T=%d pos=%d nsplit=%d: conv %d one-step flips of %zu%s; vs CPU o %.1e state %.1e ring %s; vs decode steps o %.1e state %.1e ring %s",
+               stacked ? " (qkv|b|a stacked)" : "", k.hk, k.hv, k.dk, k.dv, k.K, T, k.pos, k.nsplit, flips, u.size(), conv_ok ? "" : " (OUT OF BOUND)",
+               eo, es, ring_ok ? "equal" : "DIFFER", eo2, es2, ring2_ok ? "equal" : "DIFFER");
         free_all();
     }
     // Gated RMSNorm: the 8-values-a-lane form (dv 128, 64: several heads a warp; 256; T * hv odd, so a
@@ -774,7 +823,7 @@ static void test_gdn_pf(rng &r) {
 // Where a chunked case's final state departs from the reference (printed on failure): the worst heads'
 // rel. L2, and in the worst head the worst value column and key row, so a wrong tile, column block or
 // lane pattern shows.
-static void gdn_state_where(const gdn_case &k, const std::vector<float> &got, const std::vector<float> &ref) {
+static int gdn_state_where(const gdn_case &k, const std::vector<float> &got, const std::vector<float> &ref) {
     const size_t hsz = (size_t)k.dv * k.dk;
     std::vector<std::pair<double, int>> eh;
     for (int h = 0; h < k.hv; h++) eh.push_back({rel_l2(&got[h * hsz], &ref[h * hsz], hsz), h});
@@ -803,6 +852,66 @@ static void gdn_state_where(const gdn_case &k, const std::vector<float> &got, co
         if (fabs((double)g[x] - f[x]) > md) md = fabs((double)g[x] - f[x]), mi = x;
     printf("; head %d: worst column j=%d %.1e, worst key row i=%d %.1e, max |diff| %.2e at (j=%zu, i=%zu): %.6g vs %.6g\n",
            h, wj, wjv, wi, wiv, md, mi / k.dk, mi % k.dk, g[mi], f[mi]);
+    return h;
+}
+
+// LILY_GPU_GDN_DUMP=FILE (diagnosis): a failing chunked case's worst v head h as a case of its own
+// (hk = hv = 1: q and k of k head h // (Hv/Hk), v of head h, their conv taps and ring, A, dt_bias,
+// S0, the bf16 projections and gate logits) is written to FILE with the GPU conv outputs of those
+// channels and the three final states (chunked, scan, CPU) of the whole case; then that one-head
+// case runs again, chunked against the scan on its first 64 m tokens for every m, so the first
+// chunk where they part shows.
+static void gdn_dump_head(const gdn_case &k, const gdn_inputs &in, const float *scr, int h, const std::vector<float> &gs,
+                          const std::vector<float> &gs2, const std::vector<float> &Sr) {
+    const char *path = getenv("LILY_GPU_GDN_DUMP");
+    if (!path || !*path) return;
+    const int C = 2 * k.hk * k.dk + k.hv * k.dv, C1 = 2 * k.dk + k.dv, T = k.T, kh = h / (k.hv / k.hk);
+    std::vector<int> ch; // the head's channels in the full case: q, k, v
+    for (int i = 0; i < k.dk; i++) ch.push_back(kh * k.dk + i);
+    for (int i = 0; i < k.dk; i++) ch.push_back(k.hk * k.dk + kh * k.dk + i);
+    for (int i = 0; i < k.dv; i++) ch.push_back(2 * k.hk * k.dk + h * k.dv + i);
+    gdn_inputs o;
+    o.A = {in.A[h]}, o.dtb = {in.dtb[h]};
+    for (int c : ch) for (int t = 0; t < k.K; t++) o.convw.push_back(in.convw[(size_t)c * k.K + t]);
+    for (int s = 0; s < k.K; s++) for (int c : ch) o.ring0.push_back(in.ring0[(size_t)s * C + c]);
+    o.S0.assign(in.S0.begin() + (size_t)h * k.dv * k.dk, in.S0.begin() + (size_t)(h + 1) * k.dv * k.dk);
+    for (int t = 0; t < T; t++) {
+        for (int c : ch) o.qkv.push_back(in.qkv[(size_t)t * C + c]);
+        o.bq.push_back(in.bq[(size_t)t * k.hv + h]), o.aq.push_back(in.aq[(size_t)t * k.hv + h]);
+    }
+    gdn_dims d = {k.hk, k.hv, k.dk, k.dv, k.K};
+    const size_t cvoff = gdn_pf_chunked_scratch(d, T) - (size_t)T * C * 2; // the conv outputs (bf16) end the scratch
+    std::vector<uint16_t> cvall = back((const uint16_t *)((const char *)scr + cvoff), (size_t)T * C), cv1;
+    for (int t = 0; t < T; t++) for (int c : ch) cv1.push_back(cvall[(size_t)t * C + c]);
+    const size_t hsz = (size_t)k.dv * k.dk;
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        printf("     LILY_GPU_GDN_DUMP: cannot write %s\n", path);
+        return;
+    }
+    const int hdr[7] = {k.dk, k.dv, k.K, T, k.pos, kh, h};
+    fwrite(hdr, 4, 7, f), fwrite(o.A.data(), 4, 1, f), fwrite(o.dtb.data(), 4, 1, f);
+    fwrite(o.convw.data(), 4, o.convw.size(), f), fwrite(o.ring0.data(), 4, o.ring0.size(), f), fwrite(o.S0.data(), 4, hsz, f);
+    fwrite(o.qkv.data(), 2, o.qkv.size(), f), fwrite(o.bq.data(), 2, T, f), fwrite(o.aq.data(), 2, T, f), fwrite(cv1.data(), 2, cv1.size(), f);
+    fwrite(&gs[h * hsz], 4, hsz, f), fwrite(&gs2[h * hsz], 4, hsz, f), fwrite(&Sr[h * hsz], 4, hsz, f);
+    fclose(f);
+    printf("     dumped head %d (k head %d, A %.6g, dt_bias %.6g) to %s\n", h, kh, in.A[h], in.dtb[h], path);
+    // The one-head case, chunked vs scan over its first 64 m tokens.
+    gdn_dims d1 = {1, 1, k.dk, k.dv, k.K};
+    float *dconv = dup(o.convw), *ddt = dup(o.dtb), *dA = dup(o.A);
+    const gdn_in gi = {dup(o.qkv), dup(o.bq), dup(o.aq), C1, 1};
+    printf("     one head, chunked vs scan state rel. L2 after 64 m tokens:");
+    for (int m = 1; m * 64 <= T + 63; m++) {
+        const int Tm = std::min(T, 64 * m);
+        float *r1 = dup(o.ring0), *s1 = dup(o.S0), *r2 = dup(o.ring0), *s2 = dup(o.S0);
+        uint16_t *o1 = poisoned<uint16_t>((size_t)Tm * k.dv), *o2 = poisoned<uint16_t>((size_t)Tm * k.dv);
+        float *sc = poisoned<float>(gdn_pf_chunked_scratch(d1, Tm) / sizeof(float));
+        gdn_pf_chunked(d1, Tm, k.pos, gi, dconv, ddt, dA, r1, s1, o1, sc, 0, 0);
+        gdn_pf_scan(d1, Tm, k.pos, gi, dconv, ddt, dA, r2, s2, o2, 0, 0);
+        std::vector<float> a = back(s1, hsz), b = back(s2, hsz);
+        printf(" %d:%.1e", m, rel_l2(a.data(), b.data(), hsz));
+    }
+    printf("\n");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -811,10 +920,13 @@ static void gdn_state_where(const gdn_case &k, const std::vector<float> &got, co
 //   vs CPU: state rel. L2 3e-4 and output 5e-3, the scan's: the products are 3xTF32 (about fp32,
 //     ~1e-6 relative each) and the chunked and recurrent forms agree to ~5e-7 in fp32 (spec §4), so
 //     the chunked kernel should sit where the scan sits; the output tolerance is the bf16 flips of
-//     conv outputs (host without FMA) as for the scan. A lost chunk boundary, a wrong decay or a
-//     wrong triangle is > 1e-1.
-//   vs scan: state 1e-4, output 5e-3 (the same two functions up to fp32 summation order, but a
-//     bf16 output that lands near a rounding edge flips by one bf16 step, 2^-8 relative).
+//     outputs near a rounding edge. The CPU recurrence reads the GPU's conv outputs (gdn_conv_gpu,
+//     which checks them against the CPU's conv: a one-step flip of a late token's v in a fast-
+//     decaying head moved a state column by 5e-3 (seed 1796285961) and failed this case while the
+//     recurrence was right). A lost chunk boundary, a wrong decay or a wrong triangle is > 1e-1.
+//   vs scan: state 1e-4, output 5e-3 (the same two functions, the same conv bits, up to fp32
+//     summation order, but a bf16 output that lands near a rounding edge flips by one bf16 step,
+//     2^-8 relative).
 //   ring: bitwise (the same ring kernel, gdn_pf_ring).
 // Cases (every Dk 128 one twice: phase B on the warpgroup MMA where it takes the split, 32 columns a
 // block, and on mma.sync; the third case, 3 chunks, is one under `small`, for the sanitizers; Dv 40 in two
@@ -858,8 +970,11 @@ static void test_gdn_chunked(rng &r) {
             std::vector<uint16_t> &qkv = in.qkv, &bq = in.bq, &aq = in.aq;
             float *dconv = dup(convw), *ddt = dup(dtb), *dA = dup(A);
             const gdn_in gi = gdn_dev_in(k, in, stacked);
+            int flips;
+            bool conv_ok;
+            const std::vector<float> u = gdn_conv_gpu(k, in, gi, dconv, &flips, &conv_ok);
             std::vector<float> hist = ring0, Sr = S0, orf((size_t)T * k.hv * k.dv);
-            gdn_ref(k, convw, dtb, A, qkv, bq, aq, hist, Sr, orf);
+            gdn_ref(k, u, dtb, A, qkv, bq, aq, hist, Sr, orf);
             float *ring2 = dup(ring0), *S2 = dup(S0);
             uint16_t *o2 = poisoned<uint16_t>((size_t)T * k.hv * k.dv);
             gdn_pf_scan(d, T, k.pos, gi, dconv, ddt, dA, ring2, S2, o2, 0, 0);
@@ -877,12 +992,15 @@ static void test_gdn_chunked(rng &r) {
                 double eo2 = rel_l2(go.data(), go2.data(), go.size()), es2 = rel_l2(gs.data(), gs2.data(), gs.size());
                 bool ring_ok = !memcmp(gr.data(), hist.data(), gr.size() * 4);
                 bool ok = !count_nonfinite(go.data(), go.size()) && !count_nonfinite(gs.data(), gs.size()) && eo < 5e-3 &&
-                          es < 3e-4 && eo2 < 5e-3 && es2 < 1e-4 && ring_ok;
-                report(ok, "gdn prefill chunked%s%s%s hk=%d hv=%d dk=%d dv=%d K=%d T=%d pos=%d nsplit=%d: vs CPU o %.1e state %.1e (tol 5e-3, 3e-4) ring %s; vs scan o %.1e state %.1e (tol 5e-3, 1e-4)",
+                          es < 3e-4 && eo2 < 5e-3 && es2 < 1e-4 && ring_ok && conv_ok;
+                report(ok, "gdn prefill chunked%s%s%s hk=%d hv=%d dk=%d dv=%d K=%d T=%d pos=%d nsplit=%d: conv %d one-step flips of %zu%s; vs CPU o %.1e state %.1e (tol 5e-3, 3e-4) ring %s; vs scan o %.1e state %.1e (tol 5e-3, 1e-4)",
                        k.dk == 128 ? (wgm ? " (gdn_wg 1)" : " (gdn_wg 0)") : "", stacked ? " (qkv|b|a stacked)" : "",
-                       ndraw > 1 ? (draw ? " (draw 2)" : " (draw 1)") : "", k.hk, k.hv, k.dk, k.dv, k.K, T, k.pos, k.nsplit, eo, es,
-                       ring_ok ? "equal" : "DIFFER", eo2, es2);
-                if (!ok) gdn_state_where(k, gs, Sr);
+                       ndraw > 1 ? (draw ? " (draw 2)" : " (draw 1)") : "", k.hk, k.hv, k.dk, k.dv, k.K, T, k.pos, k.nsplit, flips,
+                       u.size(), conv_ok ? "" : " (OUT OF BOUND)", eo, es, ring_ok ? "equal" : "DIFFER", eo2, es2);
+                if (!ok) {
+                    const int wh = gdn_state_where(k, gs, Sr);
+                    gdn_dump_head(k, in, scr, wh, gs, gs2, Sr);
+                }
             }
             free_all();
         }
