@@ -25,6 +25,7 @@ extern "C" {
 #include "cpu/ops_cpu.h"
 }
 #include "../../src/cuda/prefill.cuh"
+#include "../../src/cuda/gdn_pf.cuh" // gdn_pf_beta, for the GDN references
 
 void report(bool ok, const char *fmt, ...);
 extern "C" int lily_ceilings_cuda(void *ctx, struct lily_ceilings *out);
@@ -706,15 +707,28 @@ static std::vector<float> gdn_conv_gpu(const gdn_case &k, const gdn_inputs &in, 
     return g;
 }
 
+// beta = gdn_pf_beta(b) of n bf16 logits, the kernels' own device function (fast exp: a value near a
+// bf16 rounding edge can round the other way from the CPU's, which moves a state the way a conv flip
+// does, so the recurrence references take the GPU's).
+__global__ void gdn_test_beta(const uint16_t *b, int n, float *out) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = gdn_pf_beta(b[i]);
+}
+static std::vector<float> gdn_beta_gpu(const std::vector<uint16_t> &b) {
+    float *out = poisoned<float>(b.size());
+    gdn_test_beta<<<((int)b.size() + 255) / 256, 256>>>(dup(b), (int)b.size(), out);
+    CK(cudaGetLastError());
+    return back(out, b.size());
+}
+
 // CPU recurrence (spec §2.4), T decode steps from ring `hist` and state `Sr` (advanced in place);
 // state (Hv, Dv, Dk) as the GPU keeps it; orf (T, Hv*Dv) the bf16-rounded outputs. The conv outputs
 // are u (T x C, from gdn_conv_gpu: the GPU's own, so that a conv value one bf16 step from the CPU's
 // does not count against the recurrence: in a fast-decaying head one such step in a late token's v
-// moves a state column by up to 2^-7).
-static void gdn_ref(const gdn_case &k, const std::vector<float> &u, const std::vector<float> &dtb,
-                    const std::vector<float> &A, const std::vector<uint16_t> &qkv, const std::vector<uint16_t> &bq,
-                    const std::vector<uint16_t> &aq, std::vector<float> &hist, std::vector<float> &Sr,
-                    std::vector<float> &orf) {
+// moves a state column by up to 2^-7). beta (T x Hv): gdn_beta_gpu's, for the same reason.
+static void gdn_ref(const gdn_case &k, const std::vector<float> &u, const std::vector<float> &betas, const std::vector<float> &dtb,
+                    const std::vector<float> &A, const std::vector<uint16_t> &qkv, const std::vector<uint16_t> &aq,
+                    std::vector<float> &hist, std::vector<float> &Sr, std::vector<float> &orf) {
     const int C = 2 * k.hk * k.dk + k.hv * k.dv, T = k.T;
     for (int t = 0; t < T; t++) {
         const int p = k.pos + t;
@@ -726,7 +740,7 @@ static void gdn_ref(const gdn_case &k, const std::vector<float> &u, const std::v
             double sq = 0, sk = 0;
             for (int i = 0; i < k.dk; i++) sq += q[i] * q[i], sk += kk[i] * kk[i];
             for (int i = 0; i < k.dk; i++) q[i] = q[i] / sqrtf((float)sq + 1e-6f) / sqrtf((float)k.dk), kk[i] /= sqrtf((float)sk + 1e-6f);
-            float beta = bfr(1 / (1 + expf(-lily_bf16_to_f32(bq[(size_t)t * k.hv + h]))));
+            const float beta = betas[(size_t)t * k.hv + h];
             float xa = lily_bf16_to_f32(aq[(size_t)t * k.hv + h]) + dtb[h];
             float gamma = expf(A[h] * (xa > 20 ? xa : log1pf(expf(xa))));
             float *Sh = &Sr[(size_t)h * k.dv * k.dk];
@@ -744,6 +758,22 @@ static void gdn_ref(const gdn_case &k, const std::vector<float> &u, const std::v
 }
 
 static void test_gdn_pf(rng &r) {
+    { // beta of every bf16 logit in [-80, 80], GPU (gdn_pf_beta) against the CPU's formula: at most one bf16
+        // step apart (the references take the GPU's; a wrong formula is many steps off); the count is printed.
+        // Past |80| the two exps overflow at slightly different points (0 against a denormal beta).
+        std::vector<uint16_t> all;
+        for (uint32_t v = 0; v < 65536; v++)
+            if (fabsf(lily_bf16_to_f32((uint16_t)v)) <= 80.0f) all.push_back((uint16_t)v); // (NaN and inf left out)
+        const std::vector<float> g = gdn_beta_gpu(all);
+        int one = 0, far = 0;
+        for (size_t i = 0; i < all.size(); i++) {
+            const float c = bfr(1 / (1 + expf(-lily_bf16_to_f32(all[i]))));
+            const int d = abs((int)lily_f32_to_bf16(g[i]) - (int)lily_f32_to_bf16(c)); // beta in [0, 1]: bits in order
+            one += d == 1, far += d > 1 || g[i] != g[i];
+        }
+        report(!far, "gdn beta of all %zu bf16 logits in [-80, 80]: %d one bf16 step from the CPU's, %d more", all.size(), one, far);
+        free_all();
+    }
     gdn_case cases[] = {{2, 4, 64, 64, 4, 37, 0, 0}, {16, 32, 128, 128, 4, 100, 5, 4}, {1, 2, 32, 64, 3, 2, 3, 0},
                         {2, 4, 128, 128, 4, 1, 7, 8}, {4, 8, 128, 96, 4, 70, 0, 3}};
     int idx = 0, n = 0;
@@ -765,7 +795,7 @@ static void test_gdn_pf(rng &r) {
         gdn_pf_scan(d, T, k.pos, gi, dconv, ddt, dA, ring, S, o, k.nsplit, 0);
         CK(cudaGetLastError());
         std::vector<float> hist = ring0, Sr = S0, orf((size_t)T * k.hv * k.dv);
-        gdn_ref(k, u, dtb, A, qkv, bq, aq, hist, Sr, orf);
+        gdn_ref(k, u, gdn_beta_gpu(bq), dtb, A, qkv, aq, hist, Sr, orf);
         std::vector<float> go = to_f32(back(o, orf.size())), gs = back(S, Sr.size()), gr = back(ring, hist.size());
         double eo = rel_l2(go.data(), orf.data(), go.size()), es = rel_l2(gs.data(), Sr.data(), gs.size());
         bool ring_ok = !memcmp(gr.data(), hist.data(), gr.size() * 4);
@@ -923,7 +953,7 @@ static void gdn_dump_head(const gdn_case &k, const gdn_inputs &in, const float *
 //     outputs near a rounding edge. The CPU recurrence reads the GPU's conv outputs (gdn_conv_gpu,
 //     which checks them against the CPU's conv: a one-step flip of a late token's v in a fast-
 //     decaying head moved a state column by 5e-3 (seed 1796285961) and failed this case while the
-//     recurrence was right). A lost chunk boundary, a wrong decay or a wrong triangle is > 1e-1.
+//     recurrence was right) and the GPU's beta (gdn_beta_gpu: the other bf16 rounding point). A lost chunk boundary, a wrong decay or a wrong triangle is > 1e-1.
 //   vs scan: state 1e-4, output 5e-3 (the same two functions, the same conv bits, up to fp32
 //     summation order, but a bf16 output that lands near a rounding edge flips by one bf16 step,
 //     2^-8 relative).
@@ -974,7 +1004,7 @@ static void test_gdn_chunked(rng &r) {
             bool conv_ok;
             const std::vector<float> u = gdn_conv_gpu(k, in, gi, dconv, &flips, &conv_ok);
             std::vector<float> hist = ring0, Sr = S0, orf((size_t)T * k.hv * k.dv);
-            gdn_ref(k, u, dtb, A, qkv, bq, aq, hist, Sr, orf);
+            gdn_ref(k, u, gdn_beta_gpu(bq), dtb, A, qkv, aq, hist, Sr, orf);
             float *ring2 = dup(ring0), *S2 = dup(S0);
             uint16_t *o2 = poisoned<uint16_t>((size_t)T * k.hv * k.dv);
             gdn_pf_scan(d, T, k.pos, gi, dconv, ddt, dA, ring2, S2, o2, 0, 0);
