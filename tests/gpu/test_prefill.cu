@@ -682,9 +682,10 @@ static std::vector<float> gdn_conv_ref(const gdn_case &k, const gdn_inputs &in) 
 // The GPU conv pass's outputs (gdn_pf_conv_out: the bits every GPU GDN path computes) against the
 // CPU's: each within one bf16 step (the GPU's SiLU uses the fast exp and divide, a few fp32 ulps
 // off, so a value next to a bf16 rounding edge could land one step over), and such steps rare
-// (2026-12-03: 0 of 16.8M at the real dims, the sums in the same order on both sides; allowed 1e-4). A wrong tap, ring slot or channel is many steps off in most
-// values. Returns the GPU's outputs as floats (the recurrence references read them) and the count
-// of one-step differences in *flips; *ok false if the bound is broken.
+// (2026-12-03: 0 of 16.8M at the real dims, the sums in the same order on both sides; allowed
+// 1e-4). A wrong tap, ring slot or channel is many steps off in most values. Returns the GPU's
+// outputs as floats (the recurrence references read them) and the count of one-step differences in
+// *flips; *ok false if the bound is broken.
 static std::vector<float> gdn_conv_gpu(const gdn_case &k, const gdn_inputs &in, const gdn_in &gi, const float *dconv,
                                        int *flips, bool *ok) {
     const int C = 2 * k.hk * k.dk + k.hv * k.dv, T = k.T;
@@ -726,8 +727,8 @@ static std::vector<float> gdn_beta_gpu(const std::vector<uint16_t> &b) {
 // are u (T x C, from gdn_conv_gpu: the GPU's own, so that a conv value one bf16 step from the CPU's
 // does not count against the recurrence: in a fast-decaying head one such step in a late token's v
 // moves a state column by up to 2^-7). beta (T x Hv): gdn_beta_gpu's, for the same reason.
-static void gdn_ref(const gdn_case &k, const std::vector<float> &u, const std::vector<float> &betas, const std::vector<float> &dtb,
-                    const std::vector<float> &A, const std::vector<uint16_t> &qkv, const std::vector<uint16_t> &aq,
+static void gdn_ref(const gdn_case &k, const std::vector<float> &u, const std::vector<float> &betas,
+                    const std::vector<float> &dtb, const std::vector<float> &A, const std::vector<uint16_t> &qkv, const std::vector<uint16_t> &aq,
                     std::vector<float> &hist, std::vector<float> &Sr, std::vector<float> &orf) {
     const int C = 2 * k.hk * k.dk + k.hv * k.dv, T = k.T;
     for (int t = 0; t < T; t++) {
