@@ -17,10 +17,13 @@ BIN=${LILY_GPU_TEST:-$BUILD/lily-gpu-test}
 LILY=${LILY_BIN:-$BUILD/lily}
 SEED=${LILY_SEED:-$(date +%s)}
 pass=0; fail=0; t0=$(date +%s)
+tally() { # name, exit status: count it and print the group's line
+    if [ "$2" = 0 ]; then pass=$((pass+1)); echo "PASS $1 [$(( $(date +%s) - t0 )) s]"; else fail=$((fail+1)); echo "FAIL $1 [$(( $(date +%s) - t0 )) s]"; fi
+}
 run() { # name, command...
     local name=$1; shift
     echo "== $name"
-    if "$@"; then pass=$((pass+1)); echo "PASS $name [$(( $(date +%s) - t0 )) s]"; else fail=$((fail+1)); echo "FAIL $name [$(( $(date +%s) - t0 )) s]"; fi
+    "$@"; tally "$name" $?
 }
 # LILY_GPU_SAN_PAR=1: the sanitizer runs at once, each into its own log, printed in order when all have
 # ended (the suite's wall time is then the longest of them, racecheck of e2e, instead of their sum).
@@ -41,7 +44,7 @@ san_wait() {
         name=${san_names[$i]}; wait "${san_pids[$i]}"
         echo "== $name"; cat "$SAN_DIR/$name.log"
         rc=$(cat "$SAN_DIR/$name.rc" 2>/dev/null || echo 1)
-        if [ "$rc" = 0 ]; then pass=$((pass+1)); echo "PASS $name [$(( $(date +%s) - t0 )) s]"; else fail=$((fail+1)); echo "FAIL $name [$(( $(date +%s) - t0 )) s]"; fi
+        tally "$name" "$rc"
     done
     [ -z "$SAN_DIR" ] || rm -rf "$SAN_DIR"
 }
@@ -49,19 +52,19 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --f
 FIX=$(for d in tests/fixtures/models/*/; do [ -f "$d/ref_logits.f32" ] && echo "${d%/}"; done)
 SAN=${LILY_GPU_SAN:-1}
 if [ "$SAN" != only ]; then
-run kernels "$BIN" kernels "$SEED"
-run prefill "$BIN" prefill "$SEED"
-run e2e "$BIN" e2e "$SEED"
-run fixtures env LILY_GPU_HF_BF16=tests/gpu/hf_bf16 "$BIN" fixtures $FIX
-if python3 -c 'import numpy, pytest' 2>/dev/null; then
-    run cli-fixtures env LILY_BIN="$LILY" LILY_TEST_BACKEND=cuda LILY_CUDA_F32ACT=1 \
-        python3 -m pytest -q tests/py/test_model_fixtures.py
-else
-    echo "note: python3 without numpy/pytest; lily logits --backend cuda fixture test skipped"
-fi
-if python3 -c 'import numpy' 2>/dev/null; then
-    run cli-prefill env LILY_BIN="$LILY" python3 tests/gpu/cli_prefill.py
-fi
+    run kernels "$BIN" kernels "$SEED"
+    run prefill "$BIN" prefill "$SEED"
+    run e2e "$BIN" e2e "$SEED"
+    run fixtures env LILY_GPU_HF_BF16=tests/gpu/hf_bf16 "$BIN" fixtures $FIX
+    if python3 -c 'import numpy, pytest' 2>/dev/null; then
+        run cli-fixtures env LILY_BIN="$LILY" LILY_TEST_BACKEND=cuda LILY_CUDA_F32ACT=1 \
+            python3 -m pytest -q tests/py/test_model_fixtures.py
+    else
+        echo "note: python3 without numpy/pytest; lily logits --backend cuda fixture test skipped"
+    fi
+    if python3 -c 'import numpy' 2>/dev/null; then
+        run cli-prefill env LILY_BIN="$LILY" python3 tests/gpu/cli_prefill.py
+    fi
 fi
 if [ "$SAN" = 0 ]; then
     echo "note: LILY_GPU_SAN=0; sanitizer runs skipped"

@@ -892,7 +892,7 @@ static int gdn_state_where(const gdn_case &k, const std::vector<float> &got, con
 // channels and the three final states (chunked, scan, CPU) of the whole case; then that one-head
 // case runs again, chunked against the scan on its first 64 m tokens for every m, so the first
 // chunk where they part shows.
-static void gdn_dump_head(const gdn_case &k, const gdn_inputs &in, const float *scr, int h, const std::vector<float> &gs,
+static void gdn_dump_head(const gdn_case &k, const gdn_inputs &in, const std::vector<float> &u, int h, const std::vector<float> &gs,
                           const std::vector<float> &gs2, const std::vector<float> &Sr) {
     const char *path = getenv("LILY_GPU_GDN_DUMP");
     if (!path || !*path) return;
@@ -910,10 +910,8 @@ static void gdn_dump_head(const gdn_case &k, const gdn_inputs &in, const float *
         for (int c : ch) o.qkv.push_back(in.qkv[(size_t)t * C + c]);
         o.bq.push_back(in.bq[(size_t)t * k.hv + h]), o.aq.push_back(in.aq[(size_t)t * k.hv + h]);
     }
-    gdn_dims d = {k.hk, k.hv, k.dk, k.dv, k.K};
-    const size_t cvoff = gdn_pf_chunked_scratch(d, T) - (size_t)T * C * 2; // the conv outputs (bf16) end the scratch
-    std::vector<uint16_t> cvall = back((const uint16_t *)((const char *)scr + cvoff), (size_t)T * C), cv1;
-    for (int t = 0; t < T; t++) for (int c : ch) cv1.push_back(cvall[(size_t)t * C + c]);
+    std::vector<uint16_t> cv1; // the GPU conv outputs (gdn_conv_gpu's) of the head's channels
+    for (int t = 0; t < T; t++) for (int c : ch) cv1.push_back(lily_f32_to_bf16(u[(size_t)t * C + c]));
     const size_t hsz = (size_t)k.dv * k.dk;
     FILE *f = fopen(path, "wb");
     if (!f) {
@@ -1030,7 +1028,7 @@ static void test_gdn_chunked(rng &r) {
                        u.size(), conv_ok ? "" : " (OUT OF BOUND)", eo, es, ring_ok ? "equal" : "DIFFER", eo2, es2);
                 if (!ok) {
                     const int wh = gdn_state_where(k, gs, Sr);
-                    gdn_dump_head(k, in, scr, wh, gs, gs2, Sr);
+                    gdn_dump_head(k, in, u, wh, gs, gs2, Sr);
                 }
             }
             free_all();
