@@ -64,6 +64,7 @@ struct cuda_ctx {
     int *ids, *nan_flag;
     float *mf_part;   // moe_fused's partial outputs (topk * (moe_inter / 32) + 1 rows of hidden)
     unsigned *mf_bar; // and its grid barrier (2 counters)
+    unsigned long long *mf_acc; // LILY_CUDA_OPT_MOE_ACC: the MoE's fixed-point sum (hidden) and its flag
     float2 *amax;
     int amax_n;
     char *tk_mem; // step_topk's scratch, then its output (k values, k ids, the count); made at first use

@@ -77,6 +77,22 @@ __device__ __forceinline__ float rb(float f) {
 __device__ __forceinline__ float bf16_elem(uint32_t pair, int e) {
     return __uint_as_float(e ? pair & 0xffff0000u : pair << 16);
 }
+// The decode MoE's output as a fixed-point sum (LILY_CUDA_MOE_ACC, moe_fused.cu): each block adds its
+// partial outputs into acc[row] (int64 in units of 2^-32, two's complement in 64-bit words) with integer
+// atomics, which no grid barrier has to wait for, and integer addition is exact, so the result does not
+// depend on the order the blocks arrive in (the same bits every run). The next kernel that reads the
+// residual stream folds it in as moe_fused's reduction did: rb(res + rb(sum)). A partial whose magnitude
+// reaches 2^23 (or that is not finite) sets acc[H], the flag, instead: 129 such partials stay inside
+// int64, and the folded values become NaN, which the step's NaN check reports.
+#define MF_ACC_MAX 8388608.0f // 2^23
+__device__ __forceinline__ void mf_acc_add(unsigned long long *acc, int row, int H, float v) {
+    if (fabsf(v) < MF_ACC_MAX) atomicAdd(acc + row, (unsigned long long)__float2ll_rn(v * 4294967296.0f));
+    else acc[H] = 1ull;
+}
+__device__ __forceinline__ float mf_fold(float res, unsigned long long sum, unsigned long long flag) {
+    return flag ? __int_as_float(0x7fffffff) : rb(res + rb(__ll2float_rn((long long)sum) * 2.3283064365386963e-10f));
+}
+
 __device__ __forceinline__ float silu_f(float x) { return __fdividef(x, 1.0f + __expf(-x)); }
 __device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + __expf(-x)); }
 

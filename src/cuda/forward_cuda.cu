@@ -77,8 +77,14 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
     lily_cuda_gv2_bulk = cx->opt[LILY_CUDA_OPT_GV2_BULK];
     lily_cuda_attn_comb = cx->opt[LILY_CUDA_OPT_ATTN_COMB];
     lily_cuda_attn_tc = cx->opt[LILY_CUDA_OPT_ATTN_TC];
+    // LILY_CUDA_MOE_ACC: a layer's moe_fused leaves its output in cx->mf_acc, and `pending` says so: the
+    // next layer's in_proj and out_proj (o_proj), or lm_head, fold it into the residual they read, and
+    // out_proj zeroes it for the layer's own MoE. Not with the front (its launch keeps the sums) or
+    // the per-layer dump (which reads x between launches).
+    const bool acc_on = cx->opt[LILY_CUDA_OPT_MOE_ACC] && !cx->opt[LILY_CUDA_OPT_MOE_FRONT] && !cx->dump;
+    bool pending = false;
     prof_mark(cx, "start");
-    embed_row(cx->embed_q, cx->embed_dense, cx->embed_dt, c->hidden, s->d_tok, cx->x, st);
+    embed_row(cx->embed_q, cx->embed_dense, cx->embed_dt, c->hidden, s->d_tok, cx->x, st, acc_on ? cx->mf_acc : NULL);
     prof_mark(cx, "embed");
     attn_dims ad = {c->n_heads, c->n_kv_heads, c->head_dim, c->rope_dim, s->max_ctx, c->rope_theta, eps, s->kv_f32};
     gdn_dims gd = {c->lin_k_heads, c->lin_v_heads, c->lin_k_dim, c->lin_v_dim, c->conv_kernel};
@@ -87,6 +93,7 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
         gv_args g, go; // go: the layer's out_proj (GDN) or o_proj (attention)
         memset(&g, 0, sizeof g);
         g.cols = c->hidden, g.x = cx->x, g.pro = PRO_RMSNORM, g.norm_w = d->in_norm, g.eps = eps;
+        g.acc_x = pending ? cx->mf_acc : NULL;
         if (!d->full) {
             g.nseg = 4;
             g.seg[0].m = d->qkv, g.seg[0].y = cx->qkv;
@@ -120,6 +127,8 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
             go.nseg = 1, go.cols = c->n_heads * c->head_dim, go.x = cx->o, go.pro = PRO_PLAIN, go.epi = GV_RESID;
             go.seg[0].m = d->o, go.seg[0].y = cx->x, go.seg[0].res = cx->x;
         }
+        go.acc_res = pending ? cx->mf_acc : NULL;
+        pending = false;
         memset(&g, 0, sizeof g);
         g.cols = c->hidden, g.x = cx->x, g.pro = PRO_RMSNORM, g.norm_w = d->post_norm, g.eps = eps;
         g.x_out = cx->xn;
@@ -154,7 +163,8 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
         prof_mark(cx, "moe norm+router+shared gate/up");
         if (fused) {
             moe_fused(d->moe, NULL, 0, cx->rl, cx->xn, cx->ids, cx->wts, d->sh_down, cx->sg, cx->su, cx->ss, cx->x, cx->x,
-                      cx->mf_part, cx->mf_bar, st);
+                      cx->mf_part, cx->mf_bar, st, acc_on ? cx->mf_acc : NULL);
+            pending = acc_on;
             prof_mark(cx, "moe experts gate/up+down (fused)");
         } else {
             moe_gate_up(d->moe, cx->rl, cx->xn, cx->h, cx->ids, cx->wts, st);
@@ -167,6 +177,7 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
     gv_args g;
     memset(&g, 0, sizeof g);
     g.nseg = 1, g.cols = c->hidden, g.x = cx->x, g.pro = PRO_RMSNORM, g.norm_w = cx->final_norm, g.eps = eps;
+    g.acc_x = pending ? cx->mf_acc : NULL;
     g.epi = GV_LOGITS, g.amax = cx->amax, g.temp = s->temp, g.seed = s->seed, g.pos = s->d_pos;
     g.nan_flag = cx->nan_flag;
     g.seg[0].m = cx->lm_head, g.seg[0].y = logits;
@@ -401,6 +412,7 @@ static const struct {
     {"qg_wsp", LILY_CUDA_OPT_QG_WSP, 0, 1},       {"qg_splitk", LILY_CUDA_OPT_QG_SPLITK, 0, 1},
     {"qg_gt", LILY_CUDA_OPT_QG_GT, 0, 1},         {"gdn_wg", LILY_CUDA_OPT_GDN_WG, 0, 1},
     {"qg_rw", LILY_CUDA_OPT_QG_RW, 0, 3},         {"gdn_inproj", LILY_CUDA_OPT_GDN_INPROJ, 0, 1},
+    {"moe_acc", LILY_CUDA_OPT_MOE_ACC, 0, 1},
 };
 
 extern "C" int lily_cuda_set_opt(void *ctx, int opt, int value);

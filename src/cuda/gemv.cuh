@@ -22,7 +22,7 @@ __device__ __forceinline__ float hash_uniform(uint32_t a, uint32_t b, uint32_t c
 #define PRO_NJ 2
 __host__ __device__ __forceinline__ bool gv_pro_fast(const gv_args &a) {
     const int gl = a.ghd / 8; // lanes per gated-norm head
-    const uintptr_t al = (uintptr_t)a.x | (uintptr_t)a.norm_w | (uintptr_t)a.gz | (uintptr_t)a.x_out;
+    const uintptr_t al = (uintptr_t)a.x | (uintptr_t)a.norm_w | (uintptr_t)a.gz | (uintptr_t)a.x_out | (uintptr_t)a.acc_x;
     return a.cols % 16 == 0 && a.cols <= 8 * GV_THREADS * PRO_NJ && (al & 15) == 0 &&
            (a.pro != PRO_GATED || (a.ghd % 8 == 0 && gl <= 32 && (gl & (gl - 1)) == 0 && a.cols % a.ghd == 0));
 }
@@ -49,6 +49,14 @@ __device__ __forceinline__ void gv_prologue_regs(const gv_args &a, float *xs, fl
         if (!act || c0 >= cols) continue;
         ld8<CG>(v[j], a.x + c0);
         if (a.pro == PRO_RMSNORM) ld8(g[j], a.norm_w + c0);
+        if (a.pro == PRO_RMSNORM && a.acc_x) { // the MoE's fixed-point sum folded in (LILY_CUDA_MOE_ACC)
+            const ulonglong2 *q = (const ulonglong2 *)(a.acc_x + c0);
+            const ulonglong2 q0 = q[0], q1 = q[1], q2 = q[2], q3 = q[3];
+            const unsigned long long fl = a.acc_x[cols];
+            const unsigned long long qs[8] = {q0.x, q0.y, q1.x, q1.y, q2.x, q2.y, q3.x, q3.y};
+#pragma unroll
+            for (int k = 0; k < 8; k++) v[j][k] = mf_fold(v[j][k], qs[k], fl);
+        }
         if (a.pro == PRO_GATED) ld8(g[j], a.norm_w + c0 % a.ghd), ld8<CG>(zz[j], a.gz + c0);
     }
     if (a.pro == PRO_RMSNORM) {
@@ -96,6 +104,11 @@ __device__ __forceinline__ void gv_prologue_regs(const gv_args &a, float *xs, fl
     __syncthreads();
 }
 
+// Input column c of an RMS-normed launch: x[c], with the MoE's fixed-point sum folded in when acc_x is set.
+__device__ __forceinline__ float gv_x(const gv_args &a, int c) {
+    return a.acc_x ? mf_fold(a.x[c], a.acc_x[c], a.acc_x[a.cols]) : a.x[c];
+}
+
 // Prologue shared by both kernels: x (plain, RMS-normed or gated-normed) into padded shared memory,
 // its 16-value sums, and the prepared x to a.x_out from block 0. Ends with a barrier. The loops
 // below serve the shapes the register path does not take (wider rows, odd head sizes).
@@ -107,9 +120,12 @@ __device__ __forceinline__ void gv_prologue(const gv_args &a, float *xs, float *
     const int cols = a.cols, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     if (a.pro == PRO_RMSNORM) {
         float ss = 0.0f;
-        for (int c = tid; c < cols; c += GV_THREADS) ss += a.x[c] * a.x[c];
+        for (int c = tid; c < cols; c += GV_THREADS) {
+            const float v = gv_x(a, c);
+            ss += v * v;
+        }
         float r = rsqrtf(block_sum(ss, red) / cols + a.eps);
-        for (int c = tid; c < cols; c += GV_THREADS) xs[xs_index(c)] = rb(a.x[c] * r * a.norm_w[c]);
+        for (int c = tid; c < cols; c += GV_THREADS) xs[xs_index(c)] = rb(gv_x(a, c) * r * a.norm_w[c]);
     } else if (a.pro == PRO_GATED) {
         // Per head of ghd values: rb(rb(w * rb(x * rms)) * silu(z)) (spec §2.1b). One warp per head.
         int nh = cols / a.ghd;
@@ -144,7 +160,12 @@ __device__ __forceinline__ void gv_out(const gv_args &a, const gv_seg &s, int ro
     if (a.epi == GV_STORE) {
         s.y[row] = rb(acc);
     } else if (a.epi == GV_RESID) {
-        s.y[row] = rb(s.res[row] + rb(acc));
+        float r = s.res[row];
+        if (a.acc_res) { // the MoE's fixed-point sum folded in, then zeroed for the layer's MoE
+            r = mf_fold(r, a.acc_res[row], a.acc_res[s.m.rows]);
+            a.acc_res[row] = 0ull;
+        }
+        s.y[row] = rb(r + rb(acc));
     } else {
         float v = acc;
         if (s.y) s.y[row] = v;

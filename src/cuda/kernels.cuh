@@ -33,6 +33,10 @@ struct gv_args {
     int *nan_flag;       // GV_LOGITS: set to 1 when a logit is NaN or infinite (may be NULL)
     int pro_regs;        // filled by gemv_launch from lily_cuda_gv_pro
     int bulk;            // filled by gemv_launch from lily_cuda_gv2_bulk
+    // The MoE's fixed-point sum (cuda_common.cuh mf_fold; LILY_CUDA_MOE_ACC): acc[0, H) and the flag acc[H].
+    const unsigned long long *acc_x; // PRO_RMSNORM: if set, x[c] is folded with acc_x[c] (cols == H)
+    unsigned long long *acc_res;     // GV_RESID, one segment of H rows: if set, res[row] is folded with
+                                     // acc_res[row], which is then zeroed (the flag stays)
 };
 // Launch; returns the grid size used (GV_LOGITS needs it to size amax). max_blocks 0 = default.
 int gemv_launch(gv_args a, int max_blocks, cudaStream_t st);
@@ -99,7 +103,11 @@ size_t moe_fused_part_floats(const moe_w &w);
 extern int lily_cuda_moe_fused_tma;
 void moe_fused(const moe_w &w, const gv_args *front, int nfront, const float *router_logits, const float *x, int *ids,
                float *wts, dq_mat sh_down, const float *sg, const float *su, const float *sh_score, const float *res,
-               float *out, float *part, unsigned *bar, cudaStream_t st);
+               float *out, float *part, unsigned *bar, cudaStream_t st, unsigned long long *acc = nullptr);
+// acc (LILY_CUDA_MOE_ACC; no front): the launch adds the routed and shared experts' outputs into acc
+// (hidden + 1 words, cuda_common.cuh mf_acc_add) with integer atomics and ends there: no grid barrier,
+// res and out are not touched. acc must hold zeros (and the flag 0) before the launch; the next
+// readers of the residual fold it in (gv_args acc_x, acc_res).
 
 // ---- gdn.cu: one Gated DeltaNet step --------------------------------------------------------
 struct gdn_dims { int hk, hv, dk, dv, kconv; };
@@ -120,9 +128,10 @@ struct attn_dims { int hq, hkv, d, rope_dim, max_ctx; float theta, eps; int kv_f
 void qk_norm_rope_append(attn_dims d, const float *qg, const float *k, const float *v,
                          const float *q_norm, const float *k_norm, float *q_out, void *kc,
                          void *vc, const int *pos, cudaStream_t st);
-// x = embedding row of *tok (quantised or dense).
+// x = embedding row of *tok (quantised or dense); acc, if set, zeroed (hidden + 1 words: the MoE's
+// fixed-point sum and its flag, for the step's first moe_fused with acc).
 void embed_row(const dq_mat &qm, const void *dense, int dense_dt, int hidden, const int *tok,
-               float *x, cudaStream_t st);
+               float *x, cudaStream_t st, unsigned long long *acc = nullptr);
 
 // ---- attn.cu --------------------------------------------------------------------------------
 // Attention of the current query over cache positions 0..*pos (inclusive), split over nsplit blocks

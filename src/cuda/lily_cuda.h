@@ -164,6 +164,12 @@ enum lily_cuda_opt {
                                     // beside qkv), 0 = three GEMMs, b and a on the side stream
                                     // (LILY_CUDA_GDN_INPROJ, which at 0 also uploads them apart; flag
                                     // gdn_inproj; default 1)
+    LILY_CUDA_OPT_MOE_ACC = 46,     // decode: 1 = moe_fused adds the experts' outputs into a fixed-point
+                                    // sum by integer atomics and ends there (no grid barrier, no
+                                    // sums); the next layer's in_proj and out_proj (o_proj), or
+                                    // lm_head, fold it into the residual (cuda_common.cuh mf_fold);
+                                    // off with moe_front or LILY_CUDA_DUMP (LILY_CUDA_MOE_ACC; flag
+                                    // moe_acc; default 1)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

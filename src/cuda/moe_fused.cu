@@ -20,6 +20,11 @@
 //   5. after a grid barrier (every block is resident: at most one block an SM, checked at launch),
 //      block b adds the partials of rows b*rb .. +rb in a fixed order and the residual: the result
 //      is deterministic.
+//   5'. with acc (LILY_CUDA_MOE_ACC, the default in a step): instead of 4's stores and 5, each partial is
+//      added into a fixed-point sum by integer atomics (cuda_common.cuh mf_acc_add) and the launch ends:
+//      no grid barrier, no second pass. Integer addition is exact, so the sum is the same whatever order
+//      the blocks arrive in. The next layer's in_proj and out_proj (o_proj), or lm_head, fold it into
+//      the residual they read (gemv.cuh gv_x, gv_out), out_proj zeroing it for the layer's own MoE.
 // Measured (docs/PERF.md): 18.8 us a launch in `lily-gpu-test chain` against 25.8 us for the pair;
 // decode 4K 319 -> 346 tok/s. Of its time ~1 us is the wait, ~3.8 us the top-k, ~9.7 us the streaming
 // and the math, ~3.4 us the grid barrier and the sums.
@@ -160,12 +165,15 @@ __device__ __forceinline__ void mf_grid_sync(unsigned *bar) {
 // one (PDL's overlap). At 115 registers (uncapped, with the front) no block fitted beside it and the
 // step lost ~10 % (docs/PERF.md).
 #define MF_REGS 88
-template <int HPG, bool TMD, bool FRONT>
+// ACC (LILY_CUDA_MOE_ACC): the partials go into acc by integer atomics (cuda_common.cuh mf_acc_add) and the
+// launch ends there: no grid barrier, no sums; the next readers of the residual fold acc in.
+template <int HPG, bool TMD, bool FRONT, bool ACC>
 __global__ void __maxnreg__(MF_REGS)
     moe_fused_kernel(moe_w w, const float *logits, const float *x, int *ids_out, float *wts_out, dq_mat sd,
                      const float *sg, const float *su, const float *sh_score, const float *res, float *out,
                      float *part, unsigned *bar, mf_shape sh, const __grid_constant__ mf_front fr,
-                     const __grid_constant__ CUtensorMap tmc, const __grid_constant__ CUtensorMap tms) {
+                     const __grid_constant__ CUtensorMap tmc, const __grid_constant__ CUtensorMap tms,
+                     unsigned long long *acc) {
     trace_mark(0);
     extern __shared__ __align__(128) unsigned char mf_smem[];
     __shared__ int ids[MAX_TOPK];
@@ -295,9 +303,12 @@ __global__ void __maxnreg__(MF_REGS)
 #pragma unroll
     for (int u = 0; u < MF_DPT; u++) {
         const int r = tid + u * MF_THREADS;
-        if (r < H)
-            pk[r] = wk * chunk_apply(chunk_dot<4>(TMD ? dsc[r] : dcode[u], hsl), hsl[xs_floats(MF_J)] + hsl[xs_floats(MF_J) + 1],
-                                     TMD ? ((const uint32_t *)(dss + r))[(j0 / G) & 3] : dsb[u], 4);
+        if (r < H) {
+            const float v = wk * chunk_apply(chunk_dot<4>(TMD ? dsc[r] : dcode[u], hsl), hsl[xs_floats(MF_J)] + hsl[xs_floats(MF_J) + 1],
+                                             TMD ? ((const uint32_t *)(dss + r))[(j0 / G) & 3] : dsb[u], 4);
+            if (ACC) mf_acc_add(acc, r, H, v);
+            else pk[r] = v;
+        }
     }
     if (Is) {
         // Thread i holds chunk i % cps of row s0 + i / cps; a row's cps chunks are adjacent lanes
@@ -307,10 +318,19 @@ __global__ void __maxnreg__(MF_REGS)
             const int i = tid + u * MF_THREADS, c = i % cps;
             float v = i < sr * cps ? chunk_apply(chunk_dot<4>(scode[u], hs + xs_index(c * 32)), hssum[2 * c] + hssum[2 * c + 1], ssb[u], 4) : 0.0f;
             for (int o = 1; o < cps; o <<= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-            if (c == 0 && i < sr * cps) part[(long)(K * ns) * H + s0 + i / cps] = wts[K] * v;
+            if (c == 0 && i < sr * cps) {
+                if (ACC) mf_acc_add(acc, s0 + i / cps, H, wts[K] * v);
+                else part[(long)(K * ns) * H + s0 + i / cps] = wts[K] * v;
+            }
         }
     }
     trace_mark(3);
+    if (ACC) {
+        pdl_trigger();
+        if (b == 0 && tid < K) ids_out[tid] = ids[tid], wts_out[tid] = wts[tid];
+        trace_mark(4);
+        return;
+    }
     // 5. Every partial written: block b adds rows b*rb .. +rb.
     mf_grid_sync(bar);
     if (!nfront) trace_mark(15); // TRACE: the grid barrier passed
@@ -410,7 +430,8 @@ static bool mf_tmaps(const moe_w &w, CUtensorMap *tc, CUtensorMap *ts) {
 template <int HPG>
 static void mf_launch(mf_shape s, const mf_front &fr, cudaStream_t st, moe_w w, const gv_args *front, int nfront,
                       const float *logits, const float *x, int *ids, float *wts, dq_mat sd, const float *sg,
-                      const float *su, const float *ss, const float *res, float *out, float *part, unsigned *bar) {
+                      const float *su, const float *ss, const float *res, float *out, float *part, unsigned *bar,
+                      unsigned long long *acc) {
     CUtensorMap tc, ts;
     memset(&tc, 0, sizeof tc), memset(&ts, 0, sizeof ts);
     const bool tmd = lily_cuda_moe_fused_tma && mf_tmaps(w, &tc, &ts);
@@ -423,21 +444,24 @@ static void mf_launch(mf_shape s, const mf_front &fr, cudaStream_t st, moe_w w, 
     }
     void (*k)(moe_w, const float *, const float *, int *, float *, dq_mat, const float *, const float *,
               const float *, const float *, float *, float *, unsigned *, mf_shape, const mf_front, const CUtensorMap,
-              const CUtensorMap) = fr.n ? (tmd ? moe_fused_kernel<HPG, true, true> : moe_fused_kernel<HPG, false, true>)
-                                        : (tmd ? moe_fused_kernel<HPG, true, false> : moe_fused_kernel<HPG, false, false>);
+              const CUtensorMap, unsigned long long *) =
+        fr.n  ? (tmd ? moe_fused_kernel<HPG, true, true, false> : moe_fused_kernel<HPG, false, true, false>)
+        : acc ? (tmd ? moe_fused_kernel<HPG, true, false, true> : moe_fused_kernel<HPG, false, false, true>)
+              : (tmd ? moe_fused_kernel<HPG, true, false, false> : moe_fused_kernel<HPG, false, false, false>);
     cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s.smem);
     launch_k(k, s.nb, MF_THREADS, s.smem, st, w, logits, x, ids, wts, sd, sg, su, ss, res, out, part, bar, s, fr, tc,
-             ts);
+             ts, acc);
 }
 
 void moe_fused(const moe_w &w, const gv_args *front, int nfront, const float *router_logits, const float *x, int *ids,
                float *wts, dq_mat sh_down, const float *sg, const float *su, const float *sh_score, const float *res,
-               float *out, float *part, unsigned *bar, cudaStream_t st) {
+               float *out, float *part, unsigned *bar, cudaStream_t st, unsigned long long *acc) {
     mf_shape s;
     mf_front fr;
     if (!mf_plan(w, sh_down, front, nfront, &s, &fr)) return; // callers ask moe_fused_takes first
+    if (nfront) acc = nullptr; // the front's instantiation keeps the barrier and the sums
     const int hpg = 128 / w.gate.group;
-#define MF_ARGS s, fr, st, w, front, nfront, router_logits, x, ids, wts, sh_down, sg, su, sh_score, res, out, part, bar
+#define MF_ARGS s, fr, st, w, front, nfront, router_logits, x, ids, wts, sh_down, sg, su, sh_score, res, out, part, bar, acc
     if (hpg == 1) mf_launch<1>(MF_ARGS);
     else if (hpg == 2) mf_launch<2>(MF_ARGS);
     else mf_launch<4>(MF_ARGS);

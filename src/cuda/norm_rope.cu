@@ -66,10 +66,12 @@ void qk_norm_rope_append(attn_dims d, const float *qg, const float *k, const flo
     launch_k(qk_kernel, d.hq + d.hkv, 128, d.d * sizeof(float), st, d, qg, k, v, q_norm, k_norm, q_out, kc, vc, pos);
 }
 
-__global__ void embed_kernel(dq_mat m, const void *dense, int dt, int H, const int *tokp, float *x) {
+__global__ void embed_kernel(dq_mat m, const void *dense, int dt, int H, const int *tokp, float *x,
+                             unsigned long long *acc) {
     pdl_wait();
     pdl_trigger();
     const int tok = *tokp;
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c <= H && acc; c += gridDim.x * blockDim.x) acc[c] = 0ull;
     for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < H; c += gridDim.x * blockDim.x) {
         if (m.codes) {
             x[c] = dq_get(m, tok, c);
@@ -80,6 +82,6 @@ __global__ void embed_kernel(dq_mat m, const void *dense, int dt, int H, const i
 }
 
 void embed_row(const dq_mat &qm, const void *dense, int dense_dt, int hidden, const int *tok,
-               float *x, cudaStream_t st) {
-    launch_k(embed_kernel, (hidden + 255) / 256, 256, 0, st, qm, dense, dense_dt, hidden, tok, x);
+               float *x, cudaStream_t st, unsigned long long *acc) {
+    launch_k(embed_kernel, (hidden + 255) / 256, 256, 0, st, qm, dense, dense_dt, hidden, tok, x, acc);
 }

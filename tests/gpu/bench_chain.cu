@@ -309,6 +309,15 @@ void run_chain(void) {
             moe_fused(mw, NULL, 0, lg + (i % NL) * E, x, ids + (i % NL) * K, wts + (i % NL) * K, sd[i % 40], y1, y2, y3, y0, y0,
                       part, bar, s);
         });
+        // The same adding into the fixed-point sum (LILY_CUDA_MOE_ACC: no grid barrier, no sums; nothing reads
+        // acc here, and 240 launches' sums stay far inside its range).
+        unsigned long long *acc;
+        CK(cudaMalloc(&acc, (H + 1) * sizeof(unsigned long long)));
+        CK(cudaMemset(acc, 0, (H + 1) * sizeof(unsigned long long)));
+        chain_row("  the same, into the fixed-point sum (moe_acc)", gu + dn + sdb, [&](int i, cudaStream_t s) {
+            moe_fused(mw, NULL, 0, lg + (i % NL) * E, x, ids + (i % NL) * K, wts + (i % NL) * K, sd[i % 40], y1, y2, y3, y0, y0,
+                      part, bar, s, acc);
+        });
         // A GDN layer's tail: gated norm + out_proj + residual, norm + router + shared gate/up, the
         // experts; as three launches, then with the first two as moe_fused's front (LILY_CUDA_MOE_FRONT).
         // Nothing accumulates from launch to launch (out_proj adds to a fixed residual), so the

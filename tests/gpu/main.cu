@@ -792,6 +792,7 @@ static void run_e2e_moe_fused(uint64_t seed) {
     std::vector<float> g0 = run_logits(be, ctx, tf, V, 1);
     lily_cuda_set_opt(ctx, LILY_CUDA_OPT_MOE_FUSED, 1);
     lily_cuda_set_opt(ctx, LILY_CUDA_OPT_MOE_FRONT, 0);
+    lily_cuda_set_opt(ctx, LILY_CUDA_OPT_MOE_ACC, 0);
     std::vector<float> g1 = run_logits(be, ctx, tf, V, 1), g1b = run_logits(be, ctx, tf, V, 1);
     cmp_stats s0 = compare(g0.data(), ref.data(), N, V, BF16_GAP), s1 = compare(g1.data(), ref.data(), N, V, BF16_GAP);
     const double e = rel_l2(g1.data(), g0.data(), g1.size());
@@ -801,6 +802,17 @@ static void run_e2e_moe_fused(uint64_t seed) {
            "%d/%d (decisive %d/%d; two launches: mean %.2e worst %.2e); vs two launches rel_l2 %.2e; run twice: %s",
            s1.rel_mean, s1.rel_worst, s1.agree, N, s1.dec_agree, s1.dec_n, s0.rel_mean, s0.rel_worst, e,
            !memcmp(g1.data(), g1b.data(), g1.size() * 4) ? "bitwise equal" : "DIFFERS");
+    // With the fixed-point sum (LILY_CUDA_OPT_MOE_ACC): the MoE's output folded in by the next layer's
+    // in_proj and out_proj / o_proj, the last layer's by lm_head. Deterministic: run twice, the same bits.
+    lily_cuda_set_opt(ctx, LILY_CUDA_OPT_MOE_ACC, 1);
+    std::vector<float> g3 = run_logits(be, ctx, tf, V, 1), g3b = run_logits(be, ctx, tf, V, 1);
+    cmp_stats s3 = compare(g3.data(), ref.data(), N, V, BF16_GAP);
+    const double e3 = rel_l2(g3.data(), g1.data(), g3.size());
+    const bool twice3 = !memcmp(g3.data(), g3b.data(), g3.size() * 4);
+    report(s3.rel_mean < BF16_REL_MEAN && s3.rel_worst < BF16_REL_WORST && s3.dec_agree == s3.dec_n && e3 < 1e-2 && twice3,
+           "e2e decode with the MoE's fixed-point sum (moe_acc): vs CPU backend rel_l2 mean %.2e worst %.2e, top-1 %d/%d "
+           "(decisive %d/%d); vs the fp32 sums rel_l2 %.2e; run twice: %s",
+           s3.rel_mean, s3.rel_worst, s3.agree, N, s3.dec_agree, s3.dec_n, e3, twice3 ? "bitwise equal" : "DIFFERS");
     // With the front (LILY_CUDA_OPT_MOE_FRONT): out_proj / o_proj and the router inside the MoE's
     // launch. Same bits as the separate launches; the step's profile must show no separate out_proj,
     // o_proj or router launch left (every layer taken).
@@ -821,7 +833,8 @@ static void run_e2e_moe_fused(uint64_t seed) {
     be->state_free(ctx, st);
     const bool fr_same = !memcmp(g2.data(), g1.data(), g1.size() * 4), fr_twice = !memcmp(g2.data(), g2b.data(), g2.size() * 4);
     report(fr_same && fr_twice && fronted == 1 && separate == 0,
-           "e2e decode with the MoE's front (out_proj / o_proj + router in its launch): vs without %s; run twice: %s; "
+           "e2e decode with the MoE's front (out_proj / o_proj + router in its launch; moe_acc on, which the front "
+           "turns off): vs without, fp32 sums, %s; run twice: %s; "
            "profile: fused family %s, separate out_proj/o_proj/router families %d (want 0)",
            fr_same ? "bitwise equal" : "DIFFERS", fr_twice ? "bitwise equal" : "DIFFERS",
            fronted ? "present" : "ABSENT", separate);
@@ -1065,6 +1078,7 @@ static int run_full(const char *dir) {
         {"split-KV combine, serial loads (parallel combine off)", LILY_CUDA_OPT_ATTN_COMB, 0},
         {"attention on the CUDA cores (tensor-core kernel off)", LILY_CUDA_OPT_ATTN_TC, 0},
         {"MoE in two launches (moe_fused off)", LILY_CUDA_OPT_MOE_FUSED, 0},
+        {"moe_fused's grid barrier and sums, no fixed-point sum (moe_acc off)", LILY_CUDA_OPT_MOE_ACC, 0},
         {"out_proj / o_proj and router inside moe_fused's launch (moe_front on)", LILY_CUDA_OPT_MOE_FRONT, 1}};
     for (auto &a : ab) {
         int old = a.opt >= 0 ? lily_cuda_get_opt(ctx, a.opt) : 0;

@@ -265,6 +265,93 @@ static moe_w make_experts(std::vector<host_mat> &g, std::vector<host_mat> &u, st
     return moe_w{up_stack(g), up_stack(u), up_stack(dn), E, K, I, H, norm};
 }
 
+// The MoE's fixed-point sum (LILY_CUDA_MOE_ACC, cuda_common.cuh): codes of random sums, their fold as the
+// host computes it (int64 to float rounding to nearest, the exact 2^-32 scale, two bf16 roundings).
+static std::vector<unsigned long long> acc_codes(int n, rng &r, float scale) {
+    std::vector<unsigned long long> a(n + 1, 0ull);
+    for (int i = 0; i < n; i++) a[i] = (unsigned long long)llrint((double)(scale * r.normal()) * 4294967296.0);
+    return a;
+}
+static std::vector<float> acc_fold(const std::vector<float> &res, const std::vector<unsigned long long> &a) {
+    std::vector<float> f(res.size());
+    for (size_t i = 0; i < res.size(); i++)
+        f[i] = bfr(res[i] + bfr((float)(long long)a[i] * 2.3283064365386963e-10f));
+    return f;
+}
+
+// gemv with the MoE's sum folded into its input (acc_x, PRO_RMSNORM) or its residual (acc_res, GV_RESID)
+// against the same launch on the host-folded input or residual: bitwise equal on every kernel and
+// prologue; acc_res's rows zeroed after the launch, its flag kept; with the flag set, NaN outputs.
+static void test_gemv_acc(rng &r) {
+    struct cs { int rows, cols, group, pro, epi, nseg; } cases[] = {
+        {1001, 2048, 64, PRO_RMSNORM, GV_STORE, 3}, {2048, 4096, 64, PRO_GATED, GV_RESID, 1},
+        {2048, 4096, 64, PRO_PLAIN, GV_RESID, 1},   {77, 384, 32, PRO_RMSNORM, GV_RESID, 1},
+        {20011, 2048, 64, PRO_RMSNORM, GV_LOGITS, 1}, {65, 8192, 64, PRO_RMSNORM, GV_STORE, 2}};
+    for (auto &k : cases) {
+        // Into the input of an RMS-normed launch (acc of cols), else into the residual (acc of the rows).
+        const bool on_x = k.pro == PRO_RMSNORM, on_res = k.epi == GV_RESID && !on_x;
+        const int cols = k.cols, H = on_x ? cols : k.rows;
+        std::vector<float> x = randv(cols, r, 2.0f), w = randv(cols, r, 0.3f, 1.0f), z = randv(cols, r), res = randv(k.rows, r);
+        std::vector<unsigned long long> acc = acc_codes(H, r, 0.5f);
+        std::vector<float> xf = on_x ? acc_fold(x, acc) : x, resf = on_res ? acc_fold(res, acc) : res;
+        std::vector<host_mat> hm(k.nseg);
+        gv_args a, b; // a: acc folded in by the kernel; b: the host-folded inputs
+        memset(&a, 0, sizeof a);
+        a.nseg = k.nseg, a.cols = cols, a.pro = k.pro, a.epi = k.epi, a.eps = 1e-6f, a.ghd = 128;
+        a.norm_w = dup(w), a.gz = dup(z);
+        int *pos = dup(std::vector<int>{3});
+        a.pos = pos, a.amax = poisoned<float2>(gemv_max_blocks());
+        for (int s = 0; s < k.nseg; s++) {
+            make_qmat(hm[s], k.rows + 13 * s, cols, 4, k.group, 1.0f / sqrtf((float)cols), r);
+            a.seg[s].m = up_mat(hm[s].m);
+        }
+        b = a;
+        a.x = dup(x), b.x = dup(xf);
+        unsigned long long *dacc = dup(acc);
+        if (on_x) a.acc_x = dacc;
+        if (on_res) a.acc_res = dacc;
+        for (int s = 0; s < k.nseg; s++) {
+            a.seg[s].y = poisoned<float>(k.rows + 13 * s), b.seg[s].y = poisoned<float>(k.rows + 13 * s);
+            a.seg[s].res = dup(res), b.seg[s].res = dup(resf);
+        }
+        const int pro_default = lily_cuda_gv_pro;
+        bool same = true, zeroed = true, nan_all = true;
+        for (int vv = 0; vv < 3; vv++) { // the first kernel; gemv2 with the register / the loop prologue
+            lily_cuda_gemv2 = vv > 0, lily_cuda_gv_pro = vv == 1;
+            CK(cudaMemcpy(dacc, acc.data(), acc.size() * 8, cudaMemcpyHostToDevice));
+            gemv_launch(a, 0, 0);
+            gemv_launch(b, 0, 0);
+            CK(cudaGetLastError());
+            for (int s = 0; s < k.nseg; s++) {
+                const std::vector<float> ya = back(a.seg[s].y, k.rows + 13 * s), yb = back(b.seg[s].y, k.rows + 13 * s);
+                same = same && !memcmp(ya.data(), yb.data(), ya.size() * 4) && !count_nonfinite(ya.data(), ya.size());
+            }
+            const std::vector<unsigned long long> left = back(dacc, H + 1);
+            for (int i = 0; i < H && on_res; i++) zeroed = zeroed && left[i] == 0;
+            zeroed = zeroed && (on_res || left == acc) && left[H] == 0;
+            std::vector<unsigned long long> flagged = acc; // the flag: every output NaN
+            flagged[H] = 1;
+            CK(cudaMemcpy(dacc, flagged.data(), flagged.size() * 8, cudaMemcpyHostToDevice));
+            gemv_launch(a, 0, 0);
+            CK(cudaGetLastError());
+            for (int s = 0; s < k.nseg && k.epi != GV_LOGITS; s++) {
+                const std::vector<float> ya = back(a.seg[s].y, k.rows + 13 * s);
+                nan_all = nan_all && (size_t)count_nonfinite(ya.data(), ya.size()) == ya.size();
+            }
+            if (k.epi == GV_LOGITS) { // logits also go to y (fp32): all NaN
+                const std::vector<float> ya = back(a.seg[0].y, k.rows);
+                nan_all = nan_all && (size_t)count_nonfinite(ya.data(), ya.size()) == ya.size();
+            }
+        }
+        lily_cuda_gemv2 = 0, lily_cuda_gv_pro = pro_default;
+        report(same && zeroed && nan_all,
+               "gemv with the MoE's fixed-point sum folded into its %s, rows=%d cols=%d group=%d pro=%d epi=%d nseg=%d, 3 "
+               "kernels: against the host-folded launch %s; acc after %s; flag set: %s",
+               on_x ? "input" : "residual", k.rows, cols, k.group, k.pro, k.epi, k.nseg, same ? "bitwise equal" : "DIFFERS",
+               zeroed ? (on_res ? "zeroed, flag kept" : "unchanged") : "WRONG", nan_all ? "all NaN" : "NOT all NaN");
+    }
+}
+
 static void test_moe(rng &r) {
     // The last three take moe_fused too (rows of whole 128-column steps): odd slices per block (384
     // rows of gate/up over 8 blocks), group 32, no shared expert.
@@ -331,9 +418,9 @@ static void test_moe(rng &r) {
         // later launches find the grid barrier's counters the first left; the last loads the down slice
         // the other way, LILY_CUDA_MOE_FUSED_TMA), all bitwise equal.
         const bool fused = moe_fused_takes(w, dsd, NULL, 0);
-        std::vector<float> fo;
+        std::vector<float> fo, fa; // fa: with the fixed-point sum, folded into res on the host
         std::vector<int> fid;
-        bool f_same = true;
+        bool f_same = true, a_same = true;
         if (fused) {
             float *part = poisoned<float>(moe_fused_part_floats(w));
             unsigned *bar = nullptr;
@@ -357,6 +444,32 @@ static void test_moe(rng &r) {
             lily_cuda_moe_fused_tma = tma_default;
             const std::vector<unsigned> bc = back(bar, 2);
             f_same = f_same && w_same && bc[0] == 0 && bc[1] == 4;
+            // With the fixed-point sum (LILY_CUDA_MOE_ACC): twice (the second loading the down slice the
+            // other way) into a zeroed acc, the same bits each time; out (poisoned) not written.
+            unsigned long long *dacc = dup(std::vector<unsigned long long>(k.H + 1, 0ull));
+            float *untouched = poisoned<float>(k.H);
+            std::vector<unsigned long long> a1;
+            for (int rep = 0; rep < 2; rep++) {
+                lily_cuda_moe_fused_tma = rep ? !tma_default : tma_default;
+                CK(cudaMemset(dacc, 0, (k.H + 1) * sizeof(unsigned long long)));
+                CK(cudaMemset(ids, 0xff, k.K * sizeof(int)));
+                moe_fused(w, NULL, 0, dlg, dx, ids, wts, dsd, dsg, dsu, dss, dres, untouched, part, bar, 0, dacc);
+                CK(cudaGetLastError());
+                const std::vector<unsigned long long> got = back(dacc, k.H + 1);
+                if (rep == 0) a1 = got;
+                a_same = a_same && got == a1 && got[k.H] == 0 && back(ids, k.K) == fid &&
+                         !memcmp(w_lat.data(), back(wts, k.K).data(), w_lat.size() * 4);
+            }
+            lily_cuda_moe_fused_tma = tma_default;
+            const std::vector<float> un = back(untouched, k.H);
+            for (float v : un) {
+                uint32_t u;
+                memcpy(&u, &v, 4);
+                a_same = a_same && u == 0xffffffffu;
+            }
+            fa = acc_fold(res, a1);
+            CK(cudaFree(dacc));
+            CK(cudaFree(untouched));
             CK(cudaFree(part));
             CK(cudaFree(bar));
         }
@@ -416,6 +529,11 @@ static void test_moe(rng &r) {
                    "barrier counters: %s",
                    k.H, k.I, k.E, k.K, k.Is, k.grp, fid == rid ? "equal" : "DIFFER", eo,
                    f_same ? "bitwise equal, as left" : "DIFFER");
+            const double ea = rel_l2(fa.data(), outr.data(), fa.size()), ef = rel_l2(fa.data(), fo.data(), fa.size());
+            report(ea < 5e-3 && ef < 5e-3 && !count_nonfinite(fa.data(), fa.size()) && a_same,
+                   "moe fused H=%d I=%d E=%d top%d Is=%d group %d, fixed-point sum (moe_acc): out rel_l2 %.2e, against "
+                   "the fp32 sums %.2e; again, ids, weights, out untouched: %s",
+                   k.H, k.I, k.E, k.K, k.Is, k.grp, ea, ef, a_same ? "bitwise equal, as expected" : "DIFFER");
         }
     }
 }
@@ -801,7 +919,7 @@ void run_kernel_tests(uint64_t seed) {
     printf("kernel tests, seed %llu\n", (unsigned long long)seed);
     const char *only = getenv("LILY_GPU_KERNELS");
     const struct { const char *name; void (*fn)(rng &); } fam[] = {
-        {"gemv", test_bf16}, {"gemv", test_gemv}, {"moe", test_moe}, {"moe", test_moe_front}, {"gdn", test_gdn}, {"attn", test_attn}, {"qk", test_qk}, {"topk", test_topk}};
+        {"gemv", test_bf16}, {"gemv", test_gemv}, {"gemv", test_gemv_acc}, {"moe", test_moe}, {"moe", test_moe_front}, {"gdn", test_gdn}, {"attn", test_attn}, {"qk", test_qk}, {"topk", test_topk}};
     for (auto &f : fam)
         if (!only || !strcmp(only, f.name)) f.fn(r);
 }
