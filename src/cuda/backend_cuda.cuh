@@ -59,12 +59,14 @@ struct cuda_ctx {
     char *arena;
     size_t arena_size, arena_used;
     // scratch activations (shared by all states: one stream serialises them)
-    float *x, *xn, *qkv, *z, *b, *a, *o, *qg, *kk, *vv, *qr, *part, *rl, *sg, *su, *ss, *h, *wts,
+    float *x, *x2, *xn, *qkv, *z, *b, *a, *o, *qg, *kk, *vv, *qr, *part, *rl, *sg, *su, *ss, *h, *wts,
         *logits;
     int *ids, *nan_flag;
     float *mf_part;   // moe_fused's partial outputs (topk * (moe_inter / 32) + 1 rows of hidden)
     unsigned *mf_bar; // and its grid barrier (2 counters)
-    unsigned long long *mf_acc; // LILY_CUDA_OPT_MOE_ACC: the MoE's fixed-point sum (hidden) and its flag
+    unsigned long long *mf_acc; // LILY_CUDA_OPT_MOE_ACC / GDN_OUT: two fixed-point sums of hidden + 1 words
+                                // (the MoE's output, out_proj's; forward_cuda.cu enqueue_step)
+    unsigned *gdn_hbar;         // LILY_CUDA_OPT_GDN_OUT: gdn_step's head barriers (2 words a v head)
     float2 *amax;
     int amax_n;
     char *tk_mem; // step_topk's scratch, then its output (k values, k ids, the count); made at first use

@@ -77,14 +77,22 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
     lily_cuda_gv2_bulk = cx->opt[LILY_CUDA_OPT_GV2_BULK];
     lily_cuda_attn_comb = cx->opt[LILY_CUDA_OPT_ATTN_COMB];
     lily_cuda_attn_tc = cx->opt[LILY_CUDA_OPT_ATTN_TC];
-    // LILY_CUDA_MOE_ACC: a layer's moe_fused leaves its output in cx->mf_acc, and `pending` says so: the
-    // next layer's in_proj and out_proj (o_proj), or lm_head, fold it into the residual they read, and
-    // out_proj zeroes it for the layer's own MoE. Not with the front (its launch keeps the sums) or
-    // the per-layer dump (which reads x between launches).
+    // The residual stream and the fixed-point sums (cuda_common.cuh mf_fold):
+    // - LILY_CUDA_MOE_ACC: a layer's moe_fused leaves its output in am (then `pend` points at it): the
+    //   next layer's in_proj, and its out_proj (o_proj), or lm_head, fold it into the residual they
+    //   read. out_proj (o_proj) writes the residual with it folded in, and zeroes it for the layer's MoE.
+    // - LILY_CUDA_GDN_OUT (with the above): the GDN layer's out_proj runs in gdn_step's launch and leaves
+    //   its rows in ao; that launch also writes the residual with pend folded in to X2 (and zeroes pend);
+    //   the router reads X2 with ao folded in, and its block 0 writes the result back to X; the MoE
+    //   zeroes ao.
+    // Not with the front (its launch keeps the sums) or the per-layer dump (which reads x between launches).
     const bool acc_on = cx->opt[LILY_CUDA_OPT_MOE_ACC] && !cx->opt[LILY_CUDA_OPT_MOE_FRONT] && !cx->dump;
-    bool pending = false;
+    const size_t aw = (size_t)c->hidden + 1; // words of one sum (+ its flag)
+    unsigned long long *am = cx->mf_acc, *ao = cx->mf_acc + aw, *pend = NULL;
+    float *const X = cx->x, *const X2 = cx->x2; // the residual stream (with pend folded in); X2: the router's input
     prof_mark(cx, "start");
-    embed_row(cx->embed_q, cx->embed_dense, cx->embed_dt, c->hidden, s->d_tok, cx->x, st, acc_on ? cx->mf_acc : NULL);
+    embed_row(cx->embed_q, cx->embed_dense, cx->embed_dt, c->hidden, s->d_tok, cx->x, st, acc_on ? cx->mf_acc : NULL,
+              acc_on ? 2 * aw : 0);
     prof_mark(cx, "embed");
     attn_dims ad = {c->n_heads, c->n_kv_heads, c->head_dim, c->rope_dim, s->max_ctx, c->rope_theta, eps, s->kv_f32};
     gdn_dims gd = {c->lin_k_heads, c->lin_v_heads, c->lin_k_dim, c->lin_v_dim, c->conv_kernel};
@@ -92,8 +100,12 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
         const dev_layer *d = &cx->L[l];
         gv_args g, go; // go: the layer's out_proj (GDN) or o_proj (attention)
         memset(&g, 0, sizeof g);
-        g.cols = c->hidden, g.x = cx->x, g.pro = PRO_RMSNORM, g.norm_w = d->in_norm, g.eps = eps;
-        g.acc_x = pending ? cx->mf_acc : NULL;
+        g.cols = c->hidden, g.x = X, g.pro = PRO_RMSNORM, g.norm_w = d->in_norm, g.eps = eps;
+        g.acc_x = pend;
+        const bool fused = cx->opt[LILY_CUDA_OPT_MOE_FUSED] && moe_fused_takes(d->moe, d->sh_down, NULL, 0);
+        const bool gout = acc_on && fused && !d->full && cx->opt[LILY_CUDA_OPT_GDN_OUT] &&
+                          gdn_out_takes(gd, cx->opt[LILY_CUDA_OPT_GDN_SPLIT], d->out, c->hidden, c->lin_v_dim);
+        memset(&go, 0, sizeof go);
         if (!d->full) {
             g.nseg = 4;
             g.seg[0].m = d->qkv, g.seg[0].y = cx->qkv;
@@ -102,13 +114,16 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
             g.seg[3].m = d->a, g.seg[3].y = cx->a;
             gemv_launch(g, 0, st);
             prof_mark(cx, "gdn in_proj (norm+qkv/z/b/a)");
+            gdn_out_args oa;
+            memset(&oa, 0, sizeof oa);
+            oa.z = cx->z, oa.gnorm = d->gnorm, oa.eps = eps, oa.wo = d->out, oa.acc = ao, oa.hbar = cx->gdn_hbar;
+            oa.H = c->hidden, oa.x = X, oa.pend = pend, oa.x_out = X2;
             gdn_step(gd, cx->qkv, cx->b, cx->a, d->conv, d->dt_bias, d->A, s->ring[l], s->S[l], cx->o,
-                     s->d_pos, cx->opt[LILY_CUDA_OPT_GDN_SPLIT], st);
-            prof_mark(cx, "gdn conv+delta rule");
-            memset(&go, 0, sizeof go);
+                     s->d_pos, cx->opt[LILY_CUDA_OPT_GDN_SPLIT], st, gout ? &oa : NULL);
+            prof_mark(cx, gout ? "gdn conv+delta rule+gated norm+out_proj" : "gdn conv+delta rule");
             go.nseg = 1, go.cols = c->lin_v_heads * c->lin_v_dim, go.x = cx->o, go.pro = PRO_GATED;
             go.norm_w = d->gnorm, go.eps = eps, go.gz = cx->z, go.ghd = c->lin_v_dim, go.epi = GV_RESID;
-            go.seg[0].m = d->out, go.seg[0].y = cx->x, go.seg[0].res = cx->x;
+            go.seg[0].m = d->out, go.seg[0].y = X, go.seg[0].res = X;
         } else {
             g.nseg = 3;
             g.seg[0].m = d->q, g.seg[0].y = cx->qg;
@@ -123,15 +138,14 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
             attn_plan(cx, ad, &nsplit, &gqa);
             attn_decode(ad, cx->qr, s->kc[l], s->vc[l], cx->qg, cx->part, cx->o, s->d_pos, nsplit, gqa, st);
             prof_mark(cx, "attn decode+combine");
-            memset(&go, 0, sizeof go);
             go.nseg = 1, go.cols = c->n_heads * c->head_dim, go.x = cx->o, go.pro = PRO_PLAIN, go.epi = GV_RESID;
-            go.seg[0].m = d->o, go.seg[0].y = cx->x, go.seg[0].res = cx->x;
+            go.seg[0].m = d->o, go.seg[0].y = X, go.seg[0].res = X;
         }
-        go.acc_res = pending ? cx->mf_acc : NULL;
-        pending = false;
+        go.acc_res = pend;
         memset(&g, 0, sizeof g);
-        g.cols = c->hidden, g.x = cx->x, g.pro = PRO_RMSNORM, g.norm_w = d->post_norm, g.eps = eps;
+        g.cols = c->hidden, g.x = X, g.pro = PRO_RMSNORM, g.norm_w = d->post_norm, g.eps = eps;
         g.x_out = cx->xn;
+        if (gout) g.x = X2, g.acc_x = ao, g.x_res_out = X; // gdn_step left X2 = X with pend folded in
         g.seg[0].m = d->router, g.seg[0].y = cx->rl;
         g.nseg = 1;
         if (d->sh_gate.rows) {
@@ -145,39 +159,42 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
         // Front 2: the router phase only (out_proj its own launch).
         const gv_args front[2] = {go, g};
         const int fo = cx->opt[LILY_CUDA_OPT_MOE_FRONT] == 2, nf = 2 - fo;
-        const bool fused = cx->opt[LILY_CUDA_OPT_MOE_FUSED] && moe_fused_takes(d->moe, d->sh_down, NULL, 0);
         if (fused && cx->opt[LILY_CUDA_OPT_MOE_FRONT] && moe_fused_takes(d->moe, d->sh_down, front + fo, nf)) {
             if (fo) {
                 gemv_launch(go, 0, st);
                 prof_mark(cx, d->full ? "attn o_proj" : "gdn gated norm+out_proj");
             }
-            moe_fused(d->moe, front + fo, nf, cx->rl, NULL, cx->ids, cx->wts, d->sh_down, cx->sg, cx->su, cx->ss, cx->x,
-                      cx->x, cx->mf_part, cx->mf_bar, st);
+            moe_fused(d->moe, front + fo, nf, cx->rl, NULL, cx->ids, cx->wts, d->sh_down, cx->sg, cx->su, cx->ss, X, X,
+                      cx->mf_part, cx->mf_bar, st);
             prof_mark(cx, fo ? "moe router+experts (fused)" : "moe out_proj+router+experts (fused)");
             if (cx->dump) dump_layer(cx, l);
             continue;
         }
-        gemv_launch(go, 0, st);
-        prof_mark(cx, d->full ? "attn o_proj" : "gdn gated norm+out_proj");
+        if (!gout) {
+            gemv_launch(go, 0, st); // with pend folded into its residual, then zeroed
+            prof_mark(cx, d->full ? "attn o_proj" : "gdn gated norm+out_proj");
+        }
         gemv_launch(g, 0, st);
         prof_mark(cx, "moe norm+router+shared gate/up");
+        unsigned long long *z1 = gout ? ao : NULL; // read by the router: zeroed by the MoE (gdn_step zeroed pend)
+        pend = NULL;
         if (fused) {
-            moe_fused(d->moe, NULL, 0, cx->rl, cx->xn, cx->ids, cx->wts, d->sh_down, cx->sg, cx->su, cx->ss, cx->x, cx->x,
-                      cx->mf_part, cx->mf_bar, st, acc_on ? cx->mf_acc : NULL);
-            pending = acc_on;
+            moe_fused(d->moe, NULL, 0, cx->rl, cx->xn, cx->ids, cx->wts, d->sh_down, cx->sg, cx->su, cx->ss, X, X,
+                      cx->mf_part, cx->mf_bar, st, acc_on ? am : NULL, z1);
+            if (acc_on) pend = am;
             prof_mark(cx, "moe experts gate/up+down (fused)");
         } else {
             moe_gate_up(d->moe, cx->rl, cx->xn, cx->h, cx->ids, cx->wts, st);
             prof_mark(cx, "moe experts gate/up");
-            moe_down(d->moe, cx->h, cx->ids, cx->wts, d->sh_down, cx->sg, cx->su, cx->ss, cx->x, cx->x, st);
+            moe_down(d->moe, cx->h, cx->ids, cx->wts, d->sh_down, cx->sg, cx->su, cx->ss, X, X, st);
             prof_mark(cx, "moe experts down+shared");
         }
         if (cx->dump) dump_layer(cx, l);
     }
     gv_args g;
     memset(&g, 0, sizeof g);
-    g.nseg = 1, g.cols = c->hidden, g.x = cx->x, g.pro = PRO_RMSNORM, g.norm_w = cx->final_norm, g.eps = eps;
-    g.acc_x = pending ? cx->mf_acc : NULL;
+    g.nseg = 1, g.cols = c->hidden, g.x = X, g.pro = PRO_RMSNORM, g.norm_w = cx->final_norm, g.eps = eps;
+    g.acc_x = pend;
     g.epi = GV_LOGITS, g.amax = cx->amax, g.temp = s->temp, g.seed = s->seed, g.pos = s->d_pos;
     g.nan_flag = cx->nan_flag;
     g.seg[0].m = cx->lm_head, g.seg[0].y = logits;
@@ -412,7 +429,7 @@ static const struct {
     {"qg_wsp", LILY_CUDA_OPT_QG_WSP, 0, 1},       {"qg_splitk", LILY_CUDA_OPT_QG_SPLITK, 0, 1},
     {"qg_gt", LILY_CUDA_OPT_QG_GT, 0, 1},         {"gdn_wg", LILY_CUDA_OPT_GDN_WG, 0, 1},
     {"qg_rw", LILY_CUDA_OPT_QG_RW, 0, 3},         {"gdn_inproj", LILY_CUDA_OPT_GDN_INPROJ, 0, 1},
-    {"moe_acc", LILY_CUDA_OPT_MOE_ACC, 0, 1},
+    {"moe_acc", LILY_CUDA_OPT_MOE_ACC, 0, 1},      {"gdn_out", LILY_CUDA_OPT_GDN_OUT, 0, 1},
 };
 
 extern "C" int lily_cuda_set_opt(void *ctx, int opt, int value);

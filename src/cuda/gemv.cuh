@@ -22,10 +22,24 @@ __device__ __forceinline__ float hash_uniform(uint32_t a, uint32_t b, uint32_t c
 #define PRO_NJ 2
 __host__ __device__ __forceinline__ bool gv_pro_fast(const gv_args &a) {
     const int gl = a.ghd / 8; // lanes per gated-norm head
-    const uintptr_t al = (uintptr_t)a.x | (uintptr_t)a.norm_w | (uintptr_t)a.gz | (uintptr_t)a.x_out | (uintptr_t)a.acc_x;
+    const uintptr_t al = (uintptr_t)a.x | (uintptr_t)a.norm_w | (uintptr_t)a.gz | (uintptr_t)a.x_out | (uintptr_t)a.acc_x |
+                         (uintptr_t)a.x_res_out;
     return a.cols % 16 == 0 && a.cols <= 8 * GV_THREADS * PRO_NJ && (al & 15) == 0 &&
            (a.pro != PRO_GATED || (a.ghd % 8 == 0 && gl <= 32 && (gl & (gl - 1)) == 0 && a.cols % a.ghd == 0));
 }
+// Columns c0..c0+7 of x (in v) with the fixed-point sum acc folded in, its flag aside: one thread a block
+// reads the flags (gv_acc_flag) and makes the block's sum of squares NaN, so the whole normed input is
+// NaN. Every thread reading the flag word hit one L2 line ~3,000 times a launch, which cost each fold
+// ~3 us (docs/PERF.md, twenty-ninth session).
+__device__ __forceinline__ void gv_fold8(float *v, const unsigned long long *acc, int c0) {
+    const ulonglong2 *q = (const ulonglong2 *)(acc + c0);
+    const ulonglong2 q0 = q[0], q1 = q[1], q2 = q[2], q3 = q[3];
+    const unsigned long long qs[8] = {q0.x, q0.y, q1.x, q1.y, q2.x, q2.y, q3.x, q3.y};
+#pragma unroll
+    for (int k = 0; k < 8; k++) v[k] = mf_fold(v[k], qs[k], 0ull);
+}
+// The flag of the launch's sum (thread 0 of a block asks; PRO_RMSNORM).
+__device__ __forceinline__ bool gv_acc_flag(const gv_args &a) { return a.acc_x && a.acc_x[a.cols]; }
 // CG: through L2 only (ld.global.cg), for inputs written earlier in the same launch by other blocks
 // (moe_fused's front phases), which this SM's L1 must not serve.
 template <bool CG = false> __device__ __forceinline__ void ld8(float *v, const float *p) {
@@ -40,6 +54,7 @@ template <bool WIDE = false, bool CG = false>
 __device__ __forceinline__ void gv_prologue_regs(const gv_args &a, float *xs, float *xsum, float *red) {
     const int cols = a.cols, tid = threadIdx.x;
     const bool act = !WIDE || tid < GV_THREADS;
+    const bool flag = tid == 0 && a.pro == PRO_RMSNORM && gv_acc_flag(a); // requested with the other loads
     float v[PRO_NJ][8], g[PRO_NJ][8], zz[PRO_NJ][8];
 #pragma unroll
     for (int j = 0; j < PRO_NJ; j++) {
@@ -49,13 +64,11 @@ __device__ __forceinline__ void gv_prologue_regs(const gv_args &a, float *xs, fl
         if (!act || c0 >= cols) continue;
         ld8<CG>(v[j], a.x + c0);
         if (a.pro == PRO_RMSNORM) ld8(g[j], a.norm_w + c0);
-        if (a.pro == PRO_RMSNORM && a.acc_x) { // the MoE's fixed-point sum folded in (LILY_CUDA_MOE_ACC)
-            const ulonglong2 *q = (const ulonglong2 *)(a.acc_x + c0);
-            const ulonglong2 q0 = q[0], q1 = q[1], q2 = q[2], q3 = q[3];
-            const unsigned long long fl = a.acc_x[cols];
-            const unsigned long long qs[8] = {q0.x, q0.y, q1.x, q1.y, q2.x, q2.y, q3.x, q3.y};
-#pragma unroll
-            for (int k = 0; k < 8; k++) v[j][k] = mf_fold(v[j][k], qs[k], fl);
+        // The fixed-point sum folded in (LILY_CUDA_MOE_ACC, LILY_CUDA_GDN_OUT), then x as folded kept.
+        if (a.pro == PRO_RMSNORM && a.acc_x) gv_fold8(v[j], a.acc_x, c0);
+        if (a.pro == PRO_RMSNORM && a.x_res_out && blockIdx.x == 0) {
+            *(float4 *)(a.x_res_out + c0) = make_float4(v[j][0], v[j][1], v[j][2], v[j][3]);
+            *(float4 *)(a.x_res_out + c0 + 4) = make_float4(v[j][4], v[j][5], v[j][6], v[j][7]);
         }
         if (a.pro == PRO_GATED) ld8(g[j], a.norm_w + c0 % a.ghd), ld8<CG>(zz[j], a.gz + c0);
     }
@@ -65,6 +78,7 @@ __device__ __forceinline__ void gv_prologue_regs(const gv_args &a, float *xs, fl
         for (int j = 0; j < PRO_NJ; j++)
 #pragma unroll
             for (int k = 0; k < 8; k++) ss += v[j][k] * v[j][k];
+        if (flag) ss = __int_as_float(0x7fffffff);
         const float r = rsqrtf(block_sum(ss, red) / cols + a.eps);
 #pragma unroll
         for (int j = 0; j < PRO_NJ; j++)
@@ -105,8 +119,10 @@ __device__ __forceinline__ void gv_prologue_regs(const gv_args &a, float *xs, fl
 }
 
 // Input column c of an RMS-normed launch: x[c], with the MoE's fixed-point sum folded in when acc_x is set.
-__device__ __forceinline__ float gv_x(const gv_args &a, int c) {
-    return a.acc_x ? mf_fold(a.x[c], a.acc_x[c], a.acc_x[a.cols]) : a.x[c];
+__device__ __forceinline__ float gv_x(const gv_args &a, int c) { // the flags: gv_acc_flag
+    float v = a.x[c];
+    if (a.acc_x) v = mf_fold(v, a.acc_x[c], 0ull);
+    return v;
 }
 
 // Prologue shared by both kernels: x (plain, RMS-normed or gated-normed) into padded shared memory,
@@ -124,8 +140,13 @@ __device__ __forceinline__ void gv_prologue(const gv_args &a, float *xs, float *
             const float v = gv_x(a, c);
             ss += v * v;
         }
+        if (tid == 0 && gv_acc_flag(a)) ss = __int_as_float(0x7fffffff);
         float r = rsqrtf(block_sum(ss, red) / cols + a.eps);
-        for (int c = tid; c < cols; c += GV_THREADS) xs[xs_index(c)] = rb(gv_x(a, c) * r * a.norm_w[c]);
+        for (int c = tid; c < cols; c += GV_THREADS) {
+            const float v = gv_x(a, c);
+            xs[xs_index(c)] = rb(v * r * a.norm_w[c]);
+            if (a.x_res_out && blockIdx.x == 0) a.x_res_out[c] = v;
+        }
     } else if (a.pro == PRO_GATED) {
         // Per head of ghd values: rb(rb(w * rb(x * rms)) * silu(z)) (spec §2.1b). One warp per head.
         int nh = cols / a.ghd;

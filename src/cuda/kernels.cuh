@@ -35,6 +35,7 @@ struct gv_args {
     int bulk;            // filled by gemv_launch from lily_cuda_gv2_bulk
     // The MoE's fixed-point sum (cuda_common.cuh mf_fold; LILY_CUDA_MOE_ACC): acc[0, H) and the flag acc[H].
     const unsigned long long *acc_x; // PRO_RMSNORM: if set, x[c] is folded with acc_x[c] (cols == H)
+    float *x_res_out;                // PRO_RMSNORM: if set, block 0 stores the folded x (before the norm) here
     unsigned long long *acc_res;     // GV_RESID, one segment of H rows: if set, res[row] is folded with
                                      // acc_res[row], which is then zeroed (the flag stays)
 };
@@ -103,19 +104,42 @@ size_t moe_fused_part_floats(const moe_w &w);
 extern int lily_cuda_moe_fused_tma;
 void moe_fused(const moe_w &w, const gv_args *front, int nfront, const float *router_logits, const float *x, int *ids,
                float *wts, dq_mat sh_down, const float *sg, const float *su, const float *sh_score, const float *res,
-               float *out, float *part, unsigned *bar, cudaStream_t st, unsigned long long *acc = nullptr);
+               float *out, float *part, unsigned *bar, cudaStream_t st, unsigned long long *acc = nullptr,
+               unsigned long long *zero = nullptr);
 // acc (LILY_CUDA_MOE_ACC; no front): the launch adds the routed and shared experts' outputs into acc
 // (hidden + 1 words, cuda_common.cuh mf_acc_add) with integer atomics and ends there: no grid barrier,
 // res and out are not touched. acc must hold zeros (and the flag 0) before the launch; the next
-// readers of the residual fold it in (gv_args acc_x, acc_res).
+// readers of the residual fold it in (gv_args acc_x, acc_res). zero (with acc; may be NULL): another
+// sum of hidden + 1 words, set to zero after the launch's wait (its readers are done).
 
 // ---- gdn.cu: one Gated DeltaNet step --------------------------------------------------------
 struct gdn_dims { int hk, hv, dk, dv, kconv; };
 // qkv (C), b (Hv), a (Hv): projections of this token. conv_ring: (K, C) raw inputs, slot p % K
 // holds position p. state: (Hv, Dv, Dk) fp32. Writes o (Hv*Dv), the delta-rule read-out (bf16-rounded).
+// out (LILY_CUDA_GDN_OUT; NULL: none): the gated RMSNorm and out_proj in the same launch, out_proj's rows
+// added into out->acc as fixed-point sums (cuda_common.cuh mf_acc_add; acc must hold zeros), to be folded
+// into the residual by the next reader (gv_args acc_x). o is written as without it. Taken where
+// gdn_out_takes says (4-bit out_proj of H x Hv*Dv rows, Dv a multiple of 32 up to 128 with Dv / 8 a power
+// of two, the gated norm's head Dv, groups of whole chunks, every block resident).
+struct gdn_out_args {
+    const float *z;           // (Hv * Dv) the z projection
+    const float *gnorm;       // (Dv) the gated norm's gain
+    float eps;
+    dq_mat wo;                // out_proj (H x Hv * Dv)
+    unsigned long long *acc;  // (H + 1) out_proj's fixed-point sums and flag
+    unsigned *hbar;           // 2 words a v head, zero before the first launch (each launch leaves them so)
+    int H;
+    // The residual the layer's router will read (one sum to fold there, not two): x_out = x with pend
+    // folded in (pend NULL: x), pend then zeroed; each block its share of the H rows.
+    const float *x;
+    unsigned long long *pend;
+    float *x_out;
+    int rps;                  // rows a split block takes (filled by gdn_step)
+};
+bool gdn_out_takes(gdn_dims d, int nsplit, const dq_mat &wo, int H, int ghd);
 void gdn_step(gdn_dims d, const float *qkv, const float *b, const float *a, const float *conv_w,
               const float *dt_bias, const float *A, float *conv_ring, float *state, float *o,
-              const int *pos, int nsplit, cudaStream_t st);
+              const int *pos, int nsplit, cudaStream_t st, const gdn_out_args *out = nullptr);
 // 1 = the latency variant: weights, ring and the first state batch requested before the wait
 // (LILY_CUDA_GDN_LAT; same results bitwise).
 extern int lily_cuda_gdn_lat;
@@ -128,10 +152,10 @@ struct attn_dims { int hq, hkv, d, rope_dim, max_ctx; float theta, eps; int kv_f
 void qk_norm_rope_append(attn_dims d, const float *qg, const float *k, const float *v,
                          const float *q_norm, const float *k_norm, float *q_out, void *kc,
                          void *vc, const int *pos, cudaStream_t st);
-// x = embedding row of *tok (quantised or dense); acc, if set, zeroed (hidden + 1 words: the MoE's
-// fixed-point sum and its flag, for the step's first moe_fused with acc).
+// x = embedding row of *tok (quantised or dense); acc, if set, acc_words zeroed (the step's fixed-point
+// sums and their flags, forward_cuda.cu).
 void embed_row(const dq_mat &qm, const void *dense, int dense_dt, int hidden, const int *tok,
-               float *x, cudaStream_t st, unsigned long long *acc = nullptr);
+               float *x, cudaStream_t st, unsigned long long *acc = nullptr, int acc_words = 0);
 
 // ---- attn.cu --------------------------------------------------------------------------------
 // Attention of the current query over cache positions 0..*pos (inclusive), split over nsplit blocks

@@ -170,6 +170,11 @@ enum lily_cuda_opt {
                                     // lm_head, fold it into the residual (cuda_common.cuh mf_fold);
                                     // off with moe_front or LILY_CUDA_DUMP (LILY_CUDA_MOE_ACC; flag
                                     // moe_acc; default 1)
+    LILY_CUDA_OPT_GDN_OUT = 47,     // decode, with MOE_ACC: 1 = the GDN layer's gated norm and out_proj in
+                                    // gdn_step's launch (out_proj split over the heads, its rows added as
+                                    // fixed-point sums that the router folds in), where gdn_out_takes;
+                                    // 0 = out_proj a GEMV launch (LILY_CUDA_GDN_OUT; flag gdn_out;
+                                    // default 0: within noise in a graph-replayed step)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

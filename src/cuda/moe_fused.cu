@@ -173,7 +173,7 @@ __global__ void __maxnreg__(MF_REGS)
                      const float *sg, const float *su, const float *sh_score, const float *res, float *out,
                      float *part, unsigned *bar, mf_shape sh, const __grid_constant__ mf_front fr,
                      const __grid_constant__ CUtensorMap tmc, const __grid_constant__ CUtensorMap tms,
-                     unsigned long long *acc) {
+                     unsigned long long *acc, unsigned long long *z0) {
     trace_mark(0);
     extern __shared__ __align__(128) unsigned char mf_smem[];
     __shared__ int ids[MAX_TOPK];
@@ -225,6 +225,8 @@ __global__ void __maxnreg__(MF_REGS)
     __syncthreads();
     pdl_wait();
     trace_mark(1);
+    if (ACC && z0 && b == gridDim.x - 1) // a sum the previous kernels have folded in, zeroed for its next use
+        for (int i = tid; i <= H; i += MF_THREADS) z0[i] = 0ull;
     // 1b. The front: each phase's rows, then a grid barrier (the next phase reads all of them).
     for (int p = 0; p < nfront; p++) {
         mf_gv_phase<HPG>(fr.a[p], bsm, zero4, xsg, xs, xsum, red[0], tpart[0]);
@@ -269,8 +271,15 @@ __global__ void __maxnreg__(MF_REGS)
     uint4 dcode[MF_DPT];
     uint32_t dsb[MF_DPT];
 #pragma unroll
+    // ACC: block b starts its rows at 16 b (mod H), so that the blocks' atomics on a row come at different
+    // times (all blocks in step hit the same few addresses at once).
+    const int rot = ACC ? (16 * b) % H : 0;
+    auto drow = [&](int u) {
+        const int i = tid + u * MF_THREADS, r = i + rot;
+        return i < H && r >= H ? r - H : r;
+    };
     for (int u = 0; u < MF_DPT; u++) {
-        const int r = tid + u * MF_THREADS;
+        const int r = drow(u);
         const long row = (long)e * H + r;
         if (!TMD) {
             dcode[u] = r < H ? __ldg(w.down.codes + row * ncd + j0 / 32) : make_uint4(0, 0, 0, 0);
@@ -302,7 +311,7 @@ __global__ void __maxnreg__(MF_REGS)
     const float wk = wts[k];
 #pragma unroll
     for (int u = 0; u < MF_DPT; u++) {
-        const int r = tid + u * MF_THREADS;
+        const int r = drow(u);
         if (r < H) {
             const float v = wk * chunk_apply(chunk_dot<4>(TMD ? dsc[r] : dcode[u], hsl), hsl[xs_floats(MF_J)] + hsl[xs_floats(MF_J) + 1],
                                              TMD ? ((const uint32_t *)(dss + r))[(j0 / G) & 3] : dsb[u], 4);
@@ -431,7 +440,7 @@ template <int HPG>
 static void mf_launch(mf_shape s, const mf_front &fr, cudaStream_t st, moe_w w, const gv_args *front, int nfront,
                       const float *logits, const float *x, int *ids, float *wts, dq_mat sd, const float *sg,
                       const float *su, const float *ss, const float *res, float *out, float *part, unsigned *bar,
-                      unsigned long long *acc) {
+                      unsigned long long *acc, unsigned long long *z0) {
     CUtensorMap tc, ts;
     memset(&tc, 0, sizeof tc), memset(&ts, 0, sizeof ts);
     const bool tmd = lily_cuda_moe_fused_tma && mf_tmaps(w, &tc, &ts);
@@ -444,24 +453,25 @@ static void mf_launch(mf_shape s, const mf_front &fr, cudaStream_t st, moe_w w, 
     }
     void (*k)(moe_w, const float *, const float *, int *, float *, dq_mat, const float *, const float *,
               const float *, const float *, float *, float *, unsigned *, mf_shape, const mf_front, const CUtensorMap,
-              const CUtensorMap, unsigned long long *) =
+              const CUtensorMap, unsigned long long *, unsigned long long *) =
         fr.n  ? (tmd ? moe_fused_kernel<HPG, true, true, false> : moe_fused_kernel<HPG, false, true, false>)
         : acc ? (tmd ? moe_fused_kernel<HPG, true, false, true> : moe_fused_kernel<HPG, false, false, true>)
               : (tmd ? moe_fused_kernel<HPG, true, false, false> : moe_fused_kernel<HPG, false, false, false>);
     cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s.smem);
     launch_k(k, s.nb, MF_THREADS, s.smem, st, w, logits, x, ids, wts, sd, sg, su, ss, res, out, part, bar, s, fr, tc,
-             ts, acc);
+             ts, acc, acc ? z0 : nullptr);
 }
 
 void moe_fused(const moe_w &w, const gv_args *front, int nfront, const float *router_logits, const float *x, int *ids,
                float *wts, dq_mat sh_down, const float *sg, const float *su, const float *sh_score, const float *res,
-               float *out, float *part, unsigned *bar, cudaStream_t st, unsigned long long *acc) {
+               float *out, float *part, unsigned *bar, cudaStream_t st, unsigned long long *acc,
+               unsigned long long *zero) {
     mf_shape s;
     mf_front fr;
     if (!mf_plan(w, sh_down, front, nfront, &s, &fr)) return; // callers ask moe_fused_takes first
     if (nfront) acc = nullptr; // the front's instantiation keeps the barrier and the sums
     const int hpg = 128 / w.gate.group;
-#define MF_ARGS s, fr, st, w, front, nfront, router_logits, x, ids, wts, sh_down, sg, su, sh_score, res, out, part, bar, acc
+#define MF_ARGS s, fr, st, w, front, nfront, router_logits, x, ids, wts, sh_down, sg, su, sh_score, res, out, part, bar, acc, zero
     if (hpg == 1) mf_launch<1>(MF_ARGS);
     else if (hpg == 2) mf_launch<2>(MF_ARGS);
     else mf_launch<4>(MF_ARGS);

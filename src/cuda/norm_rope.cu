@@ -67,11 +67,11 @@ void qk_norm_rope_append(attn_dims d, const float *qg, const float *k, const flo
 }
 
 __global__ void embed_kernel(dq_mat m, const void *dense, int dt, int H, const int *tokp, float *x,
-                             unsigned long long *acc) {
+                             unsigned long long *acc, int acc_words) {
     pdl_wait();
     pdl_trigger();
     const int tok = *tokp;
-    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c <= H && acc; c += gridDim.x * blockDim.x) acc[c] = 0ull;
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < acc_words; c += gridDim.x * blockDim.x) acc[c] = 0ull;
     for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < H; c += gridDim.x * blockDim.x) {
         if (m.codes) {
             x[c] = dq_get(m, tok, c);
@@ -82,6 +82,6 @@ __global__ void embed_kernel(dq_mat m, const void *dense, int dt, int H, const i
 }
 
 void embed_row(const dq_mat &qm, const void *dense, int dense_dt, int hidden, const int *tok,
-               float *x, cudaStream_t st, unsigned long long *acc) {
-    launch_k(embed_kernel, (hidden + 255) / 256, 256, 0, st, qm, dense, dense_dt, hidden, tok, x, acc);
+               float *x, cudaStream_t st, unsigned long long *acc, int acc_words) {
+    launch_k(embed_kernel, (hidden + 255) / 256, 256, 0, st, qm, dense, dense_dt, hidden, tok, x, acc, acc ? acc_words : 0);
 }

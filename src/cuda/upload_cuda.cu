@@ -284,7 +284,7 @@ static int scratch_alloc(cuda_ctx *cx) {
     size_t cand[] = {(size_t)C, (size_t)c->lin_v_heads * c->lin_v_dim, (size_t)c->n_heads * 2 * c->head_dim,
                      (size_t)c->n_heads * c->head_dim};
     for (size_t v : cand) big = v > big ? v : big;
-    float **bufs[] = {&cx->x, &cx->xn, &cx->qkv, &cx->z, &cx->b, &cx->a, &cx->o, &cx->qg, &cx->kk,
+    float **bufs[] = {&cx->x, &cx->x2, &cx->xn, &cx->qkv, &cx->z, &cx->b, &cx->a, &cx->o, &cx->qg, &cx->kk,
                       &cx->vv, &cx->qr, &cx->rl, &cx->sg, &cx->su, &cx->ss, &cx->wts};
     for (float **b : bufs) CU_TRY(cudaMalloc(b, (big + 1024) * sizeof(float)));
     attn_dims ad = {c->n_heads, c->n_kv_heads, c->head_dim, c->rope_dim, 0, c->rope_theta, c->norm_eps, 0};
@@ -294,8 +294,10 @@ static int scratch_alloc(cuda_ctx *cx) {
     CU_TRY(cudaMalloc(&cx->mf_part, ((size_t)c->n_experts_tok * (c->moe_inter / 32) + 1) * c->hidden * sizeof(float)));
     CU_TRY(cudaMalloc(&cx->mf_bar, 2 * sizeof(unsigned)));
     CU_TRY(cudaMemset(cx->mf_bar, 0, 2 * sizeof(unsigned)));
-    CU_TRY(cudaMalloc(&cx->mf_acc, ((size_t)c->hidden + 1) * sizeof(unsigned long long)));
-    CU_TRY(cudaMemset(cx->mf_acc, 0, ((size_t)c->hidden + 1) * sizeof(unsigned long long)));
+    CU_TRY(cudaMalloc(&cx->mf_acc, 2 * ((size_t)c->hidden + 1) * sizeof(unsigned long long)));
+    CU_TRY(cudaMemset(cx->mf_acc, 0, 2 * ((size_t)c->hidden + 1) * sizeof(unsigned long long)));
+    CU_TRY(cudaMalloc(&cx->gdn_hbar, 2 * (size_t)(c->lin_v_heads > 0 ? c->lin_v_heads : 1) * sizeof(unsigned)));
+    CU_TRY(cudaMemset(cx->gdn_hbar, 0, 2 * (size_t)(c->lin_v_heads > 0 ? c->lin_v_heads : 1) * sizeof(unsigned)));
     CU_TRY(cudaMalloc(&cx->logits, (size_t)c->vocab_size * sizeof(float)));
     CU_TRY(cudaMalloc(&cx->ids, 64 * sizeof(int)));
     CU_TRY(cudaMalloc(&cx->nan_flag, sizeof(int)));
@@ -361,6 +363,9 @@ int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_MOE_FUSED] = env_int("LILY_CUDA_MOE_FUSED", 1) != 0;
     cx->opt[LILY_CUDA_OPT_MOE_FRONT] = env_int("LILY_CUDA_MOE_FRONT", 0); // 1 = both phases, 2 = the router only
     cx->opt[LILY_CUDA_OPT_MOE_ACC] = env_int("LILY_CUDA_MOE_ACC", 1) != 0;
+    // Off: within noise in the step's graph (+0.4 %), though 118 us faster with plain launches (docs/PERF.md,
+    // twenty-ninth session); its head barrier needs every block resident.
+    cx->opt[LILY_CUDA_OPT_GDN_OUT] = env_int("LILY_CUDA_GDN_OUT", 0) != 0;
     cx->opt[LILY_CUDA_OPT_MOE_TAILS] = env_int("LILY_CUDA_MOE_TAILS", 2); // 0..3, moe_prefill.cu
     cx->opt[LILY_CUDA_OPT_QG_FILL] = env_int("LILY_CUDA_QG_FILL", 1) != 0;
     cx->opt[LILY_CUDA_OPT_FA_WG] = env_int("LILY_CUDA_FA_WG", 2); // 0 off, 1 V transposed, 2 V MN-major
@@ -427,10 +432,11 @@ void free_ctx(void *p) {
     cuda_ctx *cx = (cuda_ctx *)p;
     if (!cx) return;
     if (cx->st) cudaStreamSynchronize(cx->st);
-    float *bufs[] = {cx->x, cx->xn, cx->qkv, cx->z, cx->b, cx->a, cx->o, cx->qg, cx->kk, cx->vv,
+    float *bufs[] = {cx->x, cx->x2, cx->xn, cx->qkv, cx->z, cx->b, cx->a, cx->o, cx->qg, cx->kk, cx->vv,
                      cx->qr, cx->rl, cx->sg, cx->su, cx->ss, cx->wts, cx->part, cx->h, cx->logits, cx->mf_part};
     for (float *b : bufs) cudaFree(b);
-    cudaFree(cx->ids), cudaFree(cx->nan_flag), cudaFree(cx->amax), cudaFree(cx->arena), cudaFree(cx->mf_bar), cudaFree(cx->mf_acc);
+    cudaFree(cx->ids), cudaFree(cx->nan_flag), cudaFree(cx->amax), cudaFree(cx->arena), cudaFree(cx->mf_bar), cudaFree(cx->mf_acc),
+        cudaFree(cx->gdn_hbar);
     cudaFree(cx->tk_mem);
     cudaFree(cx->ed_dev);
     if (cx->ed_host) cudaFreeHost(cx->ed_host);

@@ -804,15 +804,33 @@ static void run_e2e_moe_fused(uint64_t seed) {
            !memcmp(g1.data(), g1b.data(), g1.size() * 4) ? "bitwise equal" : "DIFFERS");
     // With the fixed-point sum (LILY_CUDA_OPT_MOE_ACC): the MoE's output folded in by the next layer's
     // in_proj and out_proj / o_proj, the last layer's by lm_head. Deterministic: run twice, the same bits.
+    // Then also the GDN layers' gated norm + out_proj in gdn_step's launch (LILY_CUDA_OPT_GDN_OUT), whose
+    // rows the router folds in: no separate out_proj launch may be left in the step's profile.
     lily_cuda_set_opt(ctx, LILY_CUDA_OPT_MOE_ACC, 1);
-    std::vector<float> g3 = run_logits(be, ctx, tf, V, 1), g3b = run_logits(be, ctx, tf, V, 1);
-    cmp_stats s3 = compare(g3.data(), ref.data(), N, V, BF16_GAP);
-    const double e3 = rel_l2(g3.data(), g1.data(), g3.size());
-    const bool twice3 = !memcmp(g3.data(), g3b.data(), g3.size() * 4);
-    report(s3.rel_mean < BF16_REL_MEAN && s3.rel_worst < BF16_REL_WORST && s3.dec_agree == s3.dec_n && e3 < 1e-2 && twice3,
-           "e2e decode with the MoE's fixed-point sum (moe_acc): vs CPU backend rel_l2 mean %.2e worst %.2e, top-1 %d/%d "
-           "(decisive %d/%d); vs the fp32 sums rel_l2 %.2e; run twice: %s",
-           s3.rel_mean, s3.rel_worst, s3.agree, N, s3.dec_agree, s3.dec_n, e3, twice3 ? "bitwise equal" : "DIFFERS");
+    for (int go = 0; go < 2; go++) {
+        lily_cuda_set_opt(ctx, LILY_CUDA_OPT_GDN_OUT, go);
+        std::vector<float> g3 = run_logits(be, ctx, tf, V, 1), g3b = run_logits(be, ctx, tf, V, 1);
+        cmp_stats s3 = compare(g3.data(), ref.data(), N, V, BF16_GAP);
+        const double e3 = rel_l2(g3.data(), g1.data(), g3.size());
+        const bool twice3 = !memcmp(g3.data(), g3b.data(), g3.size() * 4);
+        void *st3;
+        if ((rc = be->state_new(ctx, 64, &st3))) die("state_new", rc);
+        const char *nm3[64];
+        double us3[64];
+        const int n3 = lily_cuda_profile_step(ctx, st3, nm3, us3, 64);
+        int fam_sep = 0, fam_fused = 0;
+        for (int i = 0; i < n3; i++)
+            fam_sep += !strcmp(nm3[i], "gdn gated norm+out_proj"), fam_fused += strstr(nm3[i], "delta rule+gated norm+out_proj") != NULL;
+        be->state_free(ctx, st3);
+        const bool prof_ok = go ? fam_sep == 0 && fam_fused == 1 : fam_sep == 1 && fam_fused == 0;
+        report(s3.rel_mean < BF16_REL_MEAN && s3.rel_worst < BF16_REL_WORST && s3.dec_agree == s3.dec_n && e3 < 1e-2 && twice3 &&
+                   prof_ok,
+               "e2e decode with the MoE's fixed-point sum (moe_acc)%s: vs CPU backend rel_l2 mean %.2e worst %.2e, top-1 "
+               "%d/%d (decisive %d/%d); vs the fp32 sums rel_l2 %.2e; run twice: %s; profile: out_proj launches %d, in "
+               "gdn_step %d",
+               go ? " and out_proj in gdn_step's launch (gdn_out)" : ", gdn_out off", s3.rel_mean, s3.rel_worst, s3.agree, N,
+               s3.dec_agree, s3.dec_n, e3, twice3 ? "bitwise equal" : "DIFFERS", fam_sep, fam_fused);
+    }
     // With the front (LILY_CUDA_OPT_MOE_FRONT): out_proj / o_proj and the router inside the MoE's
     // launch. Same bits as the separate launches; the step's profile must show no separate out_proj,
     // o_proj or router launch left (every layer taken).
@@ -1011,6 +1029,29 @@ static int run_compare(const char *dir, int npos, const char *layers) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// `prof DIR`: the per-kernel table of one 4K step alone (as `full` prints it; the switches from the
+// environment), for A/Bs of a decode change without `full`'s minutes.
+static int run_prof(const char *dir) {
+    const lily_backend *be = &lily_backend_cuda;
+    lily_model m;
+    int rc = lily_model_load(dir, &m);
+    if (rc) die(dir, rc);
+    void *ctx, *st;
+    if ((rc = be->init(&m, &ctx))) die("init", rc);
+    if ((rc = be->state_new(ctx, 4096 + 64, &st))) die("state_new", rc);
+    lily_cuda_state_fake_fill(ctx, st, 4096, 12);
+    const char *names[32];
+    double us[32];
+    const int nf = lily_cuda_profile_step(ctx, st, names, us, 32);
+    double tot = 0;
+    for (int i = 0; i < nf; i++) tot += us[i];
+    printf("| kernel family (4K, plain launches) | us | %% |\n|---|---|---|\n");
+    for (int i = 0; i < nf; i++) printf("| %s | %.1f | %.1f %% |\n", names[i], us[i], 100 * us[i] / tot);
+    printf("| total | %.1f | |\n", tot);
+    be->state_free(ctx, st);
+    return 0;
+}
+
 static int run_full(const char *dir) {
     const lily_backend *be = &lily_backend_cuda;
     lily_model m;
@@ -1079,6 +1120,7 @@ static int run_full(const char *dir) {
         {"attention on the CUDA cores (tensor-core kernel off)", LILY_CUDA_OPT_ATTN_TC, 0},
         {"MoE in two launches (moe_fused off)", LILY_CUDA_OPT_MOE_FUSED, 0},
         {"moe_fused's grid barrier and sums, no fixed-point sum (moe_acc off)", LILY_CUDA_OPT_MOE_ACC, 0},
+        {"GDN out_proj a GEMV launch (gdn_out off)", LILY_CUDA_OPT_GDN_OUT, 0},
         {"out_proj / o_proj and router inside moe_fused's launch (moe_front on)", LILY_CUDA_OPT_MOE_FRONT, 1}};
     for (auto &a : ab) {
         int old = a.opt >= 0 ? lily_cuda_get_opt(ctx, a.opt) : 0;
@@ -1192,6 +1234,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(mode, "fixtures")) run_fixtures(argc - 2, argv + 2);
     else if (!strcmp(mode, "compare") && argc > 2) run_compare(argv[2], argc > 3 ? atoi(argv[3]) : 16, argc > 4 ? argv[4] : NULL);
     else if (!strcmp(mode, "full") && argc > 2) run_full(argv[2]);
+    else if (!strcmp(mode, "prof") && argc > 2) run_prof(argv[2]);
     else if (!strcmp(mode, "pfprof") && argc > 3) run_pfprof(argv[2], argv[3]);
     else if (!strcmp(mode, "chunks") && argc > 3) run_chunks(argv[2], atoi(argv[3]));
     else if (!strcmp(mode, "chain")) run_chain();

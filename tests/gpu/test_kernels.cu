@@ -286,13 +286,17 @@ static void test_gemv_acc(rng &r) {
     struct cs { int rows, cols, group, pro, epi, nseg; } cases[] = {
         {1001, 2048, 64, PRO_RMSNORM, GV_STORE, 3}, {2048, 4096, 64, PRO_GATED, GV_RESID, 1},
         {2048, 4096, 64, PRO_PLAIN, GV_RESID, 1},   {77, 384, 32, PRO_RMSNORM, GV_RESID, 1},
-        {20011, 2048, 64, PRO_RMSNORM, GV_LOGITS, 1}, {65, 8192, 64, PRO_RMSNORM, GV_STORE, 2}};
+        {20011, 2048, 64, PRO_RMSNORM, GV_LOGITS, 1}, {65, 8192, 64, PRO_RMSNORM, GV_STORE, 2},
+        {1281, 2048, 64, PRO_RMSNORM, GV_STORE, 4}, {333, 8192, 64, PRO_RMSNORM, GV_STORE, 1},
+        {12352, 2048, 64, PRO_RMSNORM, GV_STORE, 1}};
     for (auto &k : cases) {
         // Into the input of an RMS-normed launch (acc of cols), else into the residual (acc of the rows).
         const bool on_x = k.pro == PRO_RMSNORM, on_res = k.epi == GV_RESID && !on_x;
         const int cols = k.cols, H = on_x ? cols : k.rows;
         std::vector<float> x = randv(cols, r, 2.0f), w = randv(cols, r, 0.3f, 1.0f), z = randv(cols, r), res = randv(k.rows, r);
         std::vector<unsigned long long> acc = acc_codes(H, r, 0.5f);
+        // The router's form (LILY_CUDA_GDN_OUT): the folded x kept (x_res_out).
+        const bool two = k.nseg == 4 || k.rows == 333;
         std::vector<float> xf = on_x ? acc_fold(x, acc) : x, resf = on_res ? acc_fold(res, acc) : res;
         std::vector<host_mat> hm(k.nseg);
         gv_args a, b; // a: acc folded in by the kernel; b: the host-folded inputs
@@ -308,6 +312,8 @@ static void test_gemv_acc(rng &r) {
         b = a;
         a.x = dup(x), b.x = dup(xf);
         unsigned long long *dacc = dup(acc);
+        float *xro = poisoned<float>(cols);
+        if (two) a.x_res_out = xro;
         if (on_x) a.acc_x = dacc;
         if (on_res) a.acc_res = dacc;
         for (int s = 0; s < k.nseg; s++) {
@@ -326,6 +332,7 @@ static void test_gemv_acc(rng &r) {
                 const std::vector<float> ya = back(a.seg[s].y, k.rows + 13 * s), yb = back(b.seg[s].y, k.rows + 13 * s);
                 same = same && !memcmp(ya.data(), yb.data(), ya.size() * 4) && !count_nonfinite(ya.data(), ya.size());
             }
+            if (two) same = same && back(xro, cols) == xf;
             const std::vector<unsigned long long> left = back(dacc, H + 1);
             for (int i = 0; i < H && on_res; i++) zeroed = zeroed && left[i] == 0;
             zeroed = zeroed && (on_res || left == acc) && left[H] == 0;
@@ -343,11 +350,20 @@ static void test_gemv_acc(rng &r) {
                 nan_all = nan_all && (size_t)count_nonfinite(ya.data(), ya.size()) == ya.size();
             }
         }
+        // The fold's cost: gemv2 with the register prologue, folding in the kernel against the host-folded input.
+        double t_fold = 0, t_host = 0;
+        if (on_x && cols == 2048) {
+            lily_cuda_gemv2 = 1, lily_cuda_gv_pro = 1;
+            CK(cudaMemcpy(dacc, acc.data(), acc.size() * 8, cudaMemcpyHostToDevice));
+            t_fold = gpu_time_ms([&] { gemv_launch(a, 0, 0); }, 20, true), t_host = gpu_time_ms([&] { gemv_launch(b, 0, 0); }, 20, true);
+            printf("  timing rows=%d nseg=%d, L2 flushed: the sum folded in the kernel %.2f us, host-folded %.2f us\n", k.rows,
+                   k.nseg, t_fold * 1e3, t_host * 1e3);
+        }
         lily_cuda_gemv2 = 0, lily_cuda_gv_pro = pro_default;
         report(same && zeroed && nan_all,
                "gemv with the MoE's fixed-point sum folded into its %s, rows=%d cols=%d group=%d pro=%d epi=%d nseg=%d, 3 "
                "kernels: against the host-folded launch %s; acc after %s; flag set: %s",
-               on_x ? "input" : "residual", k.rows, cols, k.group, k.pro, k.epi, k.nseg, same ? "bitwise equal" : "DIFFERS",
+               on_x ? (two ? "input, the folded x kept (the router's form)" : "input") : "residual", k.rows, cols, k.group, k.pro, k.epi, k.nseg, same ? "bitwise equal" : "DIFFERS",
                zeroed ? (on_res ? "zeroed, flag kept" : "unchanged") : "WRONG", nan_all ? "all NaN" : "NOT all NaN");
     }
 }
@@ -642,9 +658,34 @@ static void test_moe_front(rng &r) {
 
 // ---------------------------------------------------------------------------------------------
 static void test_gdn(rng &r) {
-    struct cs { int hk, hv, dk, dv, K, nsplit; } cases[] = {{2, 6, 64, 96, 4, 3}, {16, 32, 128, 128, 4, 4}, {1, 2, 32, 40, 3, 1}};
+    // H, grp: out_proj's rows and group for the gated norm + out_proj in the same launch (LILY_CUDA_GDN_OUT),
+    // run where gdn_out_takes (Dv a multiple of 32 up to 128, Dv / 8 a power of two): the model's shape at
+    // split 4 and 8; heads of 64 with a group spanning two heads and rows not a multiple of the split.
+    struct cs { int hk, hv, dk, dv, K, nsplit, H, grp; } cases[] = {
+        {2, 6, 64, 96, 4, 3, 200, 32},      {16, 32, 128, 128, 4, 4, 2048, 64}, {1, 2, 32, 40, 3, 1, 64, 32},
+        {16, 32, 128, 128, 4, 8, 2048, 64}, {3, 6, 64, 64, 4, 8, 333, 128},    {2, 4, 32, 32, 4, 2, 130, 32}};
     for (auto &k : cases) {
         gdn_dims d = {k.hk, k.hv, k.dk, k.dv, k.K};
+        // The out_proj launch's inputs (o is the step's): z, the gain, W (H x hv*dv), a small residual.
+        host_mat wo;
+        make_qmat(wo, k.H, k.hv * k.dv, 4, k.grp, 1.0f / sqrtf((float)(k.hv * k.dv)), r);
+        gdn_out_args oa;
+        memset(&oa, 0, sizeof oa);
+        oa.wo = up_mat(wo.m), oa.eps = 1e-6f, oa.H = k.H;
+        const bool out = gdn_out_takes(d, k.nsplit, oa.wo, k.H, k.dv);
+        std::vector<float> zv = randv(k.hv * k.dv, r), gw = randv(k.dv, r, 0.3f, 1.0f), resv = randv(k.H, r, 0.02f);
+        oa.z = dup(zv), oa.gnorm = dup(gw);
+        oa.acc = dup(std::vector<unsigned long long>(k.H + 1, 0ull));
+        oa.hbar = dup(std::vector<unsigned>(2 * k.hv, 0u));
+        // The residual for the router: x with the previous MoE's sum folded in (pend, then zeroed), into x_out.
+        const std::vector<float> xres = randv(k.H, r);
+        std::vector<unsigned long long> pendv = acc_codes(k.H, r, 0.5f);
+        oa.x = dup(xres), oa.x_out = poisoned<float>(k.H);
+        unsigned long long *dpend = dup(pendv);
+        float *ring3 = dup(std::vector<float>((size_t)k.K * (2 * k.hk * k.dk + k.hv * k.dv), 0.0f));
+        float *S3 = dup(std::vector<float>((size_t)k.hv * k.dv * k.dk, 0.0f));
+        bool out_same = true;
+        double worst_y = 0;
         const int C = 2 * k.hk * k.dk + k.hv * k.dv;
         std::vector<float> convw = randv(C * k.K, r, 0.5f), dtb = randv(k.hv, r), A(k.hv);
         for (float &v : A) v = -expf(r.sym());
@@ -677,6 +718,43 @@ static void test_gdn(rng &r) {
                 const size_t ns = (size_t)k.hv * k.dv * k.dk, nr = (size_t)k.K * C;
                 lat_same = lat_same && back(o, k.hv * k.dv) == back(o2, k.hv * k.dv) && back(S, ns) == back(S2, ns) &&
                            back(ring, nr) == back(ring2, nr);
+            }
+            if (out) { // with out_proj in the launch: o, state and ring as without; out_proj's rows in oa.acc
+                float *o3 = poisoned<float>(k.hv * k.dv);
+                CK(cudaMemset(oa.acc, 0, (k.H + 1) * sizeof(unsigned long long)));
+                CK(cudaMemcpy(dpend, pendv.data(), pendv.size() * 8, cudaMemcpyHostToDevice));
+                CK(cudaMemset(oa.x_out, 0xff, k.H * sizeof(float)));
+                oa.pend = step % 2 ? dpend : NULL; // odd steps with a sum to fold, even ones without
+                gdn_step(d, dq, dbb, daa, dconv, ddt, dA, ring3, S3, o3, pos, k.nsplit, 0, &oa);
+                CK(cudaGetLastError());
+                out_same = out_same && back(oa.x_out, k.H) == (oa.pend ? acc_fold(xres, pendv) : xres);
+                if (oa.pend) {
+                    const std::vector<unsigned long long> pl = back(dpend, k.H + 1);
+                    for (int i = 0; i < k.H; i++) out_same = out_same && pl[i] == 0;
+                }
+                const size_t ns = (size_t)k.hv * k.dv * k.dk, nr = (size_t)k.K * C;
+                const std::vector<float> og = back(o, k.hv * k.dv);
+                out_same = out_same && back(o3, k.hv * k.dv) == og && back(S3, ns) == back(S, ns) && back(ring3, nr) == back(ring, nr);
+                const std::vector<unsigned> hb = back(oa.hbar, 2 * k.hv);
+                for (int h = 0; h < k.hv; h++) out_same = out_same && hb[2 * h] == 0 && hb[2 * h + 1] == (unsigned)step + 1;
+                // Reference: the gated norm of the GPU's o (spec §2.1b), W g, rounded and added to res.
+                std::vector<float> g(k.hv * k.dv);
+                for (int h = 0; h < k.hv; h++) {
+                    double ss = 0;
+                    for (int j = 0; j < k.dv; j++) ss += (double)og[h * k.dv + j] * og[h * k.dv + j];
+                    const float rr = 1.0f / sqrtf((float)(ss / k.dv) + 1e-6f);
+                    for (int j = 0; j < k.dv; j++) {
+                        const float zz = zv[h * k.dv + j];
+                        g[h * k.dv + j] = bfr(bfr(gw[j] * bfr(og[h * k.dv + j] * rr)) * (zz / (1.0f + expf(-zz))));
+                    }
+                }
+                std::vector<float> yr = ref_mv(wo.m, g);
+                for (int i = 0; i < k.H; i++) yr[i] = bfr(resv[i] + bfr(yr[i]));
+                const std::vector<unsigned long long> acc = back(oa.acc, k.H + 1);
+                const std::vector<float> yg = acc_fold(resv, acc);
+                out_same = out_same && acc[k.H] == 0 && !count_nonfinite(yg.data(), yg.size());
+                const double ey = rel_l2(yg.data(), yr.data(), yg.size());
+                worst_y = ey > worst_y ? ey : worst_y;
             }
             // Reference (spec §2.4), state (dk, dv) per head.
             std::vector<float> u(C), orf(k.hv * k.dv);
@@ -720,6 +798,14 @@ static void test_gdn(rng &r) {
         // a missed decay is O(1).
         report(finite && worst_o < 5e-3 && worst_s < 1e-3 && lat_same, "gdn hk=%d hv=%d dk=%d dv=%d K=%d nsplit=%d, 6 steps: o rel_l2 %.2e, state rel_l2 %.2e; latency variant %s",
                k.hk, k.hv, k.dk, k.dv, k.K, k.nsplit, worst_o, worst_s, lat_same ? "bitwise equal" : "DIFFERS");
+        const bool model_shape = k.dv == 128 && k.hv == 32; // gdn_out_takes must take the model's shape
+        if (out || model_shape)
+            report(out && worst_y < 5e-3 && out_same,
+                   "gdn + gated norm + out_proj in one launch (gdn_out) hv=%d dv=%d nsplit=%d H=%d group %d, 6 steps: %s; "
+                   "residual + out_proj rel_l2 %.2e; o, state, ring against gdn_step alone, head barriers, the router's "
+                   "residual (pend folded in, zeroed): %s",
+                   k.hv, k.dv, k.nsplit, k.H, k.grp, out ? "taken" : "NOT TAKEN", worst_y,
+                   out_same ? "bitwise equal, as left" : "DIFFER");
     }
 }
 
