@@ -270,14 +270,14 @@ __global__ void __maxnreg__(MF_REGS)
     const int ncd = I / 32, dsw = I / G;
     uint4 dcode[MF_DPT];
     uint32_t dsb[MF_DPT];
-#pragma unroll
     // ACC: block b starts its rows at 16 b (mod H), so that the blocks' atomics on a row come at different
-    // times (all blocks in step hit the same few addresses at once).
+    // times, not all blocks on the same few addresses at once (not measured apart from the rest).
     const int rot = ACC ? (16 * b) % H : 0;
     auto drow = [&](int u) {
         const int i = tid + u * MF_THREADS, r = i + rot;
         return i < H && r >= H ? r - H : r;
     };
+#pragma unroll
     for (int u = 0; u < MF_DPT; u++) {
         const int r = drow(u);
         const long row = (long)e * H + r;
