@@ -119,6 +119,29 @@ __device__ __forceinline__ float block_sum(float v, float *red) {
     return warp_sum(t);
 }
 
+// A barrier of n blocks, all resident (the caller checks occupancy on the host). bar: count, generation.
+// gen is read before arriving, so it cannot have moved on; the last block to arrive resets the count and
+// then advances gen, so the count is zero again afterwards, ready for the next launch. Every thread's
+// earlier global writes are visible to the other blocks' threads after it (the block barrier, then
+// thread 0's fences). moe_fused's grid barrier (n = the grid), gdn_step's head barrier (n = its splits).
+__device__ __forceinline__ void blocks_sync(unsigned *bar, unsigned n) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        volatile unsigned *gen = bar + 1;
+        const unsigned g = *gen;
+        __threadfence();
+        if (atomicAdd(bar, 1u) == n - 1) {
+            bar[0] = 0;
+            __threadfence();
+            atomicAdd(bar + 1, 1u);
+        } else {
+            while (*gen == g) __nanosleep(32);
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
 // Activation vectors in shared memory: every run of 32 values is followed by 4 floats of padding,
 // so lanes reading 16-byte pieces of consecutive 32- or 16-value chunks hit distinct banks.
 __device__ __forceinline__ int xs_index(int c) { return (c >> 5) * 36 + (c & 31); }

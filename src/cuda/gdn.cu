@@ -28,7 +28,7 @@ LILY_TRACE_SETTER(gdn)
 // requests its share of out_proj before the wait: rows split * rps .. +rps of head h's Dv columns
 // (16-byte chunks of 32 columns, rows padded by one chunk so that a lane's chunk reads hit distinct
 // banks; a scale word per chunk). After its columns of o are written, the head's nsplit blocks meet at
-// a barrier (gdn_head_sync: every block of the grid is resident, checked on the host), and each takes
+// a barrier (blocks_sync: every block of the grid is resident, checked on the host), and each takes
 // the head's gated norm as out_proj's register prologue does (gemv.cuh, the same bits: o, z and the
 // gain, 8 values a lane, the sum of squares by shuffles over Dv / 8 lanes), then its rows' dot products
 // with it, which it adds into oa.acc as fixed-point sums (cuda_common.cuh mf_acc_add): out_proj split
@@ -36,27 +36,6 @@ LILY_TRACE_SETTER(gdn)
 // also writes its share of the residual with the last MoE's sum folded in (oa.x_out), so the router
 // folds one sum, not two (each fold costs a GEMV ~1.3-1.8 us: every block reads the 16 KB of sums).
 #define GDN_OUT_CH 4 // 32-column chunks of a head at most (Dv <= 128)
-
-// The nsplit blocks of one head meet (bar: count, generation; the last to arrive resets the count
-// and advances the generation, as moe_fused's grid barrier). Every thread's earlier global writes are
-// visible to the other blocks' threads after it (the barrier, then thread 0's fences).
-__device__ __forceinline__ void gdn_head_sync(unsigned *bar, unsigned n) {
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        volatile unsigned *gen = bar + 1;
-        const unsigned g = *gen;
-        __threadfence();
-        if (atomicAdd(bar, 1u) == n - 1) {
-            bar[0] = 0;
-            __threadfence();
-            atomicAdd(bar + 1, 1u);
-        } else {
-            while (*gen == g) __nanosleep(32);
-        }
-        __threadfence();
-    }
-    __syncthreads();
-}
 
 // EARLY (LILY_CUDA_GDN_LAT, kconv <= KMAX): everything that does not depend on the previous kernel
 // is requested before the wait (conv weights, all K ring slots, dt_bias, A, and the first batch of
@@ -234,7 +213,7 @@ __global__ void __launch_bounds__(GDN_THREADS)
     if (OUT) {
         __shared__ __align__(16) float gs[128];
         __shared__ float gsum[GDN_OUT_CH];
-        gdn_head_sync(oa.hbar + 2 * h, nsplit);
+        blocks_sync(oa.hbar + 2 * h, nsplit); // the head's blocks
         // The head's gated norm, as gv_prologue_regs' PRO_GATED: lane l < Dv / 8 owns values 8l..8l+7.
         const int gl = d.dv / 8;
         if (warp == 0) {

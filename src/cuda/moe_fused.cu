@@ -135,27 +135,6 @@ __device__ __forceinline__ void mf_gv_phase(const gv_args &a, uint4 *bsm, uint4 
     }
 }
 
-// Grid barrier (every block resident). gen is read before arriving, so it cannot have moved on; the
-// last block to arrive resets the count and then advances gen. The count is zero again when the
-// kernel ends, ready for the next launch.
-__device__ __forceinline__ void mf_grid_sync(unsigned *bar) {
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        volatile unsigned *gen = bar + 1;
-        const unsigned g = *gen;
-        __threadfence();
-        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
-            bar[0] = 0;
-            __threadfence();
-            atomicAdd(bar + 1, 1u);
-        } else {
-            while (*gen == g) __nanosleep(32);
-        }
-        __threadfence();
-    }
-    __syncthreads();
-}
-
 // TMD: the down slice (a 16-byte chunk of each of H rows, and its scale word) comes by tensor-map
 // copies of 256 rows each (TMA) into shared memory; else by 16-byte loads into registers, which keep
 // the load/store unit busy for ~4 us with H scattered rows (docs/PERF.md).
@@ -231,7 +210,7 @@ __global__ void __maxnreg__(MF_REGS)
     for (int p = 0; p < nfront; p++) {
         mf_gv_phase<HPG>(fr.a[p], bsm, zero4, xsg, xs, xsum, red[0], tpart[0]);
         trace_mark(8 + 2 * p); // TRACE builds: phase p's rows written, then its barrier passed
-        mf_grid_sync(bar);
+        blocks_sync(bar, gridDim.x);
         trace_mark(9 + 2 * p);
     }
     // 2. Routing, the weights of this block's slice, x, the shared h.
@@ -341,7 +320,7 @@ __global__ void __maxnreg__(MF_REGS)
         return;
     }
     // 5. Every partial written: block b adds rows b*rb .. +rb.
-    mf_grid_sync(bar);
+    blocks_sync(bar, gridDim.x);
     if (!nfront) trace_mark(15); // TRACE: the grid barrier passed
     pdl_trigger();
     const int r0 = b * sh.rb, nr = max(0, min(sh.rb, H - r0));
