@@ -66,12 +66,28 @@ pf_cli() {
     grep -E "FAIL|failed" $L/cli_prefill.txt | cut -c1-220
 }
 # env_ab VAR ARGS...: `lily bench ARGS` with VAR=0, 1, 0, 1 (one binary, a switch A/B), its
-# prefill/decode lines prefixed "VAR=v".
+# prefill/decode lines prefixed "VAR=v". AB_A / AB_B: the two values (default 0 / 1); AB_PAIRS: pairs (2).
 env_ab() {
-    local var=$1 v; shift
-    for v in 0 1 0 1; do
-        env $var=$v timeout 100 $B/lily bench "$@" --out $L/ab_$v 2>&1 | grep -E "^(decode|prefill) " | sed "s/^/$var=$v /"
+    local var=$1 v i; shift
+    for i in $(seq ${AB_PAIRS:-2}); do
+        for v in ${AB_A:-0} ${AB_B:-1}; do
+            env $var=$v timeout 100 $B/lily bench "$@" --out $L/ab_$v 2>&1 | grep -E "^(decode|prefill) " | sed "s/^/$var=$v /"
+        done
     done; el bench
+}
+# dec_ab VAR: env_ab of decode alone on /tmp/big (DEC_AB: the contexts, default 4K).
+dec_ab() { env_ab $1 --model /tmp/big --backend cuda --no-plot --prefill none --decode ${DEC_AB:-4K} --reps 2 --warmup 1; }
+# prof_ab VAR [PATTERN]: `lily-gpu-test prof /tmp/big` (the per-kernel table of one 4K step) with VAR=0 and 1,
+# its rows matching PATTERN (default: all).
+prof_ab() {
+    local v; for v in 0 1; do
+        env $1=$v timeout 80 $B/lily-gpu-test prof /tmp/big > $L/prof_$v.txt 2>&1; el "prof $1=$v rc=$?"; grep -E "${2:-^\|}" $L/prof_$v.txt
+    done
+}
+# kernels_grep PATTERN: the kernel tests of $B, their summary and the lines matching PATTERN.
+kernels_grep() {
+    timeout 200 $B/lily-gpu-test kernels $(date +%s) > $L/kernels.txt 2>&1; el "kernels rc=$?"
+    grep -E "^FAIL|passed|$1" $L/kernels.txt | cut -c1-250
 }
 # pf_prof [N]: `lily-gpu-test pfprof /tmp/big 4K`, its first N table rows.
 pf_prof() { timeout 120 $B/lily-gpu-test pfprof /tmp/big 4K > $L/pfprof.txt 2>&1; el "pfprof rc=$?"; grep -E "\|" $L/pfprof.txt | head -${1:-30}; }

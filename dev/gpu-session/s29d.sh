@@ -1,15 +1,12 @@
 #!/usr/bin/env bash
-# s29d.sh (device, ~4 min): the GDN layer's gated norm + out_proj in gdn_step's launch (LILY_CUDA_GDN_OUT,
-# default 1, with LILY_CUDA_MOE_ACC): the kernel tests (gdn_out, the router's two folds), e2e and the HF
-# fixtures, then decode at 4K with it off and on, alternating (one binary).
+# s29d.sh (device, ~2-4 min): gdn_out (LILY_CUDA_GDN_OUT, with LILY_CUDA_MOE_ACC): the kernel tests (gdn_out, the
+# router's fold, their timing lines), e2e and the HF fixtures, the per-kernel table with it off and on
+# (lily-gpu-test prof), decode at 4K alternating (AB_PAIRS pairs). The session ran its forms as s29d .. s29h.
 . .carry/common.sh; safe_start 400
 synth_bg
-timeout 200 $B/lily-gpu-test kernels $(date +%s) > $L/kernels.txt 2>&1; el "kernels rc=$?"
-grep -E "^FAIL|passed|gdn_out|gdn \+ gated" $L/kernels.txt | cut -c1-250
-e2e_fix
-grep -E "^FAIL|fixed-point|front" $L/e2e.txt | cut -c1-330
+kernels_grep "gdn \+ gated|timing rows=(1281|12352) "
+e2e_fix; grep -E "^FAIL|fixed-point|front" $L/e2e.txt | cut -c1-330
 wait $SP; el synth
-for v in 0 1 0 1; do
-  LILY_CUDA_GDN_OUT=$v timeout 60 $B/lily bench --model /tmp/big --backend cuda --no-plot --prefill none --decode 4K --reps 2 --warmup 1 --out $L/ab_$v 2>&1 | grep -E "^decode " | sed "s/^/GDN_OUT=$v /"
-done; el bench
+prof_ab LILY_CUDA_GDN_OUT "gdn|moe|total"
+AB_PAIRS=${AB_PAIRS:-3} dec_ab LILY_CUDA_GDN_OUT
 safe_end

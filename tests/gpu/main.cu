@@ -777,6 +777,19 @@ static void run_e2e_gdn_inproj(uint64_t seed) {
 // The one-launch MoE (LILY_CUDA_OPT_MOE_FUSED) in whole decode steps: a tiny model whose MoE shapes it
 // takes (rows of whole 128-column steps; config_tiny's hidden 320 does not), graph-replayed steps with
 // it on and off against the CPU backend, and the two against each other.
+// The kernel families of one profiled decode step (lily_cuda_profile_step, plain launches) on a new state.
+static std::vector<std::string> step_families(const lily_backend *be, void *ctx) {
+    void *st;
+    int rc;
+    if ((rc = be->state_new(ctx, 64, &st))) die("state_new", rc);
+    const char *names[64];
+    double us[64];
+    const int n = lily_cuda_profile_step(ctx, st, names, us, 64);
+    std::vector<std::string> f(names, names + (n > 0 ? n : 0));
+    be->state_free(ctx, st);
+    return f;
+}
+
 static void run_e2e_moe_fused(uint64_t seed) {
     lily_config c = config_tiny();
     // lin_v_dim 64: heads of 8 lanes, which the front's register prologue takes (96 it does not).
@@ -787,7 +800,6 @@ static void run_e2e_moe_fused(uint64_t seed) {
     void *ctx = p.ctx;
     const std::vector<int> &tf = p.tf;
     const std::vector<float> &ref = p.ref;
-    int rc;
     lily_cuda_set_opt(ctx, LILY_CUDA_OPT_MOE_FUSED, 0);
     std::vector<float> g0 = run_logits(be, ctx, tf, V, 1);
     lily_cuda_set_opt(ctx, LILY_CUDA_OPT_MOE_FUSED, 1);
@@ -813,15 +825,9 @@ static void run_e2e_moe_fused(uint64_t seed) {
         cmp_stats s3 = compare(g3.data(), ref.data(), N, V, BF16_GAP);
         const double e3 = rel_l2(g3.data(), g1.data(), g3.size());
         const bool twice3 = !memcmp(g3.data(), g3b.data(), g3.size() * 4);
-        void *st3;
-        if ((rc = be->state_new(ctx, 64, &st3))) die("state_new", rc);
-        const char *nm3[64];
-        double us3[64];
-        const int n3 = lily_cuda_profile_step(ctx, st3, nm3, us3, 64);
         int fam_sep = 0, fam_fused = 0;
-        for (int i = 0; i < n3; i++)
-            fam_sep += !strcmp(nm3[i], "gdn gated norm+out_proj"), fam_fused += strstr(nm3[i], "delta rule+gated norm+out_proj") != NULL;
-        be->state_free(ctx, st3);
+        for (const std::string &f : step_families(be, ctx))
+            fam_sep += f == "gdn gated norm+out_proj", fam_fused += f.find("delta rule+gated norm+out_proj") != std::string::npos;
         const bool prof_ok = go ? fam_sep == 0 && fam_fused == 1 : fam_sep == 1 && fam_fused == 0;
         report(s3.rel_mean < BF16_REL_MEAN && s3.rel_worst < BF16_REL_WORST && s3.dec_agree == s3.dec_n && e3 < 1e-2 && twice3 &&
                    prof_ok,
@@ -836,19 +842,13 @@ static void run_e2e_moe_fused(uint64_t seed) {
     // o_proj or router launch left (every layer taken).
     lily_cuda_set_opt(ctx, LILY_CUDA_OPT_MOE_FRONT, 1);
     std::vector<float> g2 = run_logits(be, ctx, tf, V, 1), g2b = run_logits(be, ctx, tf, V, 1);
-    void *st;
-    if ((rc = be->state_new(ctx, 64, &st))) die("state_new", rc);
-    const char *names[32];
-    double us[32];
-    const int nf = lily_cuda_profile_step(ctx, st, names, us, 32);
     int fronted = 0, separate = 0;
-    for (int i = 0; i < nf; i++) {
-        fronted += strstr(names[i], "out_proj+router+experts") != NULL;
-        separate += strstr(names[i], "o_proj") != NULL || strstr(names[i], "out_proj") != NULL ||
-                    strstr(names[i], "router") != NULL;
+    for (const std::string &f : step_families(be, ctx)) {
+        fronted += f.find("out_proj+router+experts") != std::string::npos;
+        separate += f.find("o_proj") != std::string::npos || f.find("out_proj") != std::string::npos ||
+                    f.find("router") != std::string::npos;
     }
     separate -= fronted; // the fused family's name contains both words
-    be->state_free(ctx, st);
     const bool fr_same = !memcmp(g2.data(), g1.data(), g1.size() * 4), fr_twice = !memcmp(g2.data(), g2b.data(), g2.size() * 4);
     report(fr_same && fr_twice && fronted == 1 && separate == 0,
            "e2e decode with the MoE's front (out_proj / o_proj + router in its launch; moe_acc on, which the front "
@@ -1029,6 +1029,18 @@ static int run_compare(const char *dir, int npos, const char *layers) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The per-kernel table of one decode step of st (plain launches, an event after each; sums over layers).
+static void print_step_table(void *ctx, void *st) {
+    const char *names[32];
+    double us[32];
+    const int nf = lily_cuda_profile_step(ctx, st, names, us, 32);
+    double tot = 0;
+    for (int i = 0; i < nf; i++) tot += us[i];
+    printf("| kernel family | us | %% |\n|---|---|---|\n");
+    for (int i = 0; i < nf; i++) printf("| %s | %.1f | %.1f %% |\n", names[i], us[i], 100 * us[i] / tot);
+    printf("| total | %.1f | |\n", tot);
+}
+
 // `prof DIR`: the per-kernel table of one 4K step alone (as `full` prints it; the switches from the
 // environment), for A/Bs of a decode change without `full`'s minutes.
 static int run_prof(const char *dir) {
@@ -1040,14 +1052,8 @@ static int run_prof(const char *dir) {
     if ((rc = be->init(&m, &ctx))) die("init", rc);
     if ((rc = be->state_new(ctx, 4096 + 64, &st))) die("state_new", rc);
     lily_cuda_state_fake_fill(ctx, st, 4096, 12);
-    const char *names[32];
-    double us[32];
-    const int nf = lily_cuda_profile_step(ctx, st, names, us, 32);
-    double tot = 0;
-    for (int i = 0; i < nf; i++) tot += us[i];
-    printf("| kernel family (4K, plain launches) | us | %% |\n|---|---|---|\n");
-    for (int i = 0; i < nf; i++) printf("| %s | %.1f | %.1f %% |\n", names[i], us[i], 100 * us[i] / tot);
-    printf("| total | %.1f | |\n", tot);
+    printf("per-kernel time of one step at 4K:\n");
+    print_step_table(ctx, st);
     be->state_free(ctx, st);
     return 0;
 }
@@ -1095,14 +1101,8 @@ static int run_full(const char *dir) {
     }
     // Per-kernel breakdown at 4K.
     lily_cuda_state_fake_fill(ctx, st, 4096, 12);
-    const char *names[32];
-    double us[32];
-    int nf = lily_cuda_profile_step(ctx, st, names, us, 32);
-    double tot = 0;
-    for (int i = 0; i < nf; i++) tot += us[i];
-    printf("\nper-kernel time of one step at 4K (plain launches, event after each; sums over layers):\n| kernel family | us | %% |\n|---|---|---|\n");
-    for (int i = 0; i < nf; i++) printf("| %s | %.1f | %.1f %% |\n", names[i], us[i], 100 * us[i] / tot);
-    printf("| total | %.1f | |\n", tot);
+    printf("\nper-kernel time of one step at 4K (plain launches, event after each; sums over layers):\n");
+    print_step_table(ctx, st);
     // Ablations.
     printf("\n| variant | 4K tok/s | 32K tok/s |\n|---|---|---|\n");
     struct { const char *name; int opt, val; } ab[] = {
