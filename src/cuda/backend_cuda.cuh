@@ -64,7 +64,6 @@ struct cuda_ctx {
     int *ids, *nan_flag;
     float *mf_part;   // moe_fused's partial outputs (topk * (moe_inter / 32) + 1 rows of hidden)
     unsigned *mf_bar; // and its grid barrier (2 counters)
-    unsigned *gv_steal;         // LILY_CUDA_OPT_GV_STEAL: lm_head's tile counter and finished-block count
     unsigned long long *mf_acc; // LILY_CUDA_OPT_MOE_ACC / GDN_OUT: two fixed-point sums of hidden + 1 words
                                 // (the MoE's output, out_proj's; forward_cuda.cu enqueue_step)
     unsigned *gdn_hbar;         // LILY_CUDA_OPT_GDN_OUT: gdn_step's head barriers (2 words a v head)

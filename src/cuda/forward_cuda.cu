@@ -75,7 +75,6 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
     lily_cuda_moe_lat = cx->opt[LILY_CUDA_OPT_MOE_LAT];
     lily_cuda_gdn_lat = cx->opt[LILY_CUDA_OPT_GDN_LAT];
     lily_cuda_gv2_bulk = cx->opt[LILY_CUDA_OPT_GV2_BULK];
-    lily_cuda_gv_steal = cx->opt[LILY_CUDA_OPT_GV_STEAL];
     lily_cuda_attn_comb = cx->opt[LILY_CUDA_OPT_ATTN_COMB];
     lily_cuda_attn_tc = cx->opt[LILY_CUDA_OPT_ATTN_TC];
     // The residual stream and the fixed-point sums (cuda_common.cuh mf_fold):
@@ -198,7 +197,6 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
     g.acc_x = pend;
     g.epi = GV_LOGITS, g.amax = cx->amax, g.temp = s->temp, g.seed = s->seed, g.pos = s->d_pos;
     g.nan_flag = cx->nan_flag;
-    g.steal = cx->gv_steal;
     g.seg[0].m = cx->lm_head, g.seg[0].y = logits;
     int nb = gemv_launch(g, cx->amax_n, st);
     prof_mark(cx, "lm_head (norm+gemv+argmax)");
@@ -432,7 +430,6 @@ static const struct {
     {"qg_gt", LILY_CUDA_OPT_QG_GT, 0, 1},         {"gdn_wg", LILY_CUDA_OPT_GDN_WG, 0, 1},
     {"qg_rw", LILY_CUDA_OPT_QG_RW, 0, 3},         {"gdn_inproj", LILY_CUDA_OPT_GDN_INPROJ, 0, 1},
     {"moe_acc", LILY_CUDA_OPT_MOE_ACC, 0, 1},      {"gdn_out", LILY_CUDA_OPT_GDN_OUT, 0, 1},
-    {"gemv_steal", LILY_CUDA_OPT_GV_STEAL, 0, 1},
 };
 
 extern "C" int lily_cuda_set_opt(void *ctx, int opt, int value);

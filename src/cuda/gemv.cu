@@ -128,22 +128,12 @@ __global__ void __launch_bounds__(GV_THREADS, GV2_MIN_BLOCKS) gemv2_kernel(gv_ar
     trace_mark(2);
     float best = -INFINITY;
     int best_row = 0x7fffffff, it = 0, k = 0;
-    // a.steal (LILY_CUDA_GV_STEAL; launches of many tiles a block on gemv2's path alone, no BULK): after its
-    // first tile a block takes the next one from a counter, so blocks that the memory system serves faster
-    // take more tiles. lm_head's blocks (~5 tiles each) ended up to ~30 us apart with the fixed stride
-    // (docs/PERF.md, thirtieth session). Thread 0 requests the next index as a tile starts and hands it to
-    // the block at the tile's barrier, so the atomic's latency hides behind the tile. Which block takes a
-    // tile changes no row's value, and the argmax (value, then lower row) does not depend on the order.
-    __shared__ int snext[2];
-    for (int t = blockIdx.x; t < total; k++) {
-        unsigned grab = 0;
-        if (a.steal && tid == 0) grab = atomicAdd(a.steal, 1u);
+    for (int t = blockIdx.x; t < total; t += gridDim.x, k++) {
         int si = 0, tile = t;
         while (tile >= a.seg[si].tiles) tile -= a.seg[si++].tiles;
         const gv_seg &s = a.seg[si];
         if (!s.ks) {
             if (LANES) gv_tile_lanes(a, s, tile, xs, xsum, lane, warp, best, best_row);
-            t += gridDim.x; // a.steal is not set for launches with lane-path segments
             continue;
         }
         float acc0, acc1;
@@ -157,18 +147,12 @@ __global__ void __launch_bounds__(GV_THREADS, GV2_MIN_BLOCKS) gemv2_kernel(gv_ar
         if (!k) trace_mark(8); // TRACE: thread 0's share of the first tile computed
         float(*pp)[16] = part[it++ & 1]; // alternate buffers: one barrier per tile suffices
         if ((lane & 3) == 0) pp[warp][lane >> 2] = acc0, pp[warp][(lane >> 2) + 8] = acc1;
-        if (a.steal && tid == 0) snext[k & 1] = (int)grab + gridDim.x;
         __syncthreads();
         if (!k) trace_mark(9); // TRACE: the first tile's partial sums met
         gv2_tile_out(a, s, tile, pp, tid, best, best_row);
-        t = a.steal ? snext[k & 1] : t + gridDim.x; // snext[k & 1] is written again two tiles later, past a barrier
     }
     trace_mark(3);
     pdl_trigger();
-    if (a.steal && tid == 0) { // the last block to finish leaves the counters zero for the next launch
-        __threadfence();
-        if (atomicAdd(a.steal + 1, 1u) == gridDim.x - 1) a.steal[0] = 0, a.steal[1] = 0;
-    }
     if (a.epi == GV_LOGITS) gv_amax_finish(a, best, best_row, wbest);
     trace_mark(4);
 }
@@ -244,7 +228,6 @@ template <int HPG> static void gv2_launch(const gv_args &a, int grid, size_t sme
 
 int lily_cuda_gv_pro = 1;
 int lily_cuda_gv2_bulk = 0;
-int lily_cuda_gv_steal = 1;
 
 static int gv2_bps(void) {
     static int bps2 = 0;
@@ -281,9 +264,6 @@ int gemv_launch(gv_args a, int max_blocks, cudaStream_t st) {
         if (max_blocks > cuda_sm_count() * bps2) max_blocks = cuda_sm_count() * bps2;
         int grid = total < max_blocks ? total : max_blocks;
         if (grid < 1) grid = 1;
-        bool lanes = false;
-        for (int s = 0; s < a.nseg; s++) lanes = lanes || !a.seg[s].ks;
-        if (!lily_cuda_gv_steal || lanes || a.bulk || total < 2 * grid) a.steal = nullptr;
         size_t smem = (size_t)(a.cols * 3 / 8 + 1) * sizeof(uint4) +
                       (size_t)(xs_floats(a.cols) + a.cols / 16 + a.cols / group2 * 4) * sizeof(float);
         if (a.bulk) smem += 128 + GV2_BULK_BYTES;

@@ -38,10 +38,6 @@ struct gv_args {
     float *x_res_out;                // PRO_RMSNORM: if set, block 0 stores the folded x (before the norm) here
     unsigned long long *acc_res;     // GV_RESID, one segment of H rows: if set, res[row] is folded with
                                      // acc_res[row], which is then zeroed (the flag stays)
-    // If set (2 words, zero before the first launch; each launch leaves them zero): gemv2's blocks take their
-    // tiles after the first from a counter (LILY_CUDA_GV_STEAL). gemv_launch ignores it where it does not
-    // apply (the first kernel, lane-path segments, bulk staging, fewer than two tiles a block).
-    unsigned *steal;
 };
 // Launch; returns the grid size used (GV_LOGITS needs it to size amax). max_blocks 0 = default.
 int gemv_launch(gv_args a, int max_blocks, cudaStream_t st);
@@ -62,9 +58,6 @@ extern int lily_cuda_gv_pro;
 // 1 = gemv2 requests each block's first tiles into shared memory (cp.async.bulk) before waiting for
 // the previous kernel (LILY_CUDA_GV2_BULK; same results bitwise).
 extern int lily_cuda_gv2_bulk;
-// 1 = gemv_launch honours gv_args.steal (LILY_CUDA_GV_STEAL, the default; same results bitwise); 0 = the fixed
-// grid stride everywhere.
-extern int lily_cuda_gv_steal;
 // attn.cu: 1 = several positions per warp pass (loads in flight) on the D = 256 bf16 path (default).
 extern int lily_cuda_attn_multi;
 // attn.cu: 1 = the split-KV combine issues its loads in parallel (LILY_CUDA_ATTN_COMB; same results).

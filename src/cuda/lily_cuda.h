@@ -175,9 +175,6 @@ enum lily_cuda_opt {
                                     // fixed-point sums that the router folds in), where gdn_out_takes;
                                     // 0 = out_proj a GEMV launch (LILY_CUDA_GDN_OUT; flag gdn_out;
                                     // default 0: within noise in a graph-replayed step)
-    LILY_CUDA_OPT_GV_STEAL = 48,    // decode: 1 = lm_head's blocks take their tiles after the first from a
-                                    // counter (gemv.cu), 0 = a fixed stride over the grid (same results
-                                    // bitwise; LILY_CUDA_GV_STEAL; flag gemv_steal; default 1)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

@@ -304,8 +304,6 @@ static int scratch_alloc(cuda_ctx *cx) {
     CU_TRY(cudaMemset(cx->nan_flag, 0, sizeof(int)));
     cx->amax_n = gemv_max_blocks();
     CU_TRY(cudaMalloc(&cx->amax, cx->amax_n * sizeof(float2)));
-    CU_TRY(cudaMalloc(&cx->gv_steal, 2 * sizeof(unsigned)));
-    CU_TRY(cudaMemset(cx->gv_steal, 0, 2 * sizeof(unsigned)));
     return 0;
 }
 
@@ -368,7 +366,6 @@ int init_cuda(const lily_model *m, void **out) {
     // Off: within noise in the step's graph (+0.4 %), though 118 us faster with plain launches (docs/PERF.md,
     // twenty-ninth session); its head barrier needs every block resident.
     cx->opt[LILY_CUDA_OPT_GDN_OUT] = env_int("LILY_CUDA_GDN_OUT", 0) != 0;
-    cx->opt[LILY_CUDA_OPT_GV_STEAL] = env_int("LILY_CUDA_GV_STEAL", 1) != 0;
     cx->opt[LILY_CUDA_OPT_MOE_TAILS] = env_int("LILY_CUDA_MOE_TAILS", 2); // 0..3, moe_prefill.cu
     cx->opt[LILY_CUDA_OPT_QG_FILL] = env_int("LILY_CUDA_QG_FILL", 1) != 0;
     cx->opt[LILY_CUDA_OPT_FA_WG] = env_int("LILY_CUDA_FA_WG", 2); // 0 off, 1 V transposed, 2 V MN-major
@@ -438,7 +435,7 @@ void free_ctx(void *p) {
     float *bufs[] = {cx->x, cx->x2, cx->xn, cx->qkv, cx->z, cx->b, cx->a, cx->o, cx->qg, cx->kk, cx->vv,
                      cx->qr, cx->rl, cx->sg, cx->su, cx->ss, cx->wts, cx->part, cx->h, cx->logits, cx->mf_part};
     for (float *b : bufs) cudaFree(b);
-    cudaFree(cx->ids), cudaFree(cx->nan_flag), cudaFree(cx->amax), cudaFree(cx->arena), cudaFree(cx->mf_bar), cudaFree(cx->mf_acc), cudaFree(cx->gv_steal),
+    cudaFree(cx->ids), cudaFree(cx->nan_flag), cudaFree(cx->amax), cudaFree(cx->arena), cudaFree(cx->mf_bar), cudaFree(cx->mf_acc),
         cudaFree(cx->gdn_hbar);
     cudaFree(cx->tk_mem);
     cudaFree(cx->ed_dev);

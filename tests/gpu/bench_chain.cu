@@ -428,10 +428,6 @@ void run_chain(void) {
         CK(cudaMemset(pos, 0, 4));
         a.amax = amax, a.pos = pos;
         chain_row("lm_head (norm + 248320x2048 + argmax)", mat_bytes(a.seg[0].m), [&](int, cudaStream_t s) { gemv_launch(a, 0, s); }, 20);
-        CK(cudaMalloc(&a.steal, 2 * sizeof(unsigned)));
-        CK(cudaMemset(a.steal, 0, 2 * sizeof(unsigned)));
-        chain_row("  the same, tiles after the first from a counter (LILY_CUDA_GV_STEAL)", mat_bytes(a.seg[0].m),
-                  [&](int, cudaStream_t s) { gemv_launch(a, 0, s); }, 20);
     }
     lily_cuda_gemv2 = 0;
 }

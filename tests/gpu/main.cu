@@ -366,7 +366,7 @@ static int run_e2e(uint64_t seed) {
     const struct { const char *name; int opt; } bitwise_sw[] = {
         {"the expert down prefetch", LILY_CUDA_OPT_MOE_PF}, {"the MoE latency variants", LILY_CUDA_OPT_MOE_LAT},
         {"the GDN latency variant", LILY_CUDA_OPT_GDN_LAT}, {"gemv2's bulk-staged tiles", LILY_CUDA_OPT_GV2_BULK},
-        {"the parallel split-KV combine", LILY_CUDA_OPT_ATTN_COMB}, {"lm_head's tiles from a counter", LILY_CUDA_OPT_GV_STEAL}};
+        {"the parallel split-KV combine", LILY_CUDA_OPT_ATTN_COMB}};
     for (auto &sw : bitwise_sw) {
         const int v0 = lily_cuda_get_opt(ctx, sw.opt);
         lily_cuda_set_opt(ctx, sw.opt, !v0);
@@ -1121,7 +1121,6 @@ static int run_full(const char *dir) {
         {"MoE in two launches (moe_fused off)", LILY_CUDA_OPT_MOE_FUSED, 0},
         {"moe_fused's grid barrier and sums, no fixed-point sum (moe_acc off)", LILY_CUDA_OPT_MOE_ACC, 0},
         {"GDN out_proj a GEMV launch (gdn_out off)", LILY_CUDA_OPT_GDN_OUT, 0},
-        {"lm_head's tiles by a fixed stride (gemv_steal off)", LILY_CUDA_OPT_GV_STEAL, 0},
         {"out_proj / o_proj and router inside moe_fused's launch (moe_front on)", LILY_CUDA_OPT_MOE_FRONT, 1}};
     for (auto &a : ab) {
         int old = a.opt >= 0 ? lily_cuda_get_opt(ctx, a.opt) : 0;
