@@ -96,6 +96,20 @@ __device__ __forceinline__ float mf_fold(float res, unsigned long long sum, unsi
 __device__ __forceinline__ float silu_f(float x) { return __fdividef(x, 1.0f + __expf(-x)); }
 __device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + __expf(-x)); }
 
+// The gated RMSNorm (spec §2.1b) of one head of hd values held 8 to a lane by gl = hd / 8 adjacent lanes
+// (a power of two, aligned): v = rb(rb(g * rb(v * rms)) * silu(z)). One definition for gemv's register
+// prologue (PRO_GATED) and gdn_step's out_proj (LILY_CUDA_GDN_OUT), which must give the same bits. Every
+// lane of the warp calls it (the shuffles); lanes past a head pass zeros.
+__device__ __forceinline__ void gated_norm8(float *v, const float *g, const float *z, int gl, int hd, float eps) {
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 8; k++) ss += v[k] * v[k];
+    for (int o = 1; o < gl; o <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    const float r = rsqrtf(ss / hd + eps);
+#pragma unroll
+    for (int k = 0; k < 8; k++) v[k] = rb(rb(g[k] * rb(v[k] * r)) * silu_f(z[k]));
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

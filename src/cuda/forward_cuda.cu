@@ -116,8 +116,10 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
             prof_mark(cx, "gdn in_proj (norm+qkv/z/b/a)");
             gdn_out_args oa;
             memset(&oa, 0, sizeof oa);
-            oa.z = cx->z, oa.gnorm = d->gnorm, oa.eps = eps, oa.wo = d->out, oa.acc = ao, oa.hbar = cx->gdn_hbar;
-            oa.H = c->hidden, oa.x = X, oa.pend = pend, oa.x_out = X2;
+            if (gout) {
+                oa.z = cx->z, oa.gnorm = d->gnorm, oa.eps = eps, oa.wo = d->out, oa.acc = ao, oa.hbar = cx->gdn_hbar;
+                oa.H = c->hidden, oa.x = X, oa.pend = pend, oa.x_out = X2;
+            }
             gdn_step(gd, cx->qkv, cx->b, cx->a, d->conv, d->dt_bias, d->A, s->ring[l], s->S[l], cx->o,
                      s->d_pos, cx->opt[LILY_CUDA_OPT_GDN_SPLIT], st, gout ? &oa : NULL);
             prof_mark(cx, gout ? "gdn conv+delta rule+gated norm+out_proj" : "gdn conv+delta rule");

@@ -214,7 +214,7 @@ __global__ void __launch_bounds__(GDN_THREADS)
         __shared__ __align__(16) float gs[128];
         __shared__ float gsum[GDN_OUT_CH];
         blocks_sync(oa.hbar + 2 * h, nsplit); // the head's blocks
-        // The head's gated norm, as gv_prologue_regs' PRO_GATED: lane l < Dv / 8 owns values 8l..8l+7.
+        // The head's gated norm (gated_norm8, as gv_prologue_regs' PRO_GATED): lane l < Dv / 8 owns values 8l..8l+7.
         const int gl = d.dv / 8;
         if (warp == 0) {
             float v[8], g[8], zz[8];
@@ -230,14 +230,10 @@ __global__ void __launch_bounds__(GDN_THREADS)
                 g[0] = w0.x, g[1] = w0.y, g[2] = w0.z, g[3] = w0.w, g[4] = w1.x, g[5] = w1.y, g[6] = w1.z, g[7] = w1.w;
                 zz[0] = z0.x, zz[1] = z0.y, zz[2] = z0.z, zz[3] = z0.w, zz[4] = z1.x, zz[5] = z1.y, zz[6] = z1.z, zz[7] = z1.w;
             }
-            float ss = 0.0f;
-#pragma unroll
-            for (int k = 0; k < 8; k++) ss += v[k] * v[k];
-            for (int sh = 1; sh < gl; sh <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, sh);
-            const float r = rsqrtf(ss / d.dv + oa.eps);
+            gated_norm8(v, g, zz, gl, d.dv, oa.eps);
             if (act)
 #pragma unroll
-                for (int k = 0; k < 8; k++) gs[8 * lane + k] = rb(rb(g[k] * rb(v[k] * r)) * silu_f(zz[k]));
+                for (int k = 0; k < 8; k++) gs[8 * lane + k] = v[k];
         }
         __syncthreads();
         if (tid < nch) {

@@ -85,18 +85,9 @@ __device__ __forceinline__ void gv_prologue_regs(const gv_args &a, float *xs, fl
 #pragma unroll
             for (int k = 0; k < 8; k++) v[j][k] = rb(v[j][k] * r * g[j][k]);
     } else if (a.pro == PRO_GATED) {
-        // Per head of ghd values, i.e. ghd / 8 adjacent lanes: rb(rb(w * rb(x * rms)) * silu(z)).
-        const int gl = a.ghd / 8;
+        // Per head of ghd values, i.e. ghd / 8 adjacent lanes.
 #pragma unroll
-        for (int j = 0; j < PRO_NJ; j++) {
-            float ss = 0.0f;
-#pragma unroll
-            for (int k = 0; k < 8; k++) ss += v[j][k] * v[j][k];
-            for (int o = 1; o < gl; o <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-            const float r = rsqrtf(ss / a.ghd + a.eps);
-#pragma unroll
-            for (int k = 0; k < 8; k++) v[j][k] = rb(rb(g[j][k] * rb(v[j][k] * r)) * silu_f(zz[j][k]));
-        }
+        for (int j = 0; j < PRO_NJ; j++) gated_norm8(v[j], g[j], zz[j], a.ghd / 8, a.ghd, a.eps);
     }
 #pragma unroll
     for (int j = 0; j < PRO_NJ; j++) {
