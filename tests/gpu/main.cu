@@ -774,9 +774,6 @@ static void run_e2e_gdn_inproj(uint64_t seed) {
     else unsetenv("LILY_CUDA_GDN_INPROJ");
 }
 
-// The one-launch MoE (LILY_CUDA_OPT_MOE_FUSED) in whole decode steps: a tiny model whose MoE shapes it
-// takes (rows of whole 128-column steps; config_tiny's hidden 320 does not), graph-replayed steps with
-// it on and off against the CPU backend, and the two against each other.
 // The kernel families of one profiled decode step (lily_cuda_profile_step, plain launches) on a new state.
 static std::vector<std::string> step_families(const lily_backend *be, void *ctx) {
     void *st;
@@ -790,6 +787,9 @@ static std::vector<std::string> step_families(const lily_backend *be, void *ctx)
     return f;
 }
 
+// The one-launch MoE (LILY_CUDA_OPT_MOE_FUSED) in whole decode steps: a tiny model whose MoE shapes it
+// takes (rows of whole 128-column steps; config_tiny's hidden 320 does not), graph-replayed steps with
+// it on and off against the CPU backend, and the two against each other.
 static void run_e2e_moe_fused(uint64_t seed) {
     lily_config c = config_tiny();
     // lin_v_dim 64: heads of 8 lanes, which the front's register prologue takes (96 it does not).
@@ -1120,7 +1120,7 @@ static int run_full(const char *dir) {
         {"attention on the CUDA cores (tensor-core kernel off)", LILY_CUDA_OPT_ATTN_TC, 0},
         {"MoE in two launches (moe_fused off)", LILY_CUDA_OPT_MOE_FUSED, 0},
         {"moe_fused's grid barrier and sums, no fixed-point sum (moe_acc off)", LILY_CUDA_OPT_MOE_ACC, 0},
-        {"GDN out_proj a GEMV launch (gdn_out off)", LILY_CUDA_OPT_GDN_OUT, 0},
+        {"GDN out_proj in gdn_step's launch (gdn_out on)", LILY_CUDA_OPT_GDN_OUT, 1},
         {"out_proj / o_proj and router inside moe_fused's launch (moe_front on)", LILY_CUDA_OPT_MOE_FRONT, 1}};
     for (auto &a : ab) {
         int old = a.opt >= 0 ? lily_cuda_get_opt(ctx, a.opt) : 0;
