@@ -310,3 +310,11 @@ void attn_decode(attn_dims d, const float *q, const void *kc, const void *vc,
     if (lily_cuda_attn_comb && nsplit <= 256) launch_k(attn_combine_par, d.hq, 256, 0, st, d, part, qg, o, nsplit);
     else launch_k(attn_combine, d.hq, 256, 0, st, d, part, qg, o, nsplit);
 }
+
+bool attn_decode_qk(attn_dims d, const attn_qk_in &qk, void *kc, void *vc, float *part, float *o, const int *pos,
+                    int nsplit, cudaStream_t st) {
+    if (!attn_tc_partials(d, nullptr, kc, vc, part, pos, nsplit, st, &qk)) return false;
+    if (lily_cuda_attn_comb && nsplit <= 256) launch_k(attn_combine_par, d.hq, 256, 0, st, d, part, qk.qg, o, nsplit);
+    else launch_k(attn_combine, d.hq, 256, 0, st, d, part, qk.qg, o, nsplit);
+    return true;
+}

@@ -81,12 +81,25 @@ static __device__ __forceinline__ int tc_at(int r, int d) {
     return (d >> 6) * (TC_ROWS * 128) + r * 128 + ((((d >> 3) & 7) ^ (r & 7)) << 4);
 }
 
+// QK (LILY_CUDA_ATTN_QK): the q/k RMSNorm, partial RoPE and KV append of norm_rope.cu's qk_kernel done here,
+// so the attention layer has one launch fewer. Every consumer warp prepares its block's q heads from q_proj's
+// output (qk.qg, [q | gate] per head) in the registers its Q^T fragments are built from: lane (g, t) holds
+// dims 16 k + 2 t, +1, +8, +9 of head g, the 4 lanes of a head add their squares by two shuffles, and with
+// RoPE's half a multiple of 16 a rotated dim's partner (d +- half) sits in the same lane (attn_qk_takes). The
+// warp whose tile holds the new position computes its k row (normed, rotated) and v row and writes both to
+// the cache and into its stage, where the unfused kernel copies the row the qk kernel appended. Same
+// operations and roundings as qk_kernel; only the sum of squares is added in another order.
+// QKH: RoPE's half / 16 (1, 2 or 4: rope_dim 32, 64 or 128), a template parameter so that a dim's partner is a
+// register, not a local-memory index; 0 = without QK.
+
 // ND = D / 16 (k steps of the scores, m tiles of the output).
-template <int ND>
+template <int ND, int QKH>
 __global__ void __launch_bounds__(TC_THREADS, 1)
     attn_tc_kernel(attn_dims d, const float *q, const uint16_t *kc, const uint16_t *vc, float *part, const int *posp,
-                   int nsplit, const __grid_constant__ CUtensorMap tmk, const __grid_constant__ CUtensorMap tmv) {
+                   int nsplit, const __grid_constant__ CUtensorMap tmk, const __grid_constant__ CUtensorMap tmv, attn_qk_in qk) {
     constexpr int D = ND * 16, SB = TC_ROWS * D * 2; // bytes of a stage's K (or V)
+    constexpr bool QK = QKH > 0;
+    static_assert(2 * QKH <= ND, "RoPE's dims within the head");
     static_assert(TC_CWARPS * 8 * D * 4 <= TC_NST * 2 * SB, "the merge's outputs overlay the ring");
     extern __shared__ __align__(128) unsigned char tc_raw[];
     unsigned char *ring = (unsigned char *)(((uintptr_t)tc_raw + 1023) & ~(uintptr_t)1023); // [NST][K, V]
@@ -98,6 +111,17 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
     const int chunk = (len + nsplit - 1) / nsplit;
     const int t0 = split * chunk, t1 = min(len, t0 + chunk);
     const int nst = t1 > t0 ? (t1 - t0 + TC_ROWS - 1) / TC_ROWS : 0;
+    // QK: RoPE's factors of this lane's rotated dims (16 k + 2 t + {0, 1, 8, 9}, k < half / 16; a dim and its
+    // partner d + half share them), before the wait: the position does not depend on the previous kernel.
+    const int half = d.rope_dim / 2;
+    float rc[QK ? QKH : 1][4], rs[QK ? QKH : 1][4];
+    if (QK && warp < TC_CWARPS) {
+#pragma unroll
+        for (int k = 0; k < QKH; k++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) rope_factors(d, len - 1, 16 * k + 2 * t + (j & 1) + 8 * (j >> 1), rc[k][j], rs[k][j]);
+    }
+    __shared__ float kscr[2][256]; // QK: the new position's normed k row and its rotated form (D <= 256)
     if (tid == 0) {
         for (int s = 0; s < TC_NST; s++) mb_init(&full[s], 1), mb_init(&empty[s], 32 * TC_CWARPS);
         mb_init_fence();
@@ -124,14 +148,49 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
         pdl_wait(); // q comes from the kernel just before
         // Q^T's B fragments: head g (zero past the group), dims 16 ks + 2t, +1 and 16 ks + 8 + 2t, +1.
         uint32_t qf[ND][2];
-        const float *qh = q + (long)(h0 + g) * D;
+        if (QK) { // from q_proj's output: RMSNorm over the head's D dims (its 4 lanes), then RoPE in registers
+            float x[ND][4], ss = 0.0f;
+            const float *qh = qk.qg + (long)(h0 + (g < group ? g : 0)) * 2 * D;
 #pragma unroll
-        for (int k = 0; k < ND; k++) {
-            if (g < group) {
+            for (int k = 0; k < ND; k++) {
                 const float2 a = *(const float2 *)(qh + 16 * k + 2 * t), b = *(const float2 *)(qh + 16 * k + 8 + 2 * t);
-                qf[k][0] = tc_pack(a.x, a.y), qf[k][1] = tc_pack(b.x, b.y);
-            } else {
-                qf[k][0] = qf[k][1] = 0u;
+                x[k][0] = a.x, x[k][1] = a.y, x[k][2] = b.x, x[k][3] = b.y;
+            }
+#pragma unroll
+            for (int k = 0; k < ND; k++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) ss += x[k][j] * x[k][j];
+            ss += __shfl_xor_sync(0xffffffffu, ss, 1);
+            ss += __shfl_xor_sync(0xffffffffu, ss, 2);
+            const float r = rsqrtf(ss / D + d.eps);
+#pragma unroll
+            for (int k = 0; k < ND; k++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) x[k][j] = rb(x[k][j] * r * __ldg(qk.q_norm + 16 * k + 2 * t + (j & 1) + 8 * (j >> 1)));
+            // rope_rotate: dim i < half: rb(rb(y_i c) - rb(y_{i+half} s)); half <= i < 2 half: rb(rb(y_i c) + rb(y_{i-half} s)).
+#pragma unroll
+            for (int k = 0; k < (QK ? QKH : 0); k++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const float lo = x[k][j], hi = x[k + QKH][j];
+                    x[k][j] = rb(rb(lo * rc[k][j]) - rb(hi * rs[k][j]));
+                    x[k + QKH][j] = rb(rb(hi * rc[k][j]) + rb(lo * rs[k][j]));
+                }
+#pragma unroll
+            for (int k = 0; k < ND; k++) {
+                qf[k][0] = g < group ? tc_pack(x[k][0], x[k][1]) : 0u;
+                qf[k][1] = g < group ? tc_pack(x[k][2], x[k][3]) : 0u;
+            }
+        } else {
+            const float *qh = q + (long)(h0 + g) * D;
+#pragma unroll
+            for (int k = 0; k < ND; k++) {
+                if (g < group) {
+                    const float2 a = *(const float2 *)(qh + 16 * k + 2 * t), b = *(const float2 *)(qh + 16 * k + 8 + 2 * t);
+                    qf[k][0] = tc_pack(a.x, a.y), qf[k][1] = tc_pack(b.x, b.y);
+                } else {
+                    qf[k][0] = qf[k][1] = 0u;
+                }
             }
         }
         // ldmatrix row addresses: K (non-transposed A: rows 0-7 / 8-15, dims +0 / +8), V (transposed
@@ -147,9 +206,37 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
                 if (kb0 <= len - 1 && len - 1 < kb0 + nv) { // the row the previous kernel appended, again
                     const int r = len - 1 - r0;
                     const long at = ((long)kvh * d.max_ctx + len - 1) * D;
-                    for (int c = lane; c < 2 * (D / 8); c += 32) {
-                        const int v = c >= D / 8, dd = 8 * (c - v * (D / 8));
-                        *(uint4 *)((v ? vs : ks) + tc_at(r, dd)) = *(const uint4 *)((v ? vc : kc) + at + dd);
+                    if (QK) { // QK: this warp makes the row (qk_kernel's k path) and appends it
+                        const float *kx = qk.k + (long)kvh * D, *vx = qk.v + (long)kvh * D;
+                        float ss = 0.0f;
+                        for (int i = lane; i < D; i += 32) ss += kx[i] * kx[i];
+                        const float rr = rsqrtf(warp_sum(ss) / D + d.eps);
+                        for (int i = lane; i < D; i += 32) kscr[0][i] = rb(kx[i] * rr * qk.k_norm[i]);
+                        __syncwarp();
+                        for (int i = lane; i < D; i += 32) {
+                            float o = kscr[0][i];
+                            if (i < d.rope_dim) {
+                                float c, s;
+                                rope_factors(d, len - 1, i, c, s);
+                                o = rope_rotate(kscr[0], i, half, c, s);
+                            }
+                            kscr[1][i] = o;
+                        }
+                        __syncwarp();
+                        for (int c = lane; c < 2 * (D / 8); c += 32) {
+                            const int v = c >= D / 8, dd = 8 * (c - v * (D / 8));
+                            const float *src = v ? vx + dd : kscr[1] + dd;
+                            uint4 w;
+                            w.x = tc_pack(src[0], src[1]), w.y = tc_pack(src[2], src[3]);
+                            w.z = tc_pack(src[4], src[5]), w.w = tc_pack(src[6], src[7]);
+                            *(uint4 *)((v ? vs : ks) + tc_at(r, dd)) = w;
+                            *(uint4 *)((uint16_t *)(v ? vc : kc) + at + dd) = w; // the cache, written here (QK)
+                        }
+                    } else {
+                        for (int c = lane; c < 2 * (D / 8); c += 32) {
+                            const int v = c >= D / 8, dd = 8 * (c - v * (D / 8));
+                            *(uint4 *)((v ? vs : ks) + tc_at(r, dd)) = *(const uint4 *)((v ? vc : kc) + at + dd);
+                        }
                     }
                 }
                 if (nv < 16) // rows past the split: zero V (0 x garbage could be NaN); K's scores are masked
@@ -249,6 +336,13 @@ bool attn_tc_takes(attn_dims d) {
            (d.d == 64 || d.d == 128 || d.d == 256) && lily_tmap_encoder();
 }
 
+// The fused q/k prologue: RoPE's half a whole number of 16-dim steps (a rotated dim's partner in the same
+// lane), 1, 2 or 4 of them (QKH), within the head.
+bool attn_qk_takes(attn_dims d) {
+    const int h = d.rope_dim / 32;
+    return attn_tc_takes(d) && d.rope_dim % 32 == 0 && (h == 1 || h == 2 || h == 4) && d.rope_dim <= d.d;
+}
+
 // The cache of one layer as a 2-D tensor (D dims inner, hkv * max_ctx rows) in boxes of 64 x 64, with
 // the 128-byte swizzle; rows past the end are zero-filled.
 static bool tc_tmap(CUtensorMap *tm, const void *cache, attn_dims d) {
@@ -260,24 +354,33 @@ static bool tc_tmap(CUtensorMap *tm, const void *cache, attn_dims d) {
                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <int ND>
+template <int ND, int QKH>
 static void tc_launch(attn_dims d, const float *q, const void *kc, const void *vc, float *part, const int *pos,
-                      int nsplit, const CUtensorMap &tk, const CUtensorMap &tv, cudaStream_t st) {
+                      int nsplit, const CUtensorMap &tk, const CUtensorMap &tv, const attn_qk_in &qk, cudaStream_t st) {
     static bool attr = false;
     if (!attr) {
-        cudaFuncSetAttribute(attn_tc_kernel<ND>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tc_smem(ND * 16));
+        cudaFuncSetAttribute(attn_tc_kernel<ND, QKH>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tc_smem(ND * 16));
         attr = true;
     }
-    launch_k(attn_tc_kernel<ND>, dim3(d.hkv, nsplit), TC_THREADS, tc_smem(ND * 16), st, d, q, (const uint16_t *)kc,
-             (const uint16_t *)vc, part, pos, nsplit, tk, tv);
+    launch_k(attn_tc_kernel<ND, QKH>, dim3(d.hkv, nsplit), TC_THREADS, tc_smem(ND * 16), st, d, q, (const uint16_t *)kc,
+             (const uint16_t *)vc, part, pos, nsplit, tk, tv, qk);
 }
 
 bool attn_tc_partials(attn_dims d, const float *q, const void *kc, const void *vc, float *part, const int *pos,
-                      int nsplit, cudaStream_t st) {
+                      int nsplit, cudaStream_t st, const attn_qk_in *qk) {
     CUtensorMap tk, tv;
-    if (!tc_tmap(&tk, kc, d) || !tc_tmap(&tv, vc, d)) return false;
-    if (d.d == 256) tc_launch<16>(d, q, kc, vc, part, pos, nsplit, tk, tv, st);
-    else if (d.d == 128) tc_launch<8>(d, q, kc, vc, part, pos, nsplit, tk, tv, st);
-    else tc_launch<4>(d, q, kc, vc, part, pos, nsplit, tk, tv, st); // 64 (attn_tc_takes)
+    if ((qk && !attn_qk_takes(d)) || !tc_tmap(&tk, kc, d) || !tc_tmap(&tv, vc, d)) return false;
+    attn_qk_in none;
+    memset(&none, 0, sizeof none);
+    const attn_qk_in &a = qk ? *qk : none;
+    const int h = qk ? d.rope_dim / 32 : 0;
+#define TC_L(ND) (h == 4 ? tc_launch<ND, ND >= 8 ? 4 : 0>(d, q, kc, vc, part, pos, nsplit, tk, tv, a, st)     \
+                  : h == 2 ? tc_launch<ND, 2>(d, q, kc, vc, part, pos, nsplit, tk, tv, a, st)              \
+                  : h == 1 ? tc_launch<ND, 1>(d, q, kc, vc, part, pos, nsplit, tk, tv, a, st)              \
+                           : tc_launch<ND, 0>(d, q, kc, vc, part, pos, nsplit, tk, tv, a, st))
+    if (d.d == 256) TC_L(16);
+    else if (d.d == 128) TC_L(8);
+    else TC_L(4); // 64 (attn_tc_takes)
+#undef TC_L
     return true;
 }

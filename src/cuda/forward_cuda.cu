@@ -133,12 +133,17 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
             g.seg[2].m = d->v, g.seg[2].y = cx->vv;
             gemv_launch(g, 0, st);
             prof_mark(cx, "attn in_proj (norm+q/k/v)");
-            qk_norm_rope_append(ad, cx->qg, cx->kk, cx->vv, d->q_norm, d->k_norm, cx->qr, s->kc[l],
-                                s->vc[l], s->d_pos, st);
-            prof_mark(cx, "attn qk norm+rope+append");
             int nsplit, gqa;
             attn_plan(cx, ad, &nsplit, &gqa);
-            attn_decode(ad, cx->qr, s->kc[l], s->vc[l], cx->qg, cx->part, cx->o, s->d_pos, nsplit, gqa, st);
+            // LILY_CUDA_ATTN_QK: the q/k norm, RoPE and KV append inside the tensor-core attention kernel.
+            const attn_qk_in qk = {cx->qg, cx->kk, cx->vv, d->q_norm, d->k_norm};
+            if (!(cx->opt[LILY_CUDA_OPT_ATTN_QK] && gqa && !cx->dump &&
+                  attn_decode_qk(ad, qk, s->kc[l], s->vc[l], cx->part, cx->o, s->d_pos, nsplit, st))) {
+                qk_norm_rope_append(ad, cx->qg, cx->kk, cx->vv, d->q_norm, d->k_norm, cx->qr, s->kc[l],
+                                    s->vc[l], s->d_pos, st);
+                prof_mark(cx, "attn qk norm+rope+append");
+                attn_decode(ad, cx->qr, s->kc[l], s->vc[l], cx->qg, cx->part, cx->o, s->d_pos, nsplit, gqa, st);
+            }
             prof_mark(cx, "attn decode+combine");
             go.nseg = 1, go.cols = c->n_heads * c->head_dim, go.x = cx->o, go.pro = PRO_PLAIN, go.epi = GV_RESID;
             go.seg[0].m = d->o, go.seg[0].y = X, go.seg[0].res = X;
@@ -432,6 +437,7 @@ static const struct {
     {"qg_gt", LILY_CUDA_OPT_QG_GT, 0, 1},         {"gdn_wg", LILY_CUDA_OPT_GDN_WG, 0, 1},
     {"qg_rw", LILY_CUDA_OPT_QG_RW, 0, 3},         {"gdn_inproj", LILY_CUDA_OPT_GDN_INPROJ, 0, 1},
     {"moe_acc", LILY_CUDA_OPT_MOE_ACC, 0, 1},      {"gdn_out", LILY_CUDA_OPT_GDN_OUT, 0, 1},
+    {"attn_qk", LILY_CUDA_OPT_ATTN_QK, 0, 1},
 };
 
 extern "C" int lily_cuda_set_opt(void *ctx, int opt, int value);

@@ -169,9 +169,19 @@ size_t attn_part_floats(attn_dims d, int nsplit);
 // set and attn_tc_takes; LILY_CUDA_ATTN_TC, lily_cuda_attn_tc).
 extern int lily_cuda_attn_tc;
 bool attn_tc_takes(attn_dims d);
-// False (nothing launched) when the cache cannot be described by a tensor map.
+// False (nothing launched) when the cache cannot be described by a tensor map. qk (may be NULL): see below.
+struct attn_qk_in {
+    const float *qg, *k, *v, *q_norm, *k_norm; // q_proj's [q | gate] per head, k_proj, v_proj, the two norms' gains
+};
 bool attn_tc_partials(attn_dims d, const float *q, const void *kc, const void *vc, float *part, const int *pos,
-                      int nsplit, cudaStream_t st);
+                      int nsplit, cudaStream_t st, const attn_qk_in *qk = nullptr);
+// LILY_CUDA_ATTN_QK: qk_norm_rope_append's work inside the tensor-core kernel (q is then not read: the kernel
+// prepares its heads from qk->qg; the new position's k and v rows are written to the caches there), where
+// attn_qk_takes (attn_tc_takes, RoPE's rope_dim a multiple of 32 up to 128). attn_decode_qk: those partials
+// and the combine, as attn_decode's; false (nothing launched) where it does not take the shapes.
+bool attn_qk_takes(attn_dims d);
+bool attn_decode_qk(attn_dims d, const attn_qk_in &qk, void *kc, void *vc, float *part, float *o, const int *pos,
+                    int nsplit, cudaStream_t st);
 // The most splits a step asks for: the partials are sized for it, and the parallel combine takes it.
 #define ATTN_MAX_SPLIT 256
 

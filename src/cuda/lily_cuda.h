@@ -175,6 +175,10 @@ enum lily_cuda_opt {
                                     // fixed-point sums that the router folds in), where gdn_out_takes;
                                     // 0 = out_proj a GEMV launch (LILY_CUDA_GDN_OUT; flag gdn_out;
                                     // default 0: within noise in a graph-replayed step)
+    LILY_CUDA_OPT_ATTN_QK = 48,     // decode: 1 = the attention layer's q/k RMSNorm, RoPE and KV append inside
+                                    // the tensor-core attention kernel (attn_tc.cu) where attn_qk_takes,
+                                    // one launch fewer a layer; 0 = qk_norm_rope_append's own launch
+                                    // (LILY_CUDA_ATTN_QK; flag attn_qk; default 0)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

@@ -366,6 +366,7 @@ int init_cuda(const lily_model *m, void **out) {
     // Off: within noise in the step's graph (+0.4 %), though 118 us faster with plain launches (docs/PERF.md,
     // twenty-ninth session); its head barrier needs every block resident.
     cx->opt[LILY_CUDA_OPT_GDN_OUT] = env_int("LILY_CUDA_GDN_OUT", 0) != 0;
+    cx->opt[LILY_CUDA_OPT_ATTN_QK] = env_int("LILY_CUDA_ATTN_QK", 0) != 0; // not yet run on the GPU (branch attn-qk)
     cx->opt[LILY_CUDA_OPT_MOE_TAILS] = env_int("LILY_CUDA_MOE_TAILS", 2); // 0..3, moe_prefill.cu
     cx->opt[LILY_CUDA_OPT_QG_FILL] = env_int("LILY_CUDA_QG_FILL", 1) != 0;
     cx->opt[LILY_CUDA_OPT_FA_WG] = env_int("LILY_CUDA_FA_WG", 2); // 0 off, 1 V transposed, 2 V MN-major

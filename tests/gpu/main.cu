@@ -608,6 +608,7 @@ struct e2e_pair {
 // tiny model with 8 query heads on 1 KV head and D 256, a 200-token prompt in one call and in chunks
 // of 64 (each chunk attends to the earlier chunks' cache), with the wgmma flash kernel
 // (LILY_CUDA_OPT_FA_WG) against the CPU backend and against the mma.sync flash kernel.
+static std::vector<std::string> step_families(const lily_backend *be, void *ctx);
 static void run_e2e_attn256(uint64_t seed) {
     lily_config c = config_tiny();
     c.n_heads = 8, c.n_kv_heads = 1, c.head_dim = 256, c.rope_dim = 64;
@@ -649,6 +650,22 @@ static void run_e2e_attn256(uint64_t seed) {
            "mean %.2e worst %.2e, top-1 %d/%d (decisive %d/%d; CUDA cores: mean %.2e worst %.2e); vs CUDA cores "
            "rel_l2 %.2e",
            N, s1.rel_mean, s1.rel_worst, s1.agree, N, s1.dec_agree, s1.dec_n, s0.rel_mean, s0.rel_worst, e);
+    // The q/k norm, RoPE and KV append inside the tensor-core kernel (LILY_CUDA_OPT_ATTN_QK): against the CPU
+    // backend and the separate qk launch (the sums of squares are added in another order: not bitwise), run twice
+    // the same bits, and no qk family left in the step's profile.
+    lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_ATTN_QK, 1);
+    std::vector<float> d2 = run_logits(p.be, p.ctx, p.tf, V, 1), d2b = run_logits(p.be, p.ctx, p.tf, V, 1);
+    int qk_fam = 0;
+    for (const std::string &f : step_families(p.be, p.ctx)) qk_fam += f.find("qk norm") != std::string::npos;
+    lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_ATTN_QK, 0);
+    const cmp_stats s2 = compare(d2.data(), p.ref.data(), N, V, BF16_GAP);
+    const double e2 = rel_l2(d2.data(), d1.data(), d2.size());
+    const bool twice = !memcmp(d2.data(), d2b.data(), d2.size() * 4);
+    report(s2.rel_mean < BF16_REL_MEAN && s2.rel_worst < BF16_REL_WORST && s2.dec_agree == s2.dec_n && e2 < 1e-2 && twice && qk_fam == 0,
+           "e2e decode at head_dim 256 with q/k norm, RoPE and append in the attention kernel (attn_qk): vs CPU backend "
+           "rel_l2 mean %.2e worst %.2e, top-1 %d/%d (decisive %d/%d); vs the qk launch rel_l2 %.2e; run twice: %s; "
+           "qk families in the profile %d (want 0)",
+           s2.rel_mean, s2.rel_worst, s2.agree, N, s2.dec_agree, s2.dec_n, e2, twice ? "bitwise equal" : "DIFFERS", qk_fam);
 }
 
 // The prefill's side stream (LILY_CUDA_OPT_PF_SIDE: the GDN's z, b, a, the attention's k, v and the
@@ -1121,6 +1138,7 @@ static int run_full(const char *dir) {
         {"MoE in two launches (moe_fused off)", LILY_CUDA_OPT_MOE_FUSED, 0},
         {"moe_fused's grid barrier and sums, no fixed-point sum (moe_acc off)", LILY_CUDA_OPT_MOE_ACC, 0},
         {"GDN out_proj in gdn_step's launch (gdn_out on)", LILY_CUDA_OPT_GDN_OUT, 1},
+        {"q/k norm, RoPE and append in the attention kernel (attn_qk on)", LILY_CUDA_OPT_ATTN_QK, 1},
         {"out_proj / o_proj and router inside moe_fused's launch (moe_front on)", LILY_CUDA_OPT_MOE_FRONT, 1}};
     for (auto &a : ab) {
         int old = a.opt >= 0 ? lily_cuda_get_opt(ctx, a.opt) : 0;

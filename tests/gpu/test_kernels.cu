@@ -880,6 +880,63 @@ static void test_attn(rng &r) {
     lily_cuda_attn_tc = tc_default;
 }
 
+// The q/k norm, RoPE and append inside the tensor-core attention kernel (attn_decode_qk, LILY_CUDA_ATTN_QK)
+// against qk_norm_rope_append + attn_decode on the same inputs: the output and the appended k row within
+// bf16 rounding (the sums of squares are added in another order), the v row and every other cache row bitwise.
+// Lengths cross stages and leave splits empty; the position's row in a middle and in the last stage.
+static void test_attn_qk(rng &r) {
+    struct cs { int hq, hkv, D, rd, len, nsplit; } cases[] = {
+        {16, 2, 256, 64, 4097, 32}, {16, 2, 256, 64, 7, 64}, {16, 2, 256, 64, 1, 1}, {16, 2, 256, 64, 65, 1},
+        {8, 1, 256, 128, 45, 5},    {8, 2, 128, 64, 777, 9}, {12, 3, 128, 32, 2049, 64}, {6, 2, 64, 32, 1500, 32},
+        {16, 4, 64, 64, 191, 3}};
+    for (auto &k : cases) {
+        const int maxc = k.len + 17, p = k.len - 1;
+        attn_dims d = {k.hq, k.hkv, k.D, k.rd, maxc, 1e7f, 1e-6f, 0};
+        if (!attn_qk_takes(d)) {
+            report(false, "attn qk fused hq=%d hkv=%d D=%d rope=%d: attn_qk_takes refused the shape", k.hq, k.hkv, k.D, k.rd);
+            continue;
+        }
+        const size_t n = (size_t)k.hkv * maxc * k.D;
+        std::vector<uint16_t> kc(n), vc(n);
+        for (size_t i = 0; i < n; i++) kc[i] = lily_f32_to_bf16(r.normal()), vc[i] = lily_f32_to_bf16(r.normal());
+        std::vector<float> qg = randv(k.hq * 2 * k.D, r, 2.0f), kk = randv(k.hkv * k.D, r, 2.0f), vv = randv(k.hkv * k.D, r);
+        std::vector<float> qn = randv(k.D, r, 0.2f, 1.0f), kn = randv(k.D, r, 0.2f, 1.0f);
+        float *dqg = dup(qg), *dk = dup(kk), *dv = dup(vv), *dqn = dup(qn), *dkn = dup(kn);
+        int *pos = dup(std::vector<int>{p});
+        uint16_t *kcA = dup(kc), *vcA = dup(vc), *kcB = dup(kc), *vcB = dup(vc);
+        float *qr = poisoned<float>(k.hq * k.D), *part = poisoned<float>(attn_part_floats(d, k.nsplit));
+        float *oA = poisoned<float>(k.hq * k.D), *oB = poisoned<float>(k.hq * k.D);
+        qk_norm_rope_append(d, dqg, dk, dv, dqn, dkn, qr, kcA, vcA, pos, 0);
+        attn_decode(d, qr, kcA, vcA, dqg, part, oA, pos, k.nsplit, 1, 0);
+        const attn_qk_in in = {dqg, dk, dv, dqn, dkn};
+        const bool took = attn_decode_qk(d, in, kcB, vcB, part, oB, pos, k.nsplit, 0);
+        CK(cudaGetLastError());
+        const std::vector<float> a = back(oA, k.hq * k.D), b = back(oB, k.hq * k.D);
+        const std::vector<uint16_t> ka = back(kcA, n), kb = back(kcB, n), va = back(vcA, n), vb = back(vcB, n);
+        std::vector<float> kra, krb;
+        bool rest_same = true, v_same = true;
+        for (int h = 0; h < k.hkv; h++)
+            for (int t = 0; t < maxc; t++)
+                for (int i = 0; i < k.D; i++) {
+                    const size_t at = ((size_t)h * maxc + t) * k.D + i;
+                    if (t == p) {
+                        kra.push_back(lily_bf16_to_f32(ka[at])), krb.push_back(lily_bf16_to_f32(kb[at]));
+                        v_same = v_same && va[at] == vb[at];
+                    } else {
+                        rest_same = rest_same && ka[at] == kb[at] && va[at] == vb[at];
+                    }
+                }
+        const double eo = rel_l2(b.data(), a.data(), a.size()), ek = rel_l2(krb.data(), kra.data(), kra.size());
+        report(took && eo < 5e-3 && ek < 5e-3 && v_same && rest_same && !count_nonfinite(b.data(), b.size()),
+               "attn qk fused hq=%d hkv=%d D=%d rope=%d len=%d nsplit=%d: vs qk launch + attention, out rel_l2 %.2e, k row "
+               "%.2e, v row %s, other rows %s", k.hq, k.hkv, k.D, k.rd, k.len, k.nsplit, eo, ek, v_same ? "bitwise" : "DIFFER",
+               rest_same ? "untouched" : "CHANGED");
+        for (void *q : {(void *)dqg, (void *)dk, (void *)dv, (void *)dqn, (void *)dkn, (void *)pos, (void *)kcA, (void *)vcA,
+                        (void *)kcB, (void *)vcB, (void *)qr, (void *)part, (void *)oA, (void *)oB})
+            CK(cudaFree(q));
+    }
+}
+
 static void test_qk(rng &r) {
     struct cs { int hq, hkv, D, rd, pos; } cases[] = {{6, 2, 64, 16, 0}, {16, 2, 256, 64, 12345}, {3, 1, 96, 32, 77}};
     for (auto &k : cases) {
@@ -1005,7 +1062,7 @@ void run_kernel_tests(uint64_t seed) {
     printf("kernel tests, seed %llu\n", (unsigned long long)seed);
     const char *only = getenv("LILY_GPU_KERNELS");
     const struct { const char *name; void (*fn)(rng &); } fam[] = {
-        {"gemv", test_bf16}, {"gemv", test_gemv}, {"gemv", test_gemv_acc}, {"moe", test_moe}, {"moe", test_moe_front}, {"gdn", test_gdn}, {"attn", test_attn}, {"qk", test_qk}, {"topk", test_topk}};
+        {"gemv", test_bf16}, {"gemv", test_gemv}, {"gemv", test_gemv_acc}, {"moe", test_moe}, {"moe", test_moe_front}, {"gdn", test_gdn}, {"attn", test_attn}, {"attn", test_attn_qk}, {"qk", test_qk}, {"topk", test_topk}};
     for (auto &f : fam)
         if (!only || !strcmp(only, f.name)) f.fn(r);
 }
