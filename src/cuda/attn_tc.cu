@@ -82,13 +82,16 @@ static __device__ __forceinline__ int tc_at(int r, int d) {
 }
 
 // QK (LILY_CUDA_ATTN_QK): the q/k RMSNorm, partial RoPE and KV append of norm_rope.cu's qk_kernel done here,
-// so the attention layer has one launch fewer. Every consumer warp prepares its block's q heads from q_proj's
-// output (qk.qg, [q | gate] per head) in the registers its Q^T fragments are built from: lane (g, t) holds
-// dims 16 k + 2 t, +1, +8, +9 of head g, the 4 lanes of a head add their squares by two shuffles, and with
-// RoPE's half a multiple of 16 a rotated dim's partner (d +- half) sits in the same lane (attn_qk_takes). The
-// warp whose tile holds the new position computes its k row (normed, rotated) and v row and writes both to
-// the cache and into its stage, where the unfused kernel copies the row the qk kernel appended. Same
-// operations and roundings as qk_kernel; only the sum of squares is added in another order.
+// so the attention layer has one launch fewer. Before the wait, every block puts RoPE's factors of the new
+// position (one dim a thread: each is a powf, a sinf and a cosf) and the two norms' gains into shared memory.
+// Every consumer warp prepares its block's q heads from q_proj's output (qk.qg, [q | gate] per head) in the
+// registers its Q^T fragments are built from: lane (g, t) holds dims 16 k + 2 t, +1, +8, +9 of head g, the 4
+// lanes of a head add their squares by two shuffles, and with RoPE's half a multiple of 16 a rotated dim's
+// partner (d +- half) sits in the same lane (attn_qk_takes). Meanwhile the producer warp of the block whose
+// split holds the new position makes its k row (normed, rotated) and v row, writes both to the cache and
+// packed into shared memory, and arrives on `rowbar`; the consumer warp whose tile holds the row waits there
+// and puts it into its stage, where the unfused kernel copies the row the qk kernel appended. Same operations
+// and roundings as qk_kernel; only the sum of squares is added in another order.
 // QKH: RoPE's half / 16 (1, 2 or 4: rope_dim 32, 64 or 128), a template parameter so that a dim's partner is a
 // register, not a local-memory index; 0 = without QK.
 
@@ -111,19 +114,22 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
     const int chunk = (len + nsplit - 1) / nsplit;
     const int t0 = split * chunk, t1 = min(len, t0 + chunk);
     const int nst = t1 > t0 ? (t1 - t0 + TC_ROWS - 1) / TC_ROWS : 0;
-    // QK: RoPE's factors of this lane's rotated dims (16 k + 2 t + {0, 1, 8, 9}, k < half / 16; a dim and its
-    // partner d + half share them), before the wait: the position does not depend on the previous kernel.
+    // QK, before the wait (the position and the weights do not depend on the previous kernel): RoPE's factors
+    // of dims i < half (dim i + half shares them) and the q and k norms' gains.
     const int half = d.rope_dim / 2;
-    float rc[QK ? QKH : 1][4], rs[QK ? QKH : 1][4];
-    if (QK && warp < TC_CWARPS) {
-#pragma unroll
-        for (int k = 0; k < QKH; k++)
-#pragma unroll
-            for (int j = 0; j < 4; j++) rope_factors(d, len - 1, 16 * k + 2 * t + (j & 1) + 8 * (j >> 1), rc[k][j], rs[k][j]);
+    constexpr int QD = QK ? D : 1, QH = QK ? 16 * QKH : 1; // QH: RoPE's half
+    __shared__ float rfc[QH], rfs[QH], qn[QD], kn[QD];
+    __shared__ float kscr[QK ? 2 : 1][QD];         // QK: the new position's normed k row, then rotated
+    __shared__ __align__(16) uint4 rowst[QK ? D / 4 : 1]; // QK: that k row and its v row, packed bf16 (D / 8 chunks each)
+    __shared__ __align__(8) uint64_t rowbar;
+    const bool row_here = QK && t0 <= len - 1 && len - 1 < t1; // this block's split holds the new position
+    if (QK) {
+        for (int i = tid; i < half; i += TC_THREADS) rope_factors(d, len - 1, i, rfc[i], rfs[i]);
+        for (int i = tid; i < D; i += TC_THREADS) qn[i] = __ldg(qk.q_norm + i), kn[i] = __ldg(qk.k_norm + i);
     }
-    __shared__ float kscr[2][256]; // QK: the new position's normed k row and its rotated form (D <= 256)
     if (tid == 0) {
         for (int s = 0; s < TC_NST; s++) mb_init(&full[s], 1), mb_init(&empty[s], 32 * TC_CWARPS);
+        if (QK) mb_init(&rowbar, 32);
         mb_init_fence();
     }
     __syncthreads();
@@ -133,17 +139,50 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
     for (int i = 0; i < ND; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
 
     if (warp == TC_CWARPS) { // the producer: one lane requests each stage's 2 x D/64 boxes
-        if (lane == 0)
-            for (int s = 0; s < nst; s++) {
-                const int slot = s % TC_NST, row = kvh * d.max_ctx + t0 + s * TC_ROWS;
-                if (s >= TC_NST) mb_wait(&empty[slot], (s / TC_NST - 1) & 1);
-                mb_expect_tx(&full[slot], 2 * SB);
-                unsigned char *st = ring + slot * 2 * SB;
-                for (int b = 0; b < D / 64; b++) {
-                    tma_g2s_2d(st + b * TC_ROWS * 128, &tmk, 64 * b, row, &full[slot]);
-                    tma_g2s_2d(st + SB + b * TC_ROWS * 128, &tmv, 64 * b, row, &full[slot]);
-                }
+        auto issue = [&](int s) {
+            const int slot = s % TC_NST, row = kvh * d.max_ctx + t0 + s * TC_ROWS;
+            if (s >= TC_NST) mb_wait(&empty[slot], (s / TC_NST - 1) & 1);
+            mb_expect_tx(&full[slot], 2 * SB);
+            unsigned char *st = ring + slot * 2 * SB;
+            for (int b = 0; b < D / 64; b++) {
+                tma_g2s_2d(st + b * TC_ROWS * 128, &tmk, 64 * b, row, &full[slot]);
+                tma_g2s_2d(st + SB + b * TC_ROWS * 128, &tmv, 64 * b, row, &full[slot]);
             }
+        };
+        const int nfirst = QK ? min(nst, TC_NST) : nst; // QK: the stages whose slots are free, then the row
+        if (lane == 0)
+            for (int s = 0; s < nfirst; s++) issue(s);
+        if (QK && row_here) { // QK: the new position's k row (qk_kernel's k path) and v row, while the consumers make q
+            __syncwarp();
+            pdl_wait(); // k and v come from the kernel just before
+            const float *kx = qk.k + (long)kvh * D, *vx = qk.v + (long)kvh * D;
+            const long at = ((long)kvh * d.max_ctx + len - 1) * D;
+            float ss = 0.0f;
+            for (int i = lane; i < D; i += 32) ss += kx[i] * kx[i];
+            const float rr = rsqrtf(warp_sum(ss) / D + d.eps);
+            for (int i = lane; i < D; i += 32) kscr[0][i] = rb(kx[i] * rr * kn[i]);
+            __syncwarp();
+            for (int i = lane; i < D; i += 32) {
+                const int fi = i < half ? i : i - half;
+                kscr[QK ? 1 : 0][i] = i < d.rope_dim ? rope_rotate(kscr[0], i, half, rfc[fi], rfs[fi]) : kscr[0][i];
+            }
+            __syncwarp();
+            for (int c = lane; c < 2 * (D / 8); c += 32) {
+                const int v = c >= D / 8, dd = 8 * (c - v * (D / 8));
+                const float *src = v ? vx + dd : kscr[QK ? 1 : 0] + dd;
+                uint4 w;
+                w.x = tc_pack(src[0], src[1]), w.y = tc_pack(src[2], src[3]);
+                w.z = tc_pack(src[4], src[5]), w.w = tc_pack(src[6], src[7]);
+                rowst[c] = w;
+                *(uint4 *)((uint16_t *)(v ? vc : kc) + at + dd) = w; // the cache, written here (QK)
+            }
+            mb_arrive(&rowbar); // every lane: each releases its own stores of rowst
+        }
+        if (QK) {
+            __syncwarp();
+            if (lane == 0)
+                for (int s = nfirst; s < nst; s++) issue(s);
+        }
     } else { // the consumers
         pdl_wait(); // q comes from the kernel just before
         // Q^T's B fragments: head g (zero past the group), dims 16 ks + 2t, +1 and 16 ks + 8 + 2t, +1.
@@ -166,15 +205,16 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
 #pragma unroll
             for (int k = 0; k < ND; k++)
 #pragma unroll
-                for (int j = 0; j < 4; j++) x[k][j] = rb(x[k][j] * r * __ldg(qk.q_norm + 16 * k + 2 * t + (j & 1) + 8 * (j >> 1)));
+                for (int j = 0; j < 4; j++) x[k][j] = rb(x[k][j] * r * qn[16 * k + 2 * t + (j & 1) + 8 * (j >> 1)]);
             // rope_rotate: dim i < half: rb(rb(y_i c) - rb(y_{i+half} s)); half <= i < 2 half: rb(rb(y_i c) + rb(y_{i-half} s)).
 #pragma unroll
             for (int k = 0; k < (QK ? QKH : 0); k++)
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
-                    const float lo = x[k][j], hi = x[k + QKH][j];
-                    x[k][j] = rb(rb(lo * rc[k][j]) - rb(hi * rs[k][j]));
-                    x[k + QKH][j] = rb(rb(hi * rc[k][j]) + rb(lo * rs[k][j]));
+                    const int i = 16 * k + 2 * t + (j & 1) + 8 * (j >> 1);
+                    const float lo = x[k][j], hi = x[k + QKH][j], c = rfc[i], sn = rfs[i];
+                    x[k][j] = rb(rb(lo * c) - rb(hi * sn));
+                    x[k + QKH][j] = rb(rb(hi * c) + rb(lo * sn));
                 }
 #pragma unroll
             for (int k = 0; k < ND; k++) {
@@ -206,31 +246,11 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
                 if (kb0 <= len - 1 && len - 1 < kb0 + nv) { // the row the previous kernel appended, again
                     const int r = len - 1 - r0;
                     const long at = ((long)kvh * d.max_ctx + len - 1) * D;
-                    if (QK) { // QK: this warp makes the row (qk_kernel's k path) and appends it
-                        const float *kx = qk.k + (long)kvh * D, *vx = qk.v + (long)kvh * D;
-                        float ss = 0.0f;
-                        for (int i = lane; i < D; i += 32) ss += kx[i] * kx[i];
-                        const float rr = rsqrtf(warp_sum(ss) / D + d.eps);
-                        for (int i = lane; i < D; i += 32) kscr[0][i] = rb(kx[i] * rr * qk.k_norm[i]);
-                        __syncwarp();
-                        for (int i = lane; i < D; i += 32) {
-                            float o = kscr[0][i];
-                            if (i < d.rope_dim) {
-                                float c, s;
-                                rope_factors(d, len - 1, i, c, s);
-                                o = rope_rotate(kscr[0], i, half, c, s);
-                            }
-                            kscr[1][i] = o;
-                        }
-                        __syncwarp();
+                    if (QK) { // QK: the row the producer warp made (rowst)
+                        mb_wait(&rowbar, 0);
                         for (int c = lane; c < 2 * (D / 8); c += 32) {
                             const int v = c >= D / 8, dd = 8 * (c - v * (D / 8));
-                            const float *src = v ? vx + dd : kscr[1] + dd;
-                            uint4 w;
-                            w.x = tc_pack(src[0], src[1]), w.y = tc_pack(src[2], src[3]);
-                            w.z = tc_pack(src[4], src[5]), w.w = tc_pack(src[6], src[7]);
-                            *(uint4 *)((v ? vs : ks) + tc_at(r, dd)) = w;
-                            *(uint4 *)((uint16_t *)(v ? vc : kc) + at + dd) = w; // the cache, written here (QK)
+                            *(uint4 *)((v ? vs : ks) + tc_at(r, dd)) = rowst[c];
                         }
                     } else {
                         for (int c = lane; c < 2 * (D / 8); c += 32) {

@@ -102,6 +102,7 @@ size_t moe_fused_part_floats(const moe_w &w);
 // 1 = moe_fused's down slice comes by tensor-map copies (default; LILY_CUDA_MOE_FUSED_TMA; same results
 // bitwise as 0, 16-byte loads into registers).
 extern int lily_cuda_moe_fused_tma;
+extern int lily_cuda_mf_dsl; // TIMING ONLY (dev): moe_fused.cu
 void moe_fused(const moe_w &w, const gv_args *front, int nfront, const float *router_logits, const float *x, int *ids,
                float *wts, dq_mat sh_down, const float *sg, const float *su, const float *sh_score, const float *res,
                float *out, float *part, unsigned *bar, cudaStream_t st, unsigned long long *acc = nullptr,

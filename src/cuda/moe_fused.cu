@@ -53,6 +53,7 @@ struct mf_shape {
     int cx;   // columns the x buffers hold: H, or the widest front phase's
     int hr;   // TMD: rows of the down slice's buffers (H rounded up to the 256-row boxes)
     int dsm_off; // TMD: their offset in shared memory (16-byte units)
+    int dsl;     // TIMING ONLY (LILY_CUDA_MF_DSL, wrong values): the slice as one contiguous run by bulk copies
     size_t smem;
 };
 
@@ -237,7 +238,11 @@ __global__ void __maxnreg__(MF_REGS)
         mb_expect_tx(&gbar[1], bytes);
         bulk_g2s(bu, (const char *)w.up.codes + row * grb, (uint32_t)(MF_J * grb), &gbar[1]);
         bulk_g2s(bu + MF_J * grb, w.up.sb + row * gsw, (uint32_t)(MF_J * gsw * 4), &gbar[1]);
-        if (TMD) {
+        if (TMD && sh.dsl) { // TIMING ONLY: the bytes of a slice-major layout (H rows of 16 bytes a slice)
+            mb_expect_tx(&gbar[2], (uint32_t)H * 32);
+            bulk_g2s(dsc, (const char *)w.down.codes + (long)e * H * (I / 2) + (long)(j0 / 32) * H * 16, (uint32_t)H * 16, &gbar[2]);
+            bulk_g2s(dss, (const char *)w.down.sb + (long)e * H * (I / G) * 4 + (long)((j0 / 32) & 1) * H * 16, (uint32_t)H * 16, &gbar[2]);
+        } else if (TMD) {
             mb_expect_tx(&gbar[2], (uint32_t)sh.hr * 32);
             for (int r = 0; r < sh.hr; r += 256) {
                 tma_g2s_2d(dsc + r, &tmc, j0 / 2, e * H + r, &gbar[2]);
@@ -344,6 +349,7 @@ __global__ void __maxnreg__(MF_REGS)
 }
 
 int lily_cuda_moe_fused_tma = 1;
+int lily_cuda_mf_dsl = 0; // TIMING ONLY (dev): see mf_shape.dsl
 
 // A front phase as gemv_plan plans it (into fr), or false when the launch cannot take it: it must
 // run on gemv2 with the MoE's group size (one x split layout), take the register prologue (written
@@ -386,6 +392,7 @@ static bool mf_plan(const moe_w &w, const dq_mat &sd, const gv_args *front, int 
     s->dsm_off = (int)((s->smem + 127) / 128 * 8); // 128-byte aligned, in 16-byte units
     if (s->smem > 200 * 1024) return false;
     if (lily_cuda_moe_fused_tma) s->smem = ((size_t)s->dsm_off + 2 * s->hr) * 16;
+    s->dsl = lily_cuda_mf_dsl && H % 256 == 0 && G == 64;
     return s->smem <= 200 * 1024;
 }
 

@@ -390,6 +390,7 @@ int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_QG_GT] = env_int("LILY_CUDA_QG_GT", 1) & 3;
     cx->opt[LILY_CUDA_OPT_GDN_INPROJ] = env_int("LILY_CUDA_GDN_INPROJ", 1) != 0;
     lily_cuda_moe_fused_tma = env_int("LILY_CUDA_MOE_FUSED_TMA", 1) != 0; // timing knob (bitwise the same)
+    lily_cuda_mf_dsl = env_int("LILY_CUDA_MF_DSL", 0); // TIMING ONLY (dev, wrong logits): moe_fused.cu mf_shape.dsl
     *out = cx;
 #define FAIL(x) do { rc = (x); if (rc) { free_ctx(cx); *out = NULL; return rc; } } while (0)
     int prio_lo = 0, prio_hi = 0;
