@@ -51,6 +51,7 @@ struct cuda_ctx {
     const lily_model *m;
     lily_config c;
     std::vector<dev_layer> L;
+    std::vector<void *> dsl_mem; // the layers' slice-major down copies (moe_dsl_build), for cudaFree
     dq_mat embed_q;
     const void *embed_dense;
     int embed_dt;

@@ -164,6 +164,8 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
         // The layer's tail: out_proj (o_proj), the norm + router + shared gate/up, the experts. With
         // the front on, the first two run inside the MoE's launch (moe_fused.cu), else as launches.
         // Front 2: the router phase only (out_proj its own launch).
+        moe_w mw = d->moe; // LILY_CUDA_MOE_DSL off: the down slice from the row-major weights
+        if (!cx->opt[LILY_CUDA_OPT_MOE_DSL]) mw.dsl_codes = NULL, mw.dsl_sb = NULL;
         const gv_args front[2] = {go, g};
         const int fo = cx->opt[LILY_CUDA_OPT_MOE_FRONT] == 2, nf = 2 - fo;
         if (fused && cx->opt[LILY_CUDA_OPT_MOE_FRONT] && moe_fused_takes(d->moe, d->sh_down, front + fo, nf)) {
@@ -171,7 +173,7 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
                 gemv_launch(go, 0, st);
                 prof_mark(cx, d->full ? "attn o_proj" : "gdn gated norm+out_proj");
             }
-            moe_fused(d->moe, front + fo, nf, cx->rl, NULL, cx->ids, cx->wts, d->sh_down, cx->sg, cx->su, cx->ss, X, X,
+            moe_fused(mw, front + fo, nf, cx->rl, NULL, cx->ids, cx->wts, d->sh_down, cx->sg, cx->su, cx->ss, X, X,
                       cx->mf_part, cx->mf_bar, st);
             prof_mark(cx, fo ? "moe router+experts (fused)" : "moe out_proj+router+experts (fused)");
             if (cx->dump) dump_layer(cx, l);
@@ -186,7 +188,7 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
         unsigned long long *z1 = gout ? ao : NULL; // read by the router: zeroed by the MoE (gdn_step zeroed pend)
         pend = NULL;
         if (fused) {
-            moe_fused(d->moe, NULL, 0, cx->rl, cx->xn, cx->ids, cx->wts, d->sh_down, cx->sg, cx->su, cx->ss, X, X,
+            moe_fused(mw, NULL, 0, cx->rl, cx->xn, cx->ids, cx->wts, d->sh_down, cx->sg, cx->su, cx->ss, X, X,
                       cx->mf_part, cx->mf_bar, st, acc_on ? am : NULL, z1);
             if (acc_on) pend = am;
             prof_mark(cx, "moe experts gate/up+down (fused)");
@@ -437,7 +439,7 @@ static const struct {
     {"qg_gt", LILY_CUDA_OPT_QG_GT, 0, 1},         {"gdn_wg", LILY_CUDA_OPT_GDN_WG, 0, 1},
     {"qg_rw", LILY_CUDA_OPT_QG_RW, 0, 3},         {"gdn_inproj", LILY_CUDA_OPT_GDN_INPROJ, 0, 1},
     {"moe_acc", LILY_CUDA_OPT_MOE_ACC, 0, 1},      {"gdn_out", LILY_CUDA_OPT_GDN_OUT, 0, 1},
-    {"attn_qk", LILY_CUDA_OPT_ATTN_QK, 0, 1},
+    {"attn_qk", LILY_CUDA_OPT_ATTN_QK, 0, 1},      {"moe_dsl", LILY_CUDA_OPT_MOE_DSL, 0, 1},
 };
 
 extern "C" int lily_cuda_set_opt(void *ctx, int opt, int value);
@@ -640,3 +642,4 @@ extern "C" double lily_cuda_copy_bandwidth(size_t bytes) {
 }
 
 extern "C" long lily_cuda_weight_bytes(void *ctx) { return (long)((cuda_ctx *)ctx)->uploaded; }
+extern "C" int lily_cuda_dsl_layers(void *ctx) { return (int)((cuda_ctx *)ctx)->dsl_mem.size(); }

@@ -67,6 +67,11 @@ extern int lily_cuda_attn_comb;
 struct moe_w {
     dq_mat gate, up, down;     // stacked over experts: (E*I, H), (E*I, H), (E*H, I)
     int n_experts, topk, inter, hidden, norm_topk;
+    // down again, slice-major for moe_fused (LILY_CUDA_MOE_DSL; NULL without): slice j (columns 32 j ..
+    // 32 j + 31) of expert e is H 16-byte code chunks at dsl_codes + (e * I / 32 + j) * H, and the scale
+    // word of each row's group at dsl_sb + (e * I / 32 + j) * H (moe_dsl_build).
+    const uint4 *dsl_codes;
+    const uint32_t *dsl_sb;
 };
 // Router softmax + top-k on the GPU, then h[k] = silu(gate_e x) * (up_e x) for the k selected
 // experts. Writes ids (topk) and weights (topk) for moe_down.
@@ -102,7 +107,10 @@ size_t moe_fused_part_floats(const moe_w &w);
 // 1 = moe_fused's down slice comes by tensor-map copies (default; LILY_CUDA_MOE_FUSED_TMA; same results
 // bitwise as 0, 16-byte loads into registers).
 extern int lily_cuda_moe_fused_tma;
-extern int lily_cuda_mf_dsl; // TIMING ONLY (dev): moe_fused.cu
+// The slice-major copy of w.down (moe_w.dsl_*) in one new allocation (*mem, for cudaFree), built on the
+// device from w.down; false (w unchanged, nothing allocated) where moe_fused does not take w's shapes
+// or the memory is not there.
+bool moe_dsl_build(moe_w *w, void **mem, cudaStream_t st);
 void moe_fused(const moe_w &w, const gv_args *front, int nfront, const float *router_logits, const float *x, int *ids,
                float *wts, dq_mat sh_down, const float *sg, const float *su, const float *sh_score, const float *res,
                float *out, float *part, unsigned *bar, cudaStream_t st, unsigned long long *acc = nullptr,

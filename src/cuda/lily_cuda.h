@@ -178,7 +178,11 @@ enum lily_cuda_opt {
     LILY_CUDA_OPT_ATTN_QK = 48,     // decode: 1 = the attention layer's q/k RMSNorm, RoPE and KV append inside
                                     // the tensor-core attention kernel (attn_tc.cu) where attn_qk_takes,
                                     // one launch fewer a layer; 0 = qk_norm_rope_append's own launch
-                                    // (LILY_CUDA_ATTN_QK; flag attn_qk; default 0)
+                                    // (LILY_CUDA_ATTN_QK; flag attn_qk; default 1)
+    LILY_CUDA_OPT_MOE_DSL = 49,     // decode: 1 = moe_fused reads its down slice from the slice-major copy of
+                                    // the experts' down projections (two bulk copies, not ~4K tensor-map
+                                    // rows), where it was built at load; 0 = from the row-major weights
+                                    // (LILY_CUDA_MOE_DSL, which at 0 also builds none; flag moe_dsl; default 1)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);
@@ -214,6 +218,8 @@ int lily_cuda_profile_prefill(void *ctx, void *state, const int *tokens, int n, 
 double lily_cuda_copy_bandwidth(size_t bytes);
 // Bytes of weights uploaded.
 long lily_cuda_weight_bytes(void *ctx);
+// The layers whose experts' down projections have a slice-major copy (LILY_CUDA_OPT_MOE_DSL).
+int lily_cuda_dsl_layers(void *ctx);
 
 #ifdef __cplusplus
 }

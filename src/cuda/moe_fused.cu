@@ -53,7 +53,7 @@ struct mf_shape {
     int cx;   // columns the x buffers hold: H, or the widest front phase's
     int hr;   // TMD: rows of the down slice's buffers (H rounded up to the 256-row boxes)
     int dsm_off; // TMD: their offset in shared memory (16-byte units)
-    int dsl;     // TIMING ONLY (LILY_CUDA_MF_DSL, wrong values): the slice as one contiguous run by bulk copies
+    int dsl;     // TMD: the slice from w.dsl_* (slice-major) by two bulk copies, in place of the tensor maps
     size_t smem;
 };
 
@@ -238,10 +238,11 @@ __global__ void __maxnreg__(MF_REGS)
         mb_expect_tx(&gbar[1], bytes);
         bulk_g2s(bu, (const char *)w.up.codes + row * grb, (uint32_t)(MF_J * grb), &gbar[1]);
         bulk_g2s(bu + MF_J * grb, w.up.sb + row * gsw, (uint32_t)(MF_J * gsw * 4), &gbar[1]);
-        if (TMD && sh.dsl) { // TIMING ONLY: the bytes of a slice-major layout (H rows of 16 bytes a slice)
-            mb_expect_tx(&gbar[2], (uint32_t)H * 32);
-            bulk_g2s(dsc, (const char *)w.down.codes + (long)e * H * (I / 2) + (long)(j0 / 32) * H * 16, (uint32_t)H * 16, &gbar[2]);
-            bulk_g2s(dss, (const char *)w.down.sb + (long)e * H * (I / G) * 4 + (long)((j0 / 32) & 1) * H * 16, (uint32_t)H * 16, &gbar[2]);
+        if (TMD && sh.dsl) { // the slice-major copy: H code chunks and H scale words, contiguous
+            const long sl = ((long)e * ns + j0 / MF_J) * H;
+            mb_expect_tx(&gbar[2], (uint32_t)H * 20);
+            bulk_g2s(dsc, w.dsl_codes + sl, (uint32_t)H * 16, &gbar[2]);
+            bulk_g2s(dss, w.dsl_sb + sl, (uint32_t)H * 4, &gbar[2]);
         } else if (TMD) {
             mb_expect_tx(&gbar[2], (uint32_t)sh.hr * 32);
             for (int r = 0; r < sh.hr; r += 256) {
@@ -297,8 +298,9 @@ __global__ void __maxnreg__(MF_REGS)
     for (int u = 0; u < MF_DPT; u++) {
         const int r = drow(u);
         if (r < H) {
+            const uint32_t sw = !TMD ? dsb[u] : sh.dsl ? ((const uint32_t *)dss)[r] : ((const uint32_t *)(dss + r))[(j0 / G) & 3];
             const float v = wk * chunk_apply(chunk_dot<4>(TMD ? dsc[r] : dcode[u], hsl), hsl[xs_floats(MF_J)] + hsl[xs_floats(MF_J) + 1],
-                                             TMD ? ((const uint32_t *)(dss + r))[(j0 / G) & 3] : dsb[u], 4);
+                                             sw, 4);
             if (ACC) mf_acc_add(acc, r, H, v);
             else pk[r] = v;
         }
@@ -349,7 +351,6 @@ __global__ void __maxnreg__(MF_REGS)
 }
 
 int lily_cuda_moe_fused_tma = 1;
-int lily_cuda_mf_dsl = 0; // TIMING ONLY (dev): see mf_shape.dsl
 
 // A front phase as gemv_plan plans it (into fr), or false when the launch cannot take it: it must
 // run on gemv2 with the MoE's group size (one x split layout), take the register prologue (written
@@ -392,7 +393,7 @@ static bool mf_plan(const moe_w &w, const dq_mat &sd, const gv_args *front, int 
     s->dsm_off = (int)((s->smem + 127) / 128 * 8); // 128-byte aligned, in 16-byte units
     if (s->smem > 200 * 1024) return false;
     if (lily_cuda_moe_fused_tma) s->smem = ((size_t)s->dsm_off + 2 * s->hr) * 16;
-    s->dsl = lily_cuda_mf_dsl && H % 256 == 0 && G == 64;
+    s->dsl = w.dsl_codes && w.dsl_sb && H % 4 == 0;
     return s->smem <= 200 * 1024;
 }
 
@@ -462,4 +463,49 @@ void moe_fused(const moe_w &w, const gv_args *front, int nfront, const float *ro
     else if (hpg == 2) mf_launch<2>(MF_ARGS);
     else mf_launch<4>(MF_ARGS);
 #undef MF_ARGS
+}
+
+// The slice-major copy of the down projection (LILY_CUDA_MOE_DSL). With w.down's rows, block (expert, slice)
+// needs one 16-byte chunk of each of H rows 256 bytes apart: tensor-map boxes of 16 bytes x 256 rows, ~4K
+// small requests a block, and its 16 bytes of scale words a row of which it uses 4. Measured as one bulk copy
+// of the same bytes (timing only, 2026-12-03): decode 4K +2.5 %, moe_fused 794.7 -> 724.7 us a step
+// (docs/PERF.md, thirty-first session). Thread i: chunk i of the copy.
+__global__ void moe_dsl_kernel(dq_mat down, int E, int H, int I, uint4 *codes, uint32_t *sb) {
+    const int ns = I / MF_J, G = down.group;
+    const long n = (long)E * ns * H;
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
+        const int r = (int)(i % H);
+        const long es = i / H;
+        const int e = (int)(es / ns), j = (int)(es % ns);
+        const long row = (long)e * H + r;
+        codes[i] = down.codes[row * (I / 32) + j];
+        sb[i] = down.sb[row * (I / G) + j * MF_J / G];
+    }
+}
+
+bool moe_dsl_build(moe_w *w, void **mem, cudaStream_t st) {
+    *mem = nullptr;
+    const int E = w->n_experts, H = w->hidden, I = w->inter;
+    moe_w t = *w;
+    t.dsl_codes = nullptr, t.dsl_sb = nullptr;
+    dq_mat none;
+    memset(&none, 0, sizeof none);
+    mf_shape s;
+    mf_front fr;
+    if (!mf_plan(t, none, nullptr, 0, &s, &fr) || H % 4) return false;
+    const size_t n = (size_t)E * (I / MF_J) * H;
+    void *p = nullptr;
+    if (cudaMalloc(&p, n * 20) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    uint4 *codes = (uint4 *)p;
+    uint32_t *sb = (uint32_t *)(codes + n);
+    moe_dsl_kernel<<<1024, 256, 0, st>>>(w->down, E, H, I, codes, sb);
+    if (cudaGetLastError() != cudaSuccess) {
+        cudaFree(p);
+        return false;
+    }
+    w->dsl_codes = codes, w->dsl_sb = sb, *mem = p;
+    return true;
 }

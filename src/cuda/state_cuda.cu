@@ -35,6 +35,7 @@ void state_reset_cuda(void *ctx, void *p) {
             cudaMemsetAsync(s->S[l], 0, (size_t)c->lin_v_heads * c->lin_v_dim * c->lin_k_dim * 4, cx->st);
         }
     cudaMemsetAsync(s->d_pos, 0, sizeof(int), cx->st);
+    cudaMemsetAsync(s->d_tok, 0, sizeof(int), cx->st); // a fresh state's token: id 0, not what the memory held
     cudaMemsetAsync(s->d_step, 0, sizeof(int), cx->st);
     cudaStreamSynchronize(cx->st);
     s->pos = 0;

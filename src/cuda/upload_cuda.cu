@@ -272,7 +272,9 @@ static void dev_alias(cuda_ctx *cx, int mode) {
             d->router = s->router, d->sh_gate = s->sh_gate, d->sh_up = s->sh_up, d->sh_down = s->sh_down;
             d->sh_score = s->sh_score;
         }
-        if (mode & 2) d->moe.gate = s->moe.gate, d->moe.up = s->moe.up, d->moe.down = s->moe.down;
+        if (mode & 2)
+            d->moe.gate = s->moe.gate, d->moe.up = s->moe.up, d->moe.down = s->moe.down, d->moe.dsl_codes = s->moe.dsl_codes,
+            d->moe.dsl_sb = s->moe.dsl_sb;
     }
     fprintf(stderr, "lily: cuda: LILY_CUDA_DEV_ALIAS=%d: layers share weights (a diagnostic; wrong logits)\n", mode);
 }
@@ -366,7 +368,12 @@ int init_cuda(const lily_model *m, void **out) {
     // Off: within noise in the step's graph (+0.4 %), though 118 us faster with plain launches (docs/PERF.md,
     // twenty-ninth session); its head barrier needs every block resident.
     cx->opt[LILY_CUDA_OPT_GDN_OUT] = env_int("LILY_CUDA_GDN_OUT", 0) != 0;
-    cx->opt[LILY_CUDA_OPT_ATTN_QK] = env_int("LILY_CUDA_ATTN_QK", 0) != 0; // not yet run on the GPU (branch attn-qk)
+    // The q/k norm, RoPE and append inside the attention kernel: decode 4K +0.5 %, 32K +0.9 % (docs/PERF.md,
+    // thirty-first session).
+    cx->opt[LILY_CUDA_OPT_ATTN_QK] = env_int("LILY_CUDA_ATTN_QK", 1) != 0;
+    // moe_fused's down slice from the slice-major copy, where it was built at load (LILY_CUDA_MOE_DSL=0 builds
+    // none: ~6.4 GB less GPU memory for the full-size model).
+    cx->opt[LILY_CUDA_OPT_MOE_DSL] = env_int("LILY_CUDA_MOE_DSL", 1) != 0;
     cx->opt[LILY_CUDA_OPT_MOE_TAILS] = env_int("LILY_CUDA_MOE_TAILS", 2); // 0..3, moe_prefill.cu
     cx->opt[LILY_CUDA_OPT_QG_FILL] = env_int("LILY_CUDA_QG_FILL", 1) != 0;
     cx->opt[LILY_CUDA_OPT_FA_WG] = env_int("LILY_CUDA_FA_WG", 2); // 0 off, 1 V transposed, 2 V MN-major
@@ -390,7 +397,6 @@ int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_QG_GT] = env_int("LILY_CUDA_QG_GT", 1) & 3;
     cx->opt[LILY_CUDA_OPT_GDN_INPROJ] = env_int("LILY_CUDA_GDN_INPROJ", 1) != 0;
     lily_cuda_moe_fused_tma = env_int("LILY_CUDA_MOE_FUSED_TMA", 1) != 0; // timing knob (bitwise the same)
-    lily_cuda_mf_dsl = env_int("LILY_CUDA_MF_DSL", 0); // TIMING ONLY (dev, wrong logits): moe_fused.cu mf_shape.dsl
     *out = cx;
 #define FAIL(x) do { rc = (x); if (rc) { free_ctx(cx); *out = NULL; return rc; } } while (0)
     int prio_lo = 0, prio_hi = 0;
@@ -423,6 +429,14 @@ int init_cuda(const lily_model *m, void **out) {
     if (cx->uploaded >= (1ul << 30))
         fprintf(stderr, "\rlily: cuda: uploaded %.2f GB of weights in %.1f s                \n",
                 cx->uploaded / 1e9, lily_time() - cx->t_start);
+    if (cx->opt[LILY_CUDA_OPT_MOE_DSL]) { // after the weights: it takes what memory is left, layer by layer
+        for (dev_layer &d : cx->L) {
+            void *mem = NULL;
+            if (moe_dsl_build(&d.moe, &mem, cx->st)) cx->dsl_mem.push_back(mem);
+        }
+        FAIL(cudaStreamSynchronize(cx->st) == cudaSuccess ? 0 : lily_err_set(LILY_EBACKEND, "cuda backend: the slice-major "
+                 "down copies: %s", cudaGetErrorString(cudaGetLastError())));
+    }
     if (const int alias = env_int("LILY_CUDA_DEV_ALIAS", 0)) dev_alias(cx, alias);
     FAIL(scratch_alloc(cx));
     note_mem(cx);
@@ -440,6 +454,7 @@ void free_ctx(void *p) {
     cudaFree(cx->ids), cudaFree(cx->nan_flag), cudaFree(cx->amax), cudaFree(cx->arena), cudaFree(cx->mf_bar), cudaFree(cx->mf_acc),
         cudaFree(cx->gdn_hbar);
     cudaFree(cx->tk_mem);
+    for (void *p : cx->dsl_mem) cudaFree(p);
     cudaFree(cx->ed_dev);
     if (cx->ed_host) cudaFreeHost(cx->ed_host);
     cudaFree(cx->pf.mem);

@@ -265,7 +265,7 @@ void run_chain(void) {
     }
     // Routed experts: a different top-8 every launch (64 logit vectors).
     if (chain_want("Routed experts") || chain_want("layer tail")) {
-        moe_w mw = {chain_mat(E * I, H, 4, 64, 1000), chain_mat(E * I, H, 4, 64, 1001), chain_mat(E * H, I, 4, 64, 1002), E, K, I, H, 1};
+        moe_w mw = {chain_mat(E * I, H, 4, 64, 1000), chain_mat(E * I, H, 4, 64, 1001), chain_mat(E * H, I, 4, 64, 1002), E, K, I, H, 1, nullptr, nullptr};
         const int NL = 64;
         float *lg = chain_floats((size_t)NL * E, 1003);
         int *ids;

@@ -637,6 +637,7 @@ static void run_e2e_attn256(uint64_t seed) {
     // The same positions decoded one by one (graph steps): the packed attention on the tensor cores
     // (LILY_CUDA_OPT_ATTN_TC, attn_tc.cu) and on the CUDA cores (packed from position 5 on), each against
     // the CPU backend, and the two against each other.
+    lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_ATTN_QK, 0); // the qk launch first (the default is the fused form)
     lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_ATTN_TC, 0);
     lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_GQA, 1);
     std::vector<float> d0 = run_logits(p.be, p.ctx, p.tf, V, 1);
@@ -659,7 +660,6 @@ static void run_e2e_attn256(uint64_t seed) {
     for (const std::string &f : step_families(p.be, p.ctx))
         qk_fam += f.find("qk norm") != std::string::npos, attn_fam += f.find("attn decode") != std::string::npos;
     const cudaError_t ce = cudaDeviceSynchronize(); // a fault in the profiled step would show here
-    lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_ATTN_QK, 0);
     const cmp_stats s2 = compare(d2.data(), p.ref.data(), N, V, BF16_GAP);
     const double e2 = rel_l2(d2.data(), d1.data(), d2.size());
     const bool twice = !memcmp(d2.data(), d2b.data(), d2.size() * 4);
@@ -877,6 +877,19 @@ static void run_e2e_moe_fused(uint64_t seed) {
            "profile: fused family %s, separate out_proj/o_proj/router families %d (want 0)",
            fr_same ? "bitwise equal" : "DIFFERS", fr_twice ? "bitwise equal" : "DIFFERS",
            fronted ? "present" : "ABSENT", separate);
+    // The down slice from the slice-major copy (LILY_CUDA_OPT_MOE_DSL, built at load for every layer) against
+    // the row-major weights: the same graph-replayed steps, bitwise, with the fixed-point sum (the default).
+    lily_cuda_set_opt(ctx, LILY_CUDA_OPT_MOE_FRONT, 0);
+    lily_cuda_set_opt(ctx, LILY_CUDA_OPT_GDN_OUT, 0);
+    lily_cuda_set_opt(ctx, LILY_CUDA_OPT_MOE_DSL, 0);
+    std::vector<float> d0 = run_logits(be, ctx, tf, V, 1);
+    lily_cuda_set_opt(ctx, LILY_CUDA_OPT_MOE_DSL, 1);
+    std::vector<float> d1 = run_logits(be, ctx, tf, V, 1);
+    const int built = lily_cuda_dsl_layers(ctx);
+    report(built == c.n_layers && !memcmp(d0.data(), d1.data(), d0.size() * 4),
+           "e2e decode with the experts' down slice from the slice-major copy (moe_dsl): copies built for %d of %d "
+           "layers; vs the row-major weights %s",
+           built, c.n_layers, !memcmp(d0.data(), d1.data(), d0.size() * 4) ? "bitwise equal" : "DIFFERS");
 }
 
 
@@ -1142,7 +1155,8 @@ static int run_full(const char *dir) {
         {"MoE in two launches (moe_fused off)", LILY_CUDA_OPT_MOE_FUSED, 0},
         {"moe_fused's grid barrier and sums, no fixed-point sum (moe_acc off)", LILY_CUDA_OPT_MOE_ACC, 0},
         {"GDN out_proj in gdn_step's launch (gdn_out on)", LILY_CUDA_OPT_GDN_OUT, 1},
-        {"q/k norm, RoPE and append in the attention kernel (attn_qk on)", LILY_CUDA_OPT_ATTN_QK, 1},
+        {"q/k norm, RoPE and append a launch of their own (attn_qk off)", LILY_CUDA_OPT_ATTN_QK, 0},
+        {"MoE down slice from the row-major weights (moe_dsl off)", LILY_CUDA_OPT_MOE_DSL, 0},
         {"out_proj / o_proj and router inside moe_fused's launch (moe_front on)", LILY_CUDA_OPT_MOE_FRONT, 1}};
     for (auto &a : ab) {
         int old = a.opt >= 0 ? lily_cuda_get_opt(ctx, a.opt) : 0;

@@ -262,7 +262,7 @@ static moe_w make_experts(std::vector<host_mat> &g, std::vector<host_mat> &u, st
         make_qmat(u[e], I, H, 4, grp, 1.0f / sqrtf((float)H), r);
         make_qmat(dn[e], H, I, 4, grp, 1.0f / sqrtf((float)I), r);
     }
-    return moe_w{up_stack(g), up_stack(u), up_stack(dn), E, K, I, H, norm};
+    return moe_w{up_stack(g), up_stack(u), up_stack(dn), E, K, I, H, norm, nullptr, nullptr};
 }
 
 // The MoE's fixed-point sum (LILY_CUDA_MOE_ACC, cuda_common.cuh): codes of random sums, their fold as the
@@ -436,7 +436,7 @@ static void test_moe(rng &r) {
         const bool fused = moe_fused_takes(w, dsd, NULL, 0);
         std::vector<float> fo, fa; // fa: with the fixed-point sum, folded into res on the host
         std::vector<int> fid;
-        bool f_same = true, a_same = true;
+        bool f_same = true, a_same = true, dsl_built = false;
         if (fused) {
             float *part = poisoned<float>(moe_fused_part_floats(w));
             unsigned *bar = nullptr;
@@ -449,27 +449,31 @@ static void test_moe(rng &r) {
             fo = back(out, k.H), fid = back(ids, k.K);
             const bool w_same = !memcmp(w_lat.data(), back(wts, k.K).data(), w_lat.size() * 4);
             const int tma_default = lily_cuda_moe_fused_tma;
-            for (int rep = 0; rep < 3; rep++) { // the third with the down slice loaded the other way
+            // The fourth (and the fixed-point sum's third) from the slice-major copy of down (moe_dsl_build).
+            moe_w wd = w;
+            void *dsl_mem = nullptr;
+            dsl_built = moe_dsl_build(&wd, &dsl_mem, 0);
+            for (int rep = 0; rep < 4; rep++) { // the third with the down slice loaded the other way
                 lily_cuda_moe_fused_tma = rep == 2 ? !tma_default : tma_default;
                 float *inplace = dup(res);
-                moe_fused(w, NULL, 0, dlg, dx, ids, wts, dsd, dsg, dsu, dss, inplace, inplace, part, bar, 0);
+                moe_fused(rep == 3 ? wd : w, NULL, 0, dlg, dx, ids, wts, dsd, dsg, dsu, dss, inplace, inplace, part, bar, 0);
                 CK(cudaGetLastError());
                 f_same = f_same && !memcmp(back(inplace, k.H).data(), fo.data(), fo.size() * 4);
                 CK(cudaFree(inplace));
             }
             lily_cuda_moe_fused_tma = tma_default;
             const std::vector<unsigned> bc = back(bar, 2);
-            f_same = f_same && w_same && bc[0] == 0 && bc[1] == 4;
+            f_same = f_same && w_same && bc[0] == 0 && bc[1] == 5;
             // With the fixed-point sum (LILY_CUDA_MOE_ACC): twice (the second loading the down slice the
             // other way) into a zeroed acc, the same bits each time; out (poisoned) not written.
             unsigned long long *dacc = dup(std::vector<unsigned long long>(k.H + 1, 0ull));
             float *untouched = poisoned<float>(k.H);
             std::vector<unsigned long long> a1;
-            for (int rep = 0; rep < 2; rep++) {
-                lily_cuda_moe_fused_tma = rep ? !tma_default : tma_default;
+            for (int rep = 0; rep < 3; rep++) {
+                lily_cuda_moe_fused_tma = rep == 1 ? !tma_default : tma_default;
                 CK(cudaMemset(dacc, 0, (k.H + 1) * sizeof(unsigned long long)));
                 CK(cudaMemset(ids, 0xff, k.K * sizeof(int)));
-                moe_fused(w, NULL, 0, dlg, dx, ids, wts, dsd, dsg, dsu, dss, dres, untouched, part, bar, 0, dacc);
+                moe_fused(rep == 2 ? wd : w, NULL, 0, dlg, dx, ids, wts, dsd, dsg, dsu, dss, dres, untouched, part, bar, 0, dacc);
                 CK(cudaGetLastError());
                 const std::vector<unsigned long long> got = back(dacc, k.H + 1);
                 if (rep == 0) a1 = got;
@@ -484,6 +488,7 @@ static void test_moe(rng &r) {
                 a_same = a_same && u == 0xffffffffu;
             }
             fa = acc_fold(res, a1);
+            CK(cudaFree(dsl_mem));
             CK(cudaFree(dacc));
             CK(cudaFree(untouched));
             CK(cudaFree(part));
@@ -540,10 +545,10 @@ static void test_moe(rng &r) {
         }
         if (fused) {
             double eo = rel_l2(fo.data(), outr.data(), fo.size());
-            report(fid == rid && eo < 5e-3 && !count_nonfinite(fo.data(), fo.size()) && f_same,
+            report(fid == rid && eo < 5e-3 && !count_nonfinite(fo.data(), fo.size()) && f_same && dsl_built,
                    "moe fused H=%d I=%d E=%d top%d Is=%d group %d: ids %s, out rel_l2 %.2e; in place, again, weights, "
-                   "barrier counters: %s",
-                   k.H, k.I, k.E, k.K, k.Is, k.grp, fid == rid ? "equal" : "DIFFER", eo,
+                   "barrier counters, the down slice from the slice-major copy (%s): %s",
+                   k.H, k.I, k.E, k.K, k.Is, k.grp, fid == rid ? "equal" : "DIFFER", eo, dsl_built ? "built" : "NOT BUILT",
                    f_same ? "bitwise equal, as left" : "DIFFER");
             const double ea = rel_l2(fa.data(), outr.data(), fa.size()), ef = rel_l2(fa.data(), fo.data(), fa.size());
             report(ea < 5e-3 && ef < 5e-3 && !count_nonfinite(fa.data(), fa.size()) && a_same,
