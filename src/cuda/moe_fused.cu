@@ -10,8 +10,9 @@
 //      down projection (sb rows, all Is columns);
 //   2. redoes the router top-k (as moe_gate_up does); requests its 32 gate and 32 up rows (contiguous)
 //      into shared memory with bulk copies (TMA), and its 32-column slice of the expert's down
-//      projection (one 16-byte chunk of each of the H rows) by tensor-map copies of 256 rows
-//      (LILY_CUDA_MOE_FUSED_TMA; else 16-byte loads into registers);
+//      projection (one 16-byte chunk of each of the H rows): by two bulk copies from the slice-major
+//      copy built at load (LILY_CUDA_MOE_DSL, moe_dsl_build below), else by tensor-map copies of 256
+//      rows (LILY_CUDA_MOE_FUSED_TMA), else by 16-byte loads into registers;
 //   3. computes its 32 values of h = silu(gate x) * up x on the tensor cores (gemv2's tile, fed from
 //      shared memory): no other block needs them, because
 //   4. its slice of the down projection times those 32 values is a partial output for all H rows

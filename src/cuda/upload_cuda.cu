@@ -429,8 +429,13 @@ int init_cuda(const lily_model *m, void **out) {
     if (cx->uploaded >= (1ul << 30))
         fprintf(stderr, "\rlily: cuda: uploaded %.2f GB of weights in %.1f s                \n",
                 cx->uploaded / 1e9, lily_time() - cx->t_start);
-    if (cx->opt[LILY_CUDA_OPT_MOE_DSL]) { // after the weights: it takes what memory is left, layer by layer
+    if (cx->opt[LILY_CUDA_OPT_MOE_DSL]) { // after the weights, layer by layer, while an eighth of the GPU stays free
+        const lily_config *c = &cx->c;
+        const size_t per = (size_t)c->n_experts * (c->moe_inter / 32) * c->hidden * 20; // a layer's copy
         for (dev_layer &d : cx->L) {
+            size_t fr = 0, tot = 0;
+            cudaMemGetInfo(&fr, &tot);
+            if (fr < per + tot / 8) break; // the rest run from the row-major weights (the same results)
             void *mem = NULL;
             if (moe_dsl_build(&d.moe, &mem, cx->st)) cx->dsl_mem.push_back(mem);
         }
