@@ -295,6 +295,12 @@ static void launch_kv(attn_dims d, const float *q, const void *kc, const void *v
     else launch_nh<NH, false>(d, q, kc, vc, part, pos, nsplit, nh, st);
 }
 
+// The split-KV combine of the partials (parallel loads where it takes nsplit).
+static void attn_combine_launch(attn_dims d, const float *part, const float *qg, float *o, int nsplit, cudaStream_t st) {
+    if (lily_cuda_attn_comb && nsplit <= 256) launch_k(attn_combine_par, d.hq, 256, 0, st, d, part, qg, o, nsplit);
+    else launch_k(attn_combine, d.hq, 256, 0, st, d, part, qg, o, nsplit);
+}
+
 void attn_decode(attn_dims d, const float *q, const void *kc, const void *vc,
                  const float *qg, float *part, float *o, const int *pos, int nsplit, int gqa_pack,
                  cudaStream_t st) {
@@ -307,14 +313,12 @@ void attn_decode(attn_dims d, const float *q, const void *kc, const void *vc,
         launch_kv<4>(d, q, kc, vc, part, pos, nsplit, group, st);
     else
         launch_kv<8>(d, q, kc, vc, part, pos, nsplit, group, st);
-    if (lily_cuda_attn_comb && nsplit <= 256) launch_k(attn_combine_par, d.hq, 256, 0, st, d, part, qg, o, nsplit);
-    else launch_k(attn_combine, d.hq, 256, 0, st, d, part, qg, o, nsplit);
+    attn_combine_launch(d, part, qg, o, nsplit, st);
 }
 
 bool attn_decode_qk(attn_dims d, const attn_qk_in &qk, void *kc, void *vc, float *part, float *o, const int *pos,
                     int nsplit, cudaStream_t st) {
     if (!attn_tc_partials(d, nullptr, kc, vc, part, pos, nsplit, st, &qk)) return false;
-    if (lily_cuda_attn_comb && nsplit <= 256) launch_k(attn_combine_par, d.hq, 256, 0, st, d, part, qk.qg, o, nsplit);
-    else launch_k(attn_combine, d.hq, 256, 0, st, d, part, qk.qg, o, nsplit);
+    attn_combine_launch(d, part, qk.qg, o, nsplit, st);
     return true;
 }

@@ -119,7 +119,7 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
     const int half = d.rope_dim / 2;
     constexpr int QD = QK ? D : 1, QH = QK ? 16 * QKH : 1; // QH: RoPE's half
     __shared__ float rfc[QH], rfs[QH], qn[QD], kn[QD];
-    __shared__ float kscr[QK ? 2 : 1][QD];         // QK: the new position's normed k row, then rotated
+    __shared__ float kscr[2][QD];                  // QK: the new position's normed k row, then rotated
     __shared__ __align__(16) uint4 rowst[QK ? D / 4 : 1]; // QK: that k row and its v row, packed bf16 (D / 8 chunks each)
     __shared__ __align__(8) uint64_t rowbar;
     const bool row_here = QK && t0 <= len - 1 && len - 1 < t1; // this block's split holds the new position
@@ -164,12 +164,12 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
             __syncwarp();
             for (int i = lane; i < D; i += 32) {
                 const int fi = i < half ? i : i - half;
-                kscr[QK ? 1 : 0][i] = i < d.rope_dim ? rope_rotate(kscr[0], i, half, rfc[fi], rfs[fi]) : kscr[0][i];
+                kscr[1][i] = i < d.rope_dim ? rope_rotate(kscr[0], i, half, rfc[fi], rfs[fi]) : kscr[0][i];
             }
             __syncwarp();
             for (int c = lane; c < 2 * (D / 8); c += 32) {
                 const int v = c >= D / 8, dd = 8 * (c - v * (D / 8));
-                const float *src = v ? vx + dd : kscr[QK ? 1 : 0] + dd;
+                const float *src = v ? vx + dd : kscr[1] + dd;
                 uint4 w;
                 w.x = tc_pack(src[0], src[1]), w.y = tc_pack(src[2], src[3]);
                 w.z = tc_pack(src[4], src[5]), w.w = tc_pack(src[6], src[7]);

@@ -109,8 +109,8 @@ size_t moe_fused_part_floats(const moe_w &w);
 extern int lily_cuda_moe_fused_tma;
 // The slice-major copy of w.down (moe_w.dsl_*) in one new allocation (*mem, for cudaFree), built on the
 // device from w.down; false (w unchanged, nothing allocated) where moe_fused does not take w's shapes
-// or the memory is not there.
-bool moe_dsl_build(moe_w *w, void **mem, cudaStream_t st);
+// or the copy would leave less than keep_free bytes of GPU memory free.
+bool moe_dsl_build(moe_w *w, void **mem, size_t keep_free, cudaStream_t st);
 void moe_fused(const moe_w &w, const gv_args *front, int nfront, const float *router_logits, const float *x, int *ids,
                float *wts, dq_mat sh_down, const float *sg, const float *su, const float *sh_score, const float *res,
                float *out, float *part, unsigned *bar, cudaStream_t st, unsigned long long *acc = nullptr,

@@ -394,7 +394,7 @@ static bool mf_plan(const moe_w &w, const dq_mat &sd, const gv_args *front, int 
     s->dsm_off = (int)((s->smem + 127) / 128 * 8); // 128-byte aligned, in 16-byte units
     if (s->smem > 200 * 1024) return false;
     if (lily_cuda_moe_fused_tma) s->smem = ((size_t)s->dsm_off + 2 * s->hr) * 16;
-    s->dsl = w.dsl_codes && w.dsl_sb && H % 4 == 0;
+    s->dsl = w.dsl_codes && w.dsl_sb;
     return s->smem <= 200 * 1024;
 }
 
@@ -484,19 +484,17 @@ __global__ void moe_dsl_kernel(dq_mat down, int E, int H, int I, uint4 *codes, u
     }
 }
 
-bool moe_dsl_build(moe_w *w, void **mem, cudaStream_t st) {
+bool moe_dsl_build(moe_w *w, void **mem, size_t keep_free, cudaStream_t st) {
     *mem = nullptr;
     const int E = w->n_experts, H = w->hidden, I = w->inter;
-    moe_w t = *w;
-    t.dsl_codes = nullptr, t.dsl_sb = nullptr;
-    dq_mat none;
+    dq_mat none; // the shapes without a shared expert
     memset(&none, 0, sizeof none);
-    mf_shape s;
-    mf_front fr;
-    if (!mf_plan(t, none, nullptr, 0, &s, &fr) || H % 4) return false;
+    if (!moe_fused_takes(*w, none, nullptr, 0)) return false; // H % 128: the bulk copies' 16-byte multiples
     const size_t n = (size_t)E * (I / MF_J) * H;
+    size_t fr = 0, tot = 0;
+    cudaMemGetInfo(&fr, &tot);
     void *p = nullptr;
-    if (cudaMalloc(&p, n * 20) != cudaSuccess) {
+    if (fr < n * 20 + keep_free || cudaMalloc(&p, n * 20) != cudaSuccess) {
         cudaGetLastError();
         return false;
     }

@@ -430,14 +430,11 @@ int init_cuda(const lily_model *m, void **out) {
         fprintf(stderr, "\rlily: cuda: uploaded %.2f GB of weights in %.1f s                \n",
                 cx->uploaded / 1e9, lily_time() - cx->t_start);
     if (cx->opt[LILY_CUDA_OPT_MOE_DSL]) { // after the weights, layer by layer, while an eighth of the GPU stays free
-        const lily_config *c = &cx->c;
-        const size_t per = (size_t)c->n_experts * (c->moe_inter / 32) * c->hidden * 20; // a layer's copy
+        size_t fr = 0, tot = 0;          // (layers without a copy run from the row-major weights: the same results)
+        cudaMemGetInfo(&fr, &tot);
         for (dev_layer &d : cx->L) {
-            size_t fr = 0, tot = 0;
-            cudaMemGetInfo(&fr, &tot);
-            if (fr < per + tot / 8) break; // the rest run from the row-major weights (the same results)
             void *mem = NULL;
-            if (moe_dsl_build(&d.moe, &mem, cx->st)) cx->dsl_mem.push_back(mem);
+            if (moe_dsl_build(&d.moe, &mem, tot / 8, cx->st)) cx->dsl_mem.push_back(mem);
         }
         FAIL(cudaStreamSynchronize(cx->st) == cudaSuccess ? 0 : lily_err_set(LILY_EBACKEND, "cuda backend: the slice-major "
                  "down copies: %s", cudaGetErrorString(cudaGetLastError())));

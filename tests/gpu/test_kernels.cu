@@ -452,7 +452,7 @@ static void test_moe(rng &r) {
             // The fourth (and the fixed-point sum's third) from the slice-major copy of down (moe_dsl_build).
             moe_w wd = w;
             void *dsl_mem = nullptr;
-            dsl_built = moe_dsl_build(&wd, &dsl_mem, 0);
+            dsl_built = moe_dsl_build(&wd, &dsl_mem, 0, 0);
             for (int rep = 0; rep < 4; rep++) { // the third with the down slice loaded the other way
                 lily_cuda_moe_fused_tma = rep == 2 ? !tma_default : tma_default;
                 float *inplace = dup(res);
