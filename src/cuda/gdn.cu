@@ -179,7 +179,7 @@ __global__ void __launch_bounds__(GDN_THREADS)
         int i = lane + 32 * t;
         kr[t] = i < d.dk ? ks[i] : 0.0f;
         qr[t] = i < d.dk ? qs[i] : 0.0f;
-        kq += kr[t] * qr[t];
+        kq = __fmaf_rn(kr[t], qr[t], kq);
     }
     kq = warp_sum(kq);
     for (int jb = warp * CPB; jb < dvs; jb += 4 * CPB) {
@@ -197,17 +197,20 @@ __global__ void __launch_bounds__(GDN_THREADS)
             int j = jb + c;
             float a = 0.0f, b = 0.0f;
 #pragma unroll
-            for (int t = 0; t < KPL; t++) a += s[c][t] * kr[t], b += s[c][t] * qr[t];
+            for (int t = 0; t < KPL; t++) a = __fmaf_rn(s[c][t], kr[t], a), b = __fmaf_rn(s[c][t], qr[t], b);
             a = warp_sum(a);
             b = warp_sum(b);
             if (j >= dvs) continue;
-            float delta = beta * (vs[j] - gamma * a);
+            // The update's roundings spelled out: the compiler contracted `gamma b + delta kq` one way in
+            // gdn_out's instantiation and the other way in the rest, and o differed by a bf16 step in about
+            // one run in four of the kernel test (1 value of 4096).
+            const float delta = __fmul_rn(beta, __fmaf_rn(-gamma, a, vs[j]));
 #pragma unroll
             for (int t = 0; t < KPL; t++) {
                 int i = lane + 32 * t;
-                if (i < d.dk) S[(long)(j0 + j) * d.dk + i] = gamma * s[c][t] + kr[t] * delta;
+                if (i < d.dk) S[(long)(j0 + j) * d.dk + i] = __fmaf_rn(kr[t], delta, __fmul_rn(gamma, s[c][t]));
             }
-            if (lane == 0) o[h * d.dv + j0 + j] = rb(gamma * b + delta * kq);
+            if (lane == 0) o[h * d.dv + j0 + j] = rb(__fmaf_rn(delta, kq, __fmul_rn(gamma, b)));
         }
     }
     if (OUT) {

@@ -107,6 +107,7 @@ size_t moe_fused_part_floats(const moe_w &w);
 // 1 = moe_fused's down slice comes by tensor-map copies (default; LILY_CUDA_MOE_FUSED_TMA; same results
 // bitwise as 0, 16-byte loads into registers).
 extern int lily_cuda_moe_fused_tma;
+extern int lily_cuda_dev_mf_fixed; // LILY_CUDA_DEV_MF_FIXED: a diagnostic (moe_fused.cu mf_shape.fixed)
 // The slice-major copy of w.down (moe_w.dsl_*) in one new allocation (*mem, for cudaFree), built on the
 // device from w.down; false (w unchanged, nothing allocated) where moe_fused does not take w's shapes
 // or the copy would leave less than keep_free bytes of GPU memory free.

@@ -55,6 +55,7 @@ struct mf_shape {
     int hr;   // TMD: rows of the down slice's buffers (H rounded up to the 256-row boxes)
     int dsm_off; // TMD: their offset in shared memory (16-byte units)
     int dsl;     // TMD: the slice from w.dsl_* (slice-major) by two bulk copies, in place of the tensor maps
+    int fixed;   // LILY_CUDA_DEV_MF_FIXED (a diagnostic, wrong logits): 1 slots take experts 0..K-1, 2 also skip the top-k
     size_t smem;
 };
 
@@ -216,7 +217,8 @@ __global__ void __maxnreg__(MF_REGS)
         trace_mark(9 + 2 * p);
     }
     // 2. Routing, the weights of this block's slice, x, the shared h.
-    if (tid < 32) router_topk(logits, w.n_experts, K, w.norm_topk, ids, wts, true);
+    if (tid < 32 && sh.fixed != 2) router_topk(logits, w.n_experts, K, w.norm_topk, ids, wts, true);
+    if (sh.fixed == 2 && tid < K) ids[tid] = tid, wts[tid] = 1.0f / K;
     trace_mark(5); // thread 0: its top-k computed (TRACE builds: the chain prints wait -> top-k computed)
     if (!nfront) // else the last front phase left x (its prepared input) in xs, split in bsm / xsg
         for (int c8 = tid * 8; c8 < H; c8 += MF_THREADS * 8) {
@@ -229,7 +231,7 @@ __global__ void __maxnreg__(MF_REGS)
     if (tid == 32) wts[K] = Is ? rb(sigmoid_f(__ldcg(sh_score))) : 0.0f;
     __syncthreads();
     trace_mark(2); // routed (the chain's "wait->staged" is the top-k here)
-    const int e = ids[k];
+    const int e = sh.fixed ? k : ids[k];
     if (tid == 0) {
         const long row = (long)e * I + j0;
         const uint32_t bytes = (uint32_t)(MF_J * (grb + gsw * 4));
@@ -352,6 +354,7 @@ __global__ void __maxnreg__(MF_REGS)
 }
 
 int lily_cuda_moe_fused_tma = 1;
+int lily_cuda_dev_mf_fixed = 0;
 
 // A front phase as gemv_plan plans it (into fr), or false when the launch cannot take it: it must
 // run on gemv2 with the MoE's group size (one x split layout), take the register prologue (written
@@ -395,6 +398,7 @@ static bool mf_plan(const moe_w &w, const dq_mat &sd, const gv_args *front, int 
     if (s->smem > 200 * 1024) return false;
     if (lily_cuda_moe_fused_tma) s->smem = ((size_t)s->dsm_off + 2 * s->hr) * 16;
     s->dsl = w.dsl_codes && w.dsl_sb;
+    s->fixed = lily_cuda_dev_mf_fixed;
     return s->smem <= 200 * 1024;
 }
 

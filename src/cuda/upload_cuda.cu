@@ -257,12 +257,19 @@ static int upload_model(cuda_ctx *cx) {
 
 // LILY_CUDA_DEV_ALIAS (a diagnostic; the logits are wrong with it): every layer reads the weights of
 // the first layer of its kind, so that they stay in L2 over the step: bit 1 the dense ones, bit 2 the
-// routed experts. It bounds what reading weights from L2 instead of DRAM could give the decode step.
+// routed experts, bit 4 the routed experts of layer 0 for every layer, of either kind (with
+// LILY_CUDA_DEV_MF_FIXED, the step's experts are then the same 8, ~14 MB, resident in L2). It bounds
+// what reading weights from L2 instead of DRAM could give the decode step.
 static void dev_alias(cuda_ctx *cx, int mode) {
     const int n = (int)cx->L.size();
     for (int l = 0; l < n; l++) {
         int f = 0;
         while (cx->L[f].full != cx->L[l].full) f++;
+        if ((mode & 4) && l > 0) {
+            dev_layer *d = &cx->L[l];
+            d->moe.gate = cx->L[0].moe.gate, d->moe.up = cx->L[0].moe.up, d->moe.down = cx->L[0].moe.down;
+            d->moe.dsl_codes = cx->L[0].moe.dsl_codes, d->moe.dsl_sb = cx->L[0].moe.dsl_sb;
+        }
         if (f == l) continue;
         dev_layer *d = &cx->L[l];
         const dev_layer *s = &cx->L[f];
@@ -397,6 +404,7 @@ int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_QG_GT] = env_int("LILY_CUDA_QG_GT", 1) & 3;
     cx->opt[LILY_CUDA_OPT_GDN_INPROJ] = env_int("LILY_CUDA_GDN_INPROJ", 1) != 0;
     lily_cuda_moe_fused_tma = env_int("LILY_CUDA_MOE_FUSED_TMA", 1) != 0; // timing knob (bitwise the same)
+    lily_cuda_dev_mf_fixed = env_int("LILY_CUDA_DEV_MF_FIXED", 0);
     *out = cx;
 #define FAIL(x) do { rc = (x); if (rc) { free_ctx(cx); *out = NULL; return rc; } } while (0)
     int prio_lo = 0, prio_hi = 0;

@@ -662,6 +662,16 @@ static void test_moe_front(rng &r) {
 }
 
 // ---------------------------------------------------------------------------------------------
+static uint32_t bits(float v) {
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    return u;
+}
+static int count_diff(const std::vector<float> &a, const std::vector<float> &b) {
+    int n = 0;
+    for (size_t i = 0; i < a.size() && i < b.size(); i++) n += memcmp(&a[i], &b[i], 4) != 0;
+    return n;
+}
 static void test_gdn(rng &r) {
     // H, grp: out_proj's rows and group for the gated norm + out_proj in the same launch (LILY_CUDA_GDN_OUT),
     // run where gdn_out_takes (Dv a multiple of 32 up to 128, Dv / 8 a power of two): the model's shape at
@@ -690,6 +700,11 @@ static void test_gdn(rng &r) {
         float *ring3 = dup(std::vector<float>((size_t)k.K * (2 * k.hk * k.dk + k.hv * k.dv), 0.0f));
         float *S3 = dup(std::vector<float>((size_t)k.hv * k.dv * k.dk, 0.0f));
         bool out_same = true;
+        char out_why[160] = "";  // the first part that differed, and its step (memcheck once caught one at split 8)
+        auto out_check = [&](bool ok, const char *what, int step) {
+            if (!ok && out_same) snprintf(out_why, sizeof out_why, " (first: %s at step %d)", what, step);
+            out_same = out_same && ok;
+        };
         double worst_y = 0;
         const int C = 2 * k.hk * k.dk + k.hv * k.dv;
         std::vector<float> convw = randv(C * k.K, r, 0.5f), dtb = randv(k.hv, r), A(k.hv);
@@ -730,18 +745,41 @@ static void test_gdn(rng &r) {
                 CK(cudaMemcpy(dpend, pendv.data(), pendv.size() * 8, cudaMemcpyHostToDevice));
                 CK(cudaMemset(oa.x_out, 0xff, k.H * sizeof(float)));
                 oa.pend = step % 2 ? dpend : NULL; // odd steps with a sum to fold, even ones without
+                const char *ol = getenv("LILY_GPU_GDN_OUT_LAT"); // the fused launch's form (default: the default's)
+                if (ol) lily_cuda_gdn_lat = atoi(ol);
                 gdn_step(d, dq, dbb, daa, dconv, ddt, dA, ring3, S3, o3, pos, k.nsplit, 0, &oa);
+                lily_cuda_gdn_lat = lat0;
                 CK(cudaGetLastError());
-                out_same = out_same && back(oa.x_out, k.H) == (oa.pend ? acc_fold(xres, pendv) : xres);
+                out_check(back(oa.x_out, k.H) == (oa.pend ? acc_fold(xres, pendv) : xres), "the router's residual", step);
                 if (oa.pend) {
                     const std::vector<unsigned long long> pl = back(dpend, k.H + 1);
-                    for (int i = 0; i < k.H; i++) out_same = out_same && pl[i] == 0;
+                    bool zeroed = true;
+                    for (int i = 0; i < k.H; i++) zeroed = zeroed && pl[i] == 0;
+                    out_check(zeroed, "pend zeroed", step);
                 }
                 const size_t ns = (size_t)k.hv * k.dv * k.dk, nr = (size_t)k.K * C;
                 const std::vector<float> og = back(o, k.hv * k.dv);
-                out_same = out_same && back(o3, k.hv * k.dv) == og && back(S3, ns) == back(S, ns) && back(ring3, nr) == back(ring, nr);
+                const std::vector<float> o3v = back(o3, k.hv * k.dv);
+                if (o3v != og && out_same) { // where: which heads and splits, and by how much
+                    const std::vector<float> o2v = back(o2, k.hv * k.dv);
+                    int nd = 0;
+                    for (int i = 0; i < k.hv * k.dv; i++) {
+                        if (!memcmp(&o3v[i], &og[i], 4)) continue;
+                        if (nd++ < 6)
+                            printf("  gdn_out o differs: step %d head %d col %d (split %d): %08x against %08x (latency "
+                                   "variant %08x)\n", step, i / k.dv, i % k.dv, (i % k.dv) / (k.dv / k.nsplit),
+                                   bits(o3v[i]), bits(og[i]), bits(o2v[i]));
+                    }
+                    printf("  gdn_out o differs in %d of %d values; state differs in %d\n", nd, k.hv * k.dv,
+                           count_diff(back(S3, (size_t)k.hv * k.dv * k.dk), back(S, (size_t)k.hv * k.dv * k.dk)));
+                }
+                out_check(o3v == og, "o", step);
+                out_check(back(S3, ns) == back(S, ns), "state", step);
+                out_check(back(ring3, nr) == back(ring, nr), "ring", step);
                 const std::vector<unsigned> hb = back(oa.hbar, 2 * k.hv);
-                for (int h = 0; h < k.hv; h++) out_same = out_same && hb[2 * h] == 0 && hb[2 * h + 1] == (unsigned)step + 1;
+                bool bars = true;
+                for (int h = 0; h < k.hv; h++) bars = bars && hb[2 * h] == 0 && hb[2 * h + 1] == (unsigned)step + 1;
+                out_check(bars, "head barriers", step);
                 // Reference: the gated norm of the GPU's o (spec §2.1b), W g, rounded and added to res.
                 std::vector<float> g(k.hv * k.dv);
                 for (int h = 0; h < k.hv; h++) {
@@ -757,7 +795,7 @@ static void test_gdn(rng &r) {
                 for (int i = 0; i < k.H; i++) yr[i] = bfr(resv[i] + bfr(yr[i]));
                 const std::vector<unsigned long long> acc = back(oa.acc, k.H + 1);
                 const std::vector<float> yg = acc_fold(resv, acc);
-                out_same = out_same && acc[k.H] == 0 && !count_nonfinite(yg.data(), yg.size());
+                out_check(acc[k.H] == 0 && !count_nonfinite(yg.data(), yg.size()), "out_proj's sum finite", step);
                 const double ey = rel_l2(yg.data(), yr.data(), yg.size());
                 worst_y = ey > worst_y ? ey : worst_y;
             }
@@ -808,9 +846,9 @@ static void test_gdn(rng &r) {
             report(out && worst_y < 5e-3 && out_same,
                    "gdn + gated norm + out_proj in one launch (gdn_out) hv=%d dv=%d nsplit=%d H=%d group %d, 6 steps: %s; "
                    "residual + out_proj rel_l2 %.2e; o, state, ring against gdn_step alone, head barriers, the router's "
-                   "residual (pend folded in, zeroed): %s",
+                   "residual (pend folded in, zeroed): %s%s",
                    k.hv, k.dv, k.nsplit, k.H, k.grp, out ? "taken" : "NOT TAKEN", worst_y,
-                   out_same ? "bitwise equal, as left" : "DIFFER");
+                   out_same ? "bitwise equal, as left" : "DIFFER", out_why);
     }
 }
 
