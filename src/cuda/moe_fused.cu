@@ -17,7 +17,8 @@
 //      shared memory): no other block needs them, because
 //   4. its slice of the down projection times those 32 values is a partial output for all H rows
 //      (split K), times the routing weight, into part[slice][row]; its shared rows times the shared
-//      h (silu(sg) * su, from the router kernel), times the shared gate, into part[K * I / 32][row];
+//      h (silu(sg) * su, from the router kernel), times the shared gate, into part[K * I / 32][row]
+//      (done before 3, while the gate and up rows are in flight: it needs neither);
 //   5. after a grid barrier (every block is resident: at most one block an SM, checked at launch),
 //      block b adds the partials of rows b*rb .. +rb in a fixed order and the residual: the result
 //      is deterministic.
@@ -220,15 +221,21 @@ __global__ void __maxnreg__(MF_REGS)
     if (tid < 32 && sh.fixed != 2) router_topk(logits, w.n_experts, K, w.norm_topk, ids, wts, true);
     if (sh.fixed == 2 && tid < K) ids[tid] = tid, wts[tid] = 1.0f / K;
     trace_mark(5); // thread 0: its top-k computed (TRACE builds: the chain prints wait -> top-k computed)
-    if (!nfront) // else the last front phase left x (its prepared input) in xs, split in bsm / xsg
-        for (int c8 = tid * 8; c8 < H; c8 += MF_THREADS * 8) {
+    // x, the shared h and its gate by warps 1.. only: warp 0 is taking the top-k, and its share of these loads
+    // (an L2 round trip after the top-k) would stand between the top-k and the barrier below. x from the
+    // lowest of those threads, h from the highest, the gate by one in between: at the model's shapes no
+    // thread waits on more than two round trips, fewer than the top-k's chain.
+    const int st = tid - 32, nst = MF_THREADS - 32, sth = MF_THREADS - 1 - tid;
+    if (!nfront && st >= 0) // else the last front phase left x (its prepared input) in xs, split in bsm / xsg
+        for (int c8 = st * 8; c8 < H; c8 += nst * 8) {
             const float4 a = *(const float4 *)(x + c8), c = *(const float4 *)(x + c8 + 4);
             float *d = xs + xs_index(c8);
             *(float4 *)d = a, *(float4 *)(d + 4) = c;
         }
     // Through L2: the front may have written them in this launch.
-    for (int i = tid; i < Is; i += MF_THREADS) hs[xs_index(i)] = rb(rb(silu_f(__ldcg(sg + i))) * __ldcg(su + i));
-    if (tid == 32) wts[K] = Is ? rb(sigmoid_f(__ldcg(sh_score))) : 0.0f;
+    if (st >= 0)
+        for (int i = sth; i < Is; i += nst) hs[xs_index(i)] = rb(rb(silu_f(__ldcg(sg + i))) * __ldcg(su + i));
+    if (tid == MF_THREADS - 7 * 32 + 1) wts[K] = Is ? rb(sigmoid_f(__ldcg(sh_score))) : 0.0f;
     __syncthreads();
     trace_mark(2); // routed (the chain's "wait->staged" is the top-k here)
     const int e = sh.fixed ? k : ids[k];
@@ -275,7 +282,25 @@ __global__ void __maxnreg__(MF_REGS)
         }
     }
     if (gi == 0 && !nfront) gv2_split_x<HPG>(H, xs, bsm, zero4, xsg);
+    mf_sums16(hs, hssum, Is);
     __syncthreads();
+    // The shared expert's partial outputs (its rows loaded before the wait, the shared h from the router's
+    // launch), while the gate and up rows are on their way: off the critical path. Its partials are summed
+    // exactly (ACC) or in a fixed order after the barrier, so this place gives the same bits as any.
+    if (Is) {
+        // Thread i holds chunk i % cps of row s0 + i / cps; a row's cps chunks are adjacent lanes
+        // (cps a power of two <= 32, checked at launch), added by shuffles in a fixed order.
+#pragma unroll
+        for (int u = 0; u < MF_SPT; u++) {
+            const int i = tid + u * MF_THREADS, c = i % cps;
+            float v = i < sr * cps ? chunk_apply(chunk_dot<4>(scode[u], hs + xs_index(c * 32)), hssum[2 * c] + hssum[2 * c + 1], ssb[u], 4) : 0.0f;
+            for (int o = 1; o < cps; o <<= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+            if (c == 0 && i < sr * cps) {
+                if (ACC) mf_acc_add(acc, s0 + i / cps, H, wts[K] * v);
+                else part[(long)(K * ns) * H + s0 + i / cps] = wts[K] * v;
+            }
+        }
+    }
     // 3. Gate rows by group 0, up rows by group 1, at once.
     mb_wait(&gbar[gi], 0);
     if (!nfront) trace_mark(12); // TRACE: thread 0's gate rows arrived (points 12-15: no front only)
@@ -290,11 +315,10 @@ __global__ void __maxnreg__(MF_REGS)
         hsl[xs_floats(MF_J) + tid] = t;
     }
     if (!nfront) trace_mark(13); // TRACE: h computed
-    mf_sums16(hs, hssum, Is);
     if (TMD) mb_wait(&gbar[2], 0);
     if (!nfront) trace_mark(14); // TRACE: the down slice arrived
     __syncthreads();
-    // 4. Partial outputs: the down slice times h's slice, the shared rows times the shared h.
+    // 4. Partial outputs: the down slice times h's slice.
     float *pk = part + (long)(k * ns + j0 / MF_J) * H;
     const float wk = wts[k];
 #pragma unroll
@@ -306,20 +330,6 @@ __global__ void __maxnreg__(MF_REGS)
                                              sw, 4);
             if (ACC) mf_acc_add(acc, r, H, v);
             else pk[r] = v;
-        }
-    }
-    if (Is) {
-        // Thread i holds chunk i % cps of row s0 + i / cps; a row's cps chunks are adjacent lanes
-        // (cps a power of two <= 32, checked at launch), added by shuffles in a fixed order.
-#pragma unroll
-        for (int u = 0; u < MF_SPT; u++) {
-            const int i = tid + u * MF_THREADS, c = i % cps;
-            float v = i < sr * cps ? chunk_apply(chunk_dot<4>(scode[u], hs + xs_index(c * 32)), hssum[2 * c] + hssum[2 * c + 1], ssb[u], 4) : 0.0f;
-            for (int o = 1; o < cps; o <<= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-            if (c == 0 && i < sr * cps) {
-                if (ACC) mf_acc_add(acc, s0 + i / cps, H, wts[K] * v);
-                else part[(long)(K * ns) * H + s0 + i / cps] = wts[K] * v;
-            }
         }
     }
     trace_mark(3);
