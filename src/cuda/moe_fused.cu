@@ -220,7 +220,35 @@ __global__ void __maxnreg__(MF_REGS)
     // 2. Routing, the weights of this block's slice, x, the shared h.
     if (tid < 32 && sh.fixed != 2) router_topk(logits, w.n_experts, K, w.norm_topk, ids, wts, true);
     if (sh.fixed == 2 && tid < K) ids[tid] = tid, wts[tid] = 1.0f / K;
-    trace_mark(5); // thread 0: its top-k computed (TRACE builds: the chain prints wait -> top-k computed)
+    // The gate, up and down rows of this block's expert are requested by warp 0 right after its top-k, not
+    // after the block barrier below, which also waits for the other warps' loads of x and the shared h.
+    if (tid < 32) { // the rows' request by the top-k's own warp, as soon as its ids are written
+        __syncwarp();
+        const int e = sh.fixed ? k : ids[k];
+        if (tid == 0) {
+            const long row = (long)e * I + j0;
+            const uint32_t bytes = (uint32_t)(MF_J * (grb + gsw * 4));
+            mb_expect_tx(&gbar[0], bytes);
+            bulk_g2s(bg, (const char *)w.gate.codes + row * grb, (uint32_t)(MF_J * grb), &gbar[0]);
+            bulk_g2s(bg + MF_J * grb, w.gate.sb + row * gsw, (uint32_t)(MF_J * gsw * 4), &gbar[0]);
+            mb_expect_tx(&gbar[1], bytes);
+            bulk_g2s(bu, (const char *)w.up.codes + row * grb, (uint32_t)(MF_J * grb), &gbar[1]);
+            bulk_g2s(bu + MF_J * grb, w.up.sb + row * gsw, (uint32_t)(MF_J * gsw * 4), &gbar[1]);
+            if (TMD && sh.dsl) { // the slice-major copy: H code chunks and H scale words, contiguous
+                const long sl = ((long)e * ns + j0 / MF_J) * H;
+                mb_expect_tx(&gbar[2], (uint32_t)H * 20);
+                bulk_g2s(dsc, w.dsl_codes + sl, (uint32_t)H * 16, &gbar[2]);
+                bulk_g2s(dss, w.dsl_sb + sl, (uint32_t)H * 4, &gbar[2]);
+            } else if (TMD) {
+                mb_expect_tx(&gbar[2], (uint32_t)sh.hr * 32);
+                for (int r = 0; r < sh.hr; r += 256) {
+                    tma_g2s_2d(dsc + r, &tmc, j0 / 2, e * H + r, &gbar[2]);
+                    tma_g2s_2d(dss + r, &tms, (j0 / G) & ~3, e * H + r, &gbar[2]);
+                }
+            }
+        }
+    }
+    trace_mark(5); // thread 0: its top-k computed and the rows requested (TRACE builds: wait -> this point)
     // x, the shared h and its gate by warps 1.. only: warp 0 is taking the top-k, and its share of these loads
     // (an L2 round trip after the top-k) would stand between the top-k and the barrier below. x from the
     // lowest of those threads, h from the highest, the gate by one in between: at the model's shapes no
@@ -238,29 +266,7 @@ __global__ void __maxnreg__(MF_REGS)
     if (tid == MF_THREADS - 7 * 32 + 1) wts[K] = Is ? rb(sigmoid_f(__ldcg(sh_score))) : 0.0f;
     __syncthreads();
     trace_mark(2); // routed (the chain's "wait->staged" is the top-k here)
-    const int e = sh.fixed ? k : ids[k];
-    if (tid == 0) {
-        const long row = (long)e * I + j0;
-        const uint32_t bytes = (uint32_t)(MF_J * (grb + gsw * 4));
-        mb_expect_tx(&gbar[0], bytes);
-        bulk_g2s(bg, (const char *)w.gate.codes + row * grb, (uint32_t)(MF_J * grb), &gbar[0]);
-        bulk_g2s(bg + MF_J * grb, w.gate.sb + row * gsw, (uint32_t)(MF_J * gsw * 4), &gbar[0]);
-        mb_expect_tx(&gbar[1], bytes);
-        bulk_g2s(bu, (const char *)w.up.codes + row * grb, (uint32_t)(MF_J * grb), &gbar[1]);
-        bulk_g2s(bu + MF_J * grb, w.up.sb + row * gsw, (uint32_t)(MF_J * gsw * 4), &gbar[1]);
-        if (TMD && sh.dsl) { // the slice-major copy: H code chunks and H scale words, contiguous
-            const long sl = ((long)e * ns + j0 / MF_J) * H;
-            mb_expect_tx(&gbar[2], (uint32_t)H * 20);
-            bulk_g2s(dsc, w.dsl_codes + sl, (uint32_t)H * 16, &gbar[2]);
-            bulk_g2s(dss, w.dsl_sb + sl, (uint32_t)H * 4, &gbar[2]);
-        } else if (TMD) {
-            mb_expect_tx(&gbar[2], (uint32_t)sh.hr * 32);
-            for (int r = 0; r < sh.hr; r += 256) {
-                tma_g2s_2d(dsc + r, &tmc, j0 / 2, e * H + r, &gbar[2]);
-                tma_g2s_2d(dss + r, &tms, (j0 / G) & ~3, e * H + r, &gbar[2]);
-            }
-        }
-    }
+    const int e = sh.fixed ? k : ids[k]; // for the down slice's 16-byte loads (!TMD)
     // The slice of the down projection: chunk j0 / 32 of rows tid, tid + MF_THREADS, ...
     const int ncd = I / 32, dsw = I / G;
     uint4 dcode[MF_DPT];
