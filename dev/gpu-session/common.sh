@@ -124,3 +124,29 @@ stall_prof() {
     python3 $C/stall.py $L/${k}_sass.csv 20
     rm -f $L/$k.ncu-rep
 }
+# logits_ab: the full-size checkpoint's 24 decode steps (`lily logits --step 1` on /tmp/big) by lily_old (ab_old)
+# and by $B/lily, compared with cmp: a change meant to keep the bits must print the "bitwise" line.
+logits_ab() {
+    local ids v bin; ids=$(python3 -c "print(','.join(str((i*7919)%240000+5) for i in range(24)))")
+    for v in old new; do
+        bin=/tmp/lily_old; [ $v = new ] && bin=$B/lily
+        timeout 90 $bin logits --model /tmp/big --backend cuda --ids $ids --step 1 --out /tmp/l_$v.f32 > $L/l_$v.txt 2>&1; el "logits $v rc=$?"
+    done
+    cmp /tmp/l_old.f32 /tmp/l_new.f32 && echo "full-size decode logits (24 steps): new == old, bitwise"
+}
+# ncu_ab REGEX: the duration of every launch of the kernels matching REGEX in `lily-gpu-test prof /tmp/big`
+# (Nsight Compute, caches not flushed), by the carried lily-gpu-test of the build before ($C/gt_old.xz) and by
+# $B's; one line each: launches, median, mean, min (ns).
+ncu_ab() {
+    local v bin; xz -dc $C/gt_old.xz > /tmp/gt_old && chmod +x /tmp/gt_old
+    for v in old new; do
+        bin=/tmp/gt_old; [ $v = new ] && bin=$B/lily-gpu-test
+        timeout 100 ncu --cache-control none --clock-control none --metrics gpu__time_duration.sum -k regex:"$1" --csv \
+            --print-units base $bin prof /tmp/big > $L/ncu_$v.csv 2> $L/ncu_$v.err; el "ncu $v rc=$?"
+        python3 -c "
+import csv,statistics as s
+r=[x for x in csv.reader(l for l in open('$L/ncu_$v.csv') if l.startswith('\"'))]
+h=r[0]; v=[float(x[h.index('Metric Value')].replace(',','')) for x in r[1:]]
+print('$v $1 ns: n=%d median %.0f mean %.0f min %.0f' % (len(v), s.median(v), s.mean(v), min(v)))"
+    done
+}

@@ -8,20 +8,8 @@ synth_bg
 kernels_grep "^FAIL"
 e2e_fix
 wait $SP; el synth
-ab_old; xz -dc $C/gt_old.xz > /tmp/gt_old && chmod +x /tmp/gt_old
-ids=$(python3 -c "print(','.join(str((i*7919)%240000+5) for i in range(24)))")
-timeout 90 /tmp/lily_old logits --model /tmp/big --backend cuda --ids $ids --step 1 --out /tmp/l_old.f32 > $L/l_old.txt 2>&1; el "logits old rc=$?"
-timeout 90 $B/lily logits --model /tmp/big --backend cuda --ids $ids --step 1 --out /tmp/l_new.f32 > $L/l_new.txt 2>&1; el "logits new rc=$?"
-cmp /tmp/l_old.f32 /tmp/l_new.f32 && echo "full-size decode logits (24 steps): new == old, bitwise"
-for v in old new; do
-  bin=/tmp/gt_old; [ $v = new ] && bin=$B/lily-gpu-test
-  timeout 100 ncu --cache-control none --clock-control none --metrics gpu__time_duration.sum -k regex:moe_fused --csv --print-units base \
-    $bin prof /tmp/big > $L/ncu_$v.csv 2> $L/ncu_$v.err; el "ncu $v rc=$?"
-  python3 -c "
-import csv,statistics as s
-r=[x for x in csv.reader(l for l in open('$L/ncu_$v.csv') if l.startswith('\"'))]
-h=r[0]; v=[float(x[h.index('Metric Value')].replace(',','')) for x in r[1:]]
-print('$v moe_fused ns: n=%d median %.0f mean %.0f min %.0f' % (len(v), s.median(v), s.mean(v), min(v)))"
-done
+ab_old
+logits_ab
+ncu_ab moe_fused
 AB_N=3 ab_bench 100 --model /tmp/big --backend cuda --no-plot --prefill none --decode 4K,32K --reps 2 --warmup 1
 safe_end

@@ -254,6 +254,7 @@ __global__ void __maxnreg__(MF_REGS)
     // lowest of those threads, h from the highest, the gate by one in between: at the model's shapes no
     // thread waits on more than two round trips, fewer than the top-k's chain.
     const int st = tid - 32, nst = MF_THREADS - 32, sth = MF_THREADS - 1 - tid;
+    constexpr int GATE_TID = MF_THREADS - 7 * 32 + 1; // warp 9: no x at H = 2048 (x ends at thread 287), one h
     if (!nfront && st >= 0) // else the last front phase left x (its prepared input) in xs, split in bsm / xsg
         for (int c8 = st * 8; c8 < H; c8 += nst * 8) {
             const float4 a = *(const float4 *)(x + c8), c = *(const float4 *)(x + c8 + 4);
@@ -263,7 +264,7 @@ __global__ void __maxnreg__(MF_REGS)
     // Through L2: the front may have written them in this launch.
     if (st >= 0)
         for (int i = sth; i < Is; i += nst) hs[xs_index(i)] = rb(rb(silu_f(__ldcg(sg + i))) * __ldcg(su + i));
-    if (tid == MF_THREADS - 7 * 32 + 1) wts[K] = Is ? rb(sigmoid_f(__ldcg(sh_score))) : 0.0f;
+    if (tid == GATE_TID) wts[K] = Is ? rb(sigmoid_f(__ldcg(sh_score))) : 0.0f;
     __syncthreads();
     trace_mark(2); // routed (the chain's "wait->staged" is the top-k here)
     const int e = sh.fixed ? k : ids[k]; // for the down slice's 16-byte loads (!TMD)

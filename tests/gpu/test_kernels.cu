@@ -673,6 +673,9 @@ static int count_diff(const std::vector<float> &a, const std::vector<float> &b) 
     return n;
 }
 static void test_gdn(rng &r) {
+    // LILY_GPU_GDN_OUT_LAT=0|1: the fused launch's form (default: the default's, lily_cuda_gdn_lat).
+    const char *ol = getenv("LILY_GPU_GDN_OUT_LAT");
+    const int out_lat = ol ? atoi(ol) : -1;
     // H, grp: out_proj's rows and group for the gated norm + out_proj in the same launch (LILY_CUDA_GDN_OUT),
     // run where gdn_out_takes (Dv a multiple of 32 up to 128, Dv / 8 a power of two): the model's shape at
     // split 4 and 8; heads of 64 with a group spanning two heads and rows not a multiple of the split.
@@ -700,7 +703,7 @@ static void test_gdn(rng &r) {
         float *ring3 = dup(std::vector<float>((size_t)k.K * (2 * k.hk * k.dk + k.hv * k.dv), 0.0f));
         float *S3 = dup(std::vector<float>((size_t)k.hv * k.dv * k.dk, 0.0f));
         bool out_same = true;
-        char out_why[160] = "";  // the first part that differed, and its step (memcheck once caught one at split 8)
+        char out_why[160] = ""; // the first part that differed, and its step
         auto out_check = [&](bool ok, const char *what, int step) {
             if (!ok && out_same) snprintf(out_why, sizeof out_why, " (first: %s at step %d)", what, step);
             out_same = out_same && ok;
@@ -745,8 +748,7 @@ static void test_gdn(rng &r) {
                 CK(cudaMemcpy(dpend, pendv.data(), pendv.size() * 8, cudaMemcpyHostToDevice));
                 CK(cudaMemset(oa.x_out, 0xff, k.H * sizeof(float)));
                 oa.pend = step % 2 ? dpend : NULL; // odd steps with a sum to fold, even ones without
-                const char *ol = getenv("LILY_GPU_GDN_OUT_LAT"); // the fused launch's form (default: the default's)
-                if (ol) lily_cuda_gdn_lat = atoi(ol);
+                if (out_lat >= 0) lily_cuda_gdn_lat = out_lat;
                 gdn_step(d, dq, dbb, daa, dconv, ddt, dA, ring3, S3, o3, pos, k.nsplit, 0, &oa);
                 lily_cuda_gdn_lat = lat0;
                 CK(cudaGetLastError());
