@@ -150,3 +150,18 @@ h=r[0]; v=[float(x[h.index('Metric Value')].replace(',','')) for x in r[1:]]
 print('$v $1 ns: n=%d median %.0f mean %.0f min %.0f' % (len(v), s.median(v), s.mean(v), min(v)))"
     done
 }
+# ncu_envs REGEX ENV...: the duration of every launch of the kernels matching REGEX in `lily-gpu-test prof /tmp/big`
+# (as ncu_ab) by $B's build, once per environment given ("-" for none, else VAR=v[,VAR=v]); one line each.
+ncu_envs() {
+    local re=$1 e; shift
+    for e in "$@"; do
+        local ev=(); [ "$e" != - ] && IFS=, read -ra ev <<< "$e"
+        env "${ev[@]}" timeout 100 ncu --cache-control none --clock-control none --metrics gpu__time_duration.sum -k regex:"$re" \
+            --csv --print-units base $B/lily-gpu-test prof /tmp/big > $L/ncu_env.csv 2> $L/ncu_env.err; el "ncu $e rc=$?"
+        python3 -c "
+import csv,statistics as s
+r=[x for x in csv.reader(l for l in open('$L/ncu_env.csv') if l.startswith('\"'))]
+h=r[0]; v=[float(x[h.index('Metric Value')].replace(',','')) for x in r[1:]]
+print('$e $re ns: n=%d median %.0f mean %.0f min %.0f' % (len(v), s.median(v), s.mean(v), min(v)))"
+    done
+}

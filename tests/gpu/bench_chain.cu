@@ -298,8 +298,11 @@ void run_chain(void) {
         lily_cuda_moe_ks = 4, lily_cuda_moe_lat = 0;
         // Both in one launch (moe_fused.cu), the shared expert's down rows rotating as above (the down
         // slice as LILY_CUDA_MOE_FUSED_TMA says, default 1).
-        const char *tma = getenv("LILY_CUDA_MOE_FUSED_TMA");
+        const char *tma = getenv("LILY_CUDA_MOE_FUSED_TMA"), *dsl = getenv("LILY_CUDA_MOE_DSL");
         if (tma) lily_cuda_moe_fused_tma = atoi(tma) != 0;
+        // The down slice from the slice-major copy, as a decode step takes it (LILY_CUDA_MOE_DSL, default 1).
+        void *dsl_mem = nullptr;
+        if (!dsl || atoi(dsl)) moe_dsl_build(&mw, &dsl_mem, 0, 0);
         float *part;
         unsigned *bar;
         CK(cudaMalloc(&part, moe_fused_part_floats(mw) * 4));
