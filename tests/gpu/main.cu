@@ -440,6 +440,29 @@ static int run_e2e(uint64_t seed) {
     std::vector<int> many(100, 1);
     int rc2 = be->forward(ctx, st, many.data(), 100, NULL, 0);
     report(rc1 == LILY_ERANGE && rc2 == LILY_ERANGE && be->state_pos(ctx, st) == pos0, "e2e bad token id / context overflow rejected");
+    be->state_free(ctx, st);
+    be->free(ctx);
+    test_model_free(tm);
+    return 0;
+}
+
+// Token selection on the device: the greedy loop (lily_cuda_generate), the greedy, top-k and sampling steps
+// of the backend, the sampled loop; on a model, a context and a 64-position state of their own (the group
+// "select", split from the base group so that a sanitizer run of either fits a device call).
+static void run_e2e_select(uint64_t seed) {
+    const lily_backend *be = &lily_backend_cuda;
+    lily_config c = config_tiny();
+    test_model *tm = test_model_new(c, seed, 1);
+    const lily_model *m = test_model_get(tm);
+    void *ctx, *st;
+    int rc = be->init(m, &ctx);
+    if (rc) die("init", rc);
+    if ((rc = be->state_new(ctx, 64, &st))) die("state_new", rc);
+    const int V = c.vocab_size;
+    std::vector<int> toks(24);
+    rng r(seed + 2);
+    for (int &t : toks) t = (int)(r.next() % (uint64_t)V);
+    std::vector<float> s1(V);
     // GPU generation loop: greedy from the GPU == greedy from host-driven steps.
     be->state_reset(ctx, st);
     std::vector<int> gen(30);
@@ -576,7 +599,6 @@ static int run_e2e(uint64_t seed) {
     be->state_free(ctx, st);
     be->free(ctx);
     test_model_free(tm);
-    return 0;
 }
 
 // A random test model on the CUDA and the CPU backend at once, and the CPU backend's logits of N
@@ -1265,10 +1287,11 @@ int main(int argc, char **argv) {
     uint64_t seed = argc > 2 ? strtoull(argv[2], NULL, 10) : (uint64_t)time(NULL);
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (!strcmp(mode, "kernels")) run_kernel_tests(seed);
-    else if (!strcmp(mode, "e2e")) { // LILY_GPU_E2E=NAME: that group alone (base, moe, attn256, pf_side, qg_rw, gdn_inproj)
+    else if (!strcmp(mode, "e2e")) { // LILY_GPU_E2E=NAME: that group alone (base, select, moe, attn256, pf_side, qg_rw, gdn_inproj)
         const char *only = getenv("LILY_GPU_E2E");
         auto want = [&](const char *n) { return !only || !strcmp(only, n); };
         if (want("base")) run_e2e(seed);
+        if (want("select")) run_e2e_select(seed);
         if (want("moe")) run_e2e_moe_fused(seed);
         if (want("attn256")) run_e2e_attn256(seed);
         if (want("pf_side")) run_e2e_pf_side(seed);
