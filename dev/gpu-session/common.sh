@@ -134,34 +134,30 @@ logits_ab() {
     done
     cmp /tmp/l_old.f32 /tmp/l_new.f32 && echo "full-size decode logits (24 steps): new == old, bitwise"
 }
-# ncu_ab REGEX: the duration of every launch of the kernels matching REGEX in `lily-gpu-test prof /tmp/big`
-# (Nsight Compute, caches not flushed), by the carried lily-gpu-test of the build before ($C/gt_old.xz) and by
-# $B's; one line each: launches, median, mean, min (ns).
-ncu_ab() {
-    local v bin; xz -dc $C/gt_old.xz > /tmp/gt_old && chmod +x /tmp/gt_old
-    for v in old new; do
-        bin=/tmp/gt_old; [ $v = new ] && bin=$B/lily-gpu-test
-        timeout 100 ncu --cache-control none --clock-control none --metrics gpu__time_duration.sum -k regex:"$1" --csv \
-            --print-units base $bin prof /tmp/big > $L/ncu_$v.csv 2> $L/ncu_$v.err; el "ncu $v rc=$?"
-        python3 -c "
+# ncu_dur LABEL REGEX BIN [VAR=v ...]: the duration of every launch of the kernels matching REGEX in `BIN prof
+# /tmp/big` (Nsight Compute, caches not flushed), with the environment given; one line: LABEL, launches, median,
+# mean, min (ns).
+ncu_dur() {
+    local lb=$1 re=$2 bin=$3; shift 3
+    env "$@" timeout 100 ncu --cache-control none --clock-control none --metrics gpu__time_duration.sum -k regex:"$re" \
+        --csv --print-units base $bin prof /tmp/big > $L/ncu.csv 2> $L/ncu.err; el "ncu $lb rc=$?"
+    python3 -c "
 import csv,statistics as s
-r=[x for x in csv.reader(l for l in open('$L/ncu_$v.csv') if l.startswith('\"'))]
+r=[x for x in csv.reader(l for l in open('$L/ncu.csv') if l.startswith('\"'))]
 h=r[0]; v=[float(x[h.index('Metric Value')].replace(',','')) for x in r[1:]]
-print('$v $1 ns: n=%d median %.0f mean %.0f min %.0f' % (len(v), s.median(v), s.mean(v), min(v)))"
-    done
+print('$lb $re ns: n=%d median %.0f mean %.0f min %.0f' % (len(v), s.median(v), s.mean(v), min(v)))"
 }
-# ncu_envs REGEX ENV...: the duration of every launch of the kernels matching REGEX in `lily-gpu-test prof /tmp/big`
-# (as ncu_ab) by $B's build, once per environment given ("-" for none, else VAR=v[,VAR=v]); one line each.
+# ncu_ab REGEX: ncu_dur by the carried lily-gpu-test of the build before ($C/gt_old.xz), then by $B's.
+ncu_ab() {
+    xz -dc $C/gt_old.xz > /tmp/gt_old && chmod +x /tmp/gt_old
+    ncu_dur old "$1" /tmp/gt_old
+    ncu_dur new "$1" $B/lily-gpu-test
+}
+# ncu_envs REGEX ENV...: ncu_dur by $B's build once per environment given ("-" for none, else VAR=v[,VAR=v]).
 ncu_envs() {
-    local re=$1 e; shift
+    local re=$1 e ev; shift
     for e in "$@"; do
-        local ev=(); [ "$e" != - ] && IFS=, read -ra ev <<< "$e"
-        env "${ev[@]}" timeout 100 ncu --cache-control none --clock-control none --metrics gpu__time_duration.sum -k regex:"$re" \
-            --csv --print-units base $B/lily-gpu-test prof /tmp/big > $L/ncu_env.csv 2> $L/ncu_env.err; el "ncu $e rc=$?"
-        python3 -c "
-import csv,statistics as s
-r=[x for x in csv.reader(l for l in open('$L/ncu_env.csv') if l.startswith('\"'))]
-h=r[0]; v=[float(x[h.index('Metric Value')].replace(',','')) for x in r[1:]]
-print('$e $re ns: n=%d median %.0f mean %.0f min %.0f' % (len(v), s.median(v), s.mean(v), min(v)))"
+        ev=(); [ "$e" != - ] && IFS=, read -ra ev <<< "$e"
+        ncu_dur "$e" "$re" $B/lily-gpu-test "${ev[@]}"
     done
 }

@@ -350,6 +350,7 @@ void run_chain(void) {
                           y5, part, bar, s);
             }, 120);
         }
+        CK(cudaFree(dsl_mem)); // (nullptr when not built)
     }
     // GDN conv + delta rule: 32 v heads of 128, 16 k heads, fp32 state 2 MB per layer (30 layers).
     if (chain_want("GDN conv")) {

@@ -459,9 +459,7 @@ static void run_e2e_select(uint64_t seed) {
     if (rc) die("init", rc);
     if ((rc = be->state_new(ctx, 64, &st))) die("state_new", rc);
     const int V = c.vocab_size;
-    std::vector<int> toks(24);
-    rng r(seed + 2);
-    for (int &t : toks) t = (int)(r.next() % (uint64_t)V);
+    const std::vector<int> toks = random_tokens(24, V, seed + 2); // the base group's 24 tokens
     std::vector<float> s1(V);
     // GPU generation loop: greedy from the GPU == greedy from host-driven steps.
     be->state_reset(ctx, st);
