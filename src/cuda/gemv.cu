@@ -6,7 +6,7 @@
 // group of `lpr` lanes owns RPW rows: each lane issues RPW x UNR independent 16-byte code loads before
 // using any of them, accumulates in fp32, and the group reduces with shuffles.
 //
-// gemv2_kernel (LILY_CUDA_GEMV2=1, off by default until measured) moves the 4-bit inner loop onto the
+// gemv2_kernel (LILY_CUDA_GEMV2, on by default; =0 runs the first kernel) moves the 4-bit inner loop onto the
 // tensor cores: see the comment above gv2_tile. Segments it does not take run the first kernel's
 // per-warp path inside the same launch.
 #include "gemv.cuh"

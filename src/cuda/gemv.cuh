@@ -325,22 +325,34 @@ __device__ __forceinline__ void gv_tile_lanes(const gv_args &a, const gv_seg &s,
 // ---------------------------------------------------------------------------------------------
 // gemv2: 4-bit rows on the tensor cores (LILY_CUDA_GEMV2=1). The first kernel spends ~3 issue slots
 // per code (shift, mask|exponent, FMA) plus shared-memory loads of x: ~100 per 16-byte chunk, which
-// caps it near 1.6 TB/s. Here a warp owns 16 rows and multiplies them with x by mma.m16n8k16 (bf16
-// in, fp32 accumulate); a code costs one shift + one lop3 per pair of codes and the multiply-adds
-// are free. Exactness as before: a code q becomes the bf16 1 + q/16 (exact), x is split into three
-// bf16 parts hi + mid + lo = x (exact for fp32), so every product is exact and only the fp32
-// accumulation rounds; per group sum(x (s q + b)) = 16 s (sum(x (1 + q/16)) - sum(x)) + b sum(x),
-// with the sums of each part of x per group precomputed once per block.
+// caps it near 1.6 TB/s. Here a warp owns 16 rows and multiplies them with x by the integer MMA
+// mma.m16n8k32 (s8 in, s32 accumulate). A code q goes in as it is (0..15, one byte): a word of 8
+// codes is two A registers by one and, one shift and one and. (The bf16 form this replaced, q as the
+// bf16 1 + q/16 and x in three bf16 parts, spent a shift and a lop3 a pair of codes, 2/3 of the
+// loop's instructions, for twice the MMAs.)
+//
+// x goes in as integers: per group of G columns, with m = max |x| < 2^e, every x = N 2^(e-30) with N
+// = round(x 2^(30-e)) an integer |N| <= 2^30, written in four balanced base-256 digits N = sum_j d_j
+// 256^j, d_j in [-128, 127]: four int8 parts. The products and their sums over a group are exact
+// integers (|sum| <= 128 * 15 * 128 < 2^24, so exact in fp32 too); per group
+//   sum(x (s q + b)) = s sum_j 2^(e-30+8j) D_j + b sum(x),  D_j = sum(d_j q),
+// where the only roundings are N's (2^-31 of the group's largest |x|, finer than fp32 carries x's
+// own products) and the fp32 sums of the four terms and the groups. Tiny groups (m < 2^-63) are
+// scaled as if m were 2^-63 (absolute error < 2^-93). A non-finite x does not reach the integers
+// (its group's sum(x) carries it into the result).
 //
 // Layout of one warp step (128 columns): lane l = 4 g + p loads the 16-byte chunk p of rows g and
-// g + 8 (codes of columns 32p..32p+31). Word v of a chunk (codes 8v..8v+7) gives four bf16 pairs
-// (codes {0,4}, {1,5}, {2,6}, {3,7}), the A fragments of two MMAs (k-blocks 2v, 2v+1). The MMA sums
-// over k, i.e. over the four chunks of the quad, which may lie in different groups: so the B
-// operand's 8 columns n = split * HPG + slot hold part `split` of x only in the rows (k) of chunks
-// whose group within the step is `slot`, zero elsewhere (HPG = 128 / group groups per step; for
-// group 32 the 12 columns take two MMAs). Each accumulator column then is one (part, group) sum.
-// Shared memory holds x pre-split in exactly the B fragment order: uint4 (step t, word v, part s,
-// chunk p) = the four bf16 pairs of columns 128t + 32p + 8v + {0,4 | 1,5 | 2,6 | 3,7}.
+// g + 8 (codes of columns 32p..32p+31). Word v of a chunk (codes 8v..8v+7, code 8v+j in bits 4j..)
+// gives A of one MMA: bytes {0,2,4,6} (w & 0x0f0f0f0f: k = 4p + i) and {1,3,5,7} ((w >> 4) &
+// 0x0f0f0f0f: k = 16 + 4p + i). The MMA sums over k, i.e. over the four chunks of the quad, which
+// may lie in different groups: so the B operand's 8 columns n = part * HPG + slot hold digit `part`
+// of x only in the rows (k) of chunks whose group within the step is `slot`, zero elsewhere (HPG =
+// 128 / group groups per step; for group 32 the 16 columns take two MMAs, for group 128 four of the
+// 8 are used). Each accumulator column then is one (part, group) sum.
+// Shared memory holds the digits in exactly the B fragment order: uint4 (step t, word pair vh, part
+// j, chunk p) = {b0, b1} of word 2vh, then of word 2vh + 1, where b0 is digit j of columns 128t +
+// 32p + 8v + {0,2,4,6} and b1 of + {1,3,5,7}; per group, xsg[4 group] = 2^(e-30) (part 0's weight)
+// and xsg[4 group + 3] = sum(x).
 // The 8 warps of a block split the columns of one 16-row tile into ks parts (ks = 8 for small
 // matrices, 1 for lm_head) and add their partial sums through shared memory in a fixed order.
 __device__ __forceinline__ void gv2_mma(float *d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
@@ -351,9 +363,13 @@ __device__ __forceinline__ void gv2_mma(float *d, uint32_t a0, uint32_t a1, uint
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// Codes of word w at bit offsets {0,16} + 4i (after the shift) as the bf16 pair (1 + q/16, 1 + q'/16).
-__device__ __forceinline__ uint32_t gv2_pair(uint32_t shifted) {
-    return (shifted & 0x00780078u) | 0x3F803F80u;
+// d += A B, A 16 x 32 and B 32 x 8 of int8, exact s32 sums.
+__device__ __forceinline__ void gv2_imma(int *d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 // A weight load: from shared memory (a staged tile) or read-only from global memory.
@@ -364,7 +380,7 @@ template <int HPG, bool SM>
 __device__ __forceinline__ void gv2_tile(const gv_seg &s, int tile, const uint4 *bsm, const uint4 *zero4,
                                          const float *xsg, int lane, int warp, float &acc0, float &acc1,
                                          const uint4 *cs, const uint32_t *ss) {
-    constexpr int NM = HPG == 4 ? 2 : 1; // MMAs per k-block (B columns needed: 3 parts x HPG slots)
+    constexpr int NM = HPG == 4 ? 2 : 1; // MMAs per word (B columns needed: 4 parts x HPG slots)
     const int ks = s.ks, wr = warp / ks, kw = warp % ks;
     const int g = lane >> 2, p = lane & 3;
     const int rA = (tile * (GV_WARPS / ks) + wr) * 16 + g, rB = rA + 8;
@@ -376,17 +392,26 @@ __device__ __forceinline__ void gv2_tile(const gv_seg &s, int tile, const uint4 
     const uint32_t *sbp = SM ? ss : s.m.sb;
     const int rl = SM ? rA - tile * (GV_WARPS / ks) * 16 : rA; // row in the array read
     const int cA = rl * nchunk + p, cB = cA + 8 * nchunk, sA = rl * ng + h0, sB = sA + 8 * ng;
-    // B operand: this lane supplies column n = g + 8m, i.e. part n / HPG of x where its chunk p lies
+    // B operand: this lane supplies column n = g + 8m, i.e. digit n / HPG of x where its chunk p lies
     // in group slot n % HPG, else zeros (a fixed zero vector, stride 0).
     const uint4 *bp[NM];
     int bst[NM];
 #pragma unroll
     for (int m = 0; m < NM; m++) {
         const int n = g + 8 * m;
-        const bool live = n / HPG < 3 && n % HPG == p * HPG / 4;
+        const bool live = n / HPG < 4 && n % HPG == p * HPG / 4;
         bp[m] = live ? bsm + (n / HPG) * 4 + p : zero4;
-        bst[m] = live ? 12 : 0;
+        bst[m] = live ? 16 : 0;
     }
+    // The weight 256^part of accumulator element e of MMA m (column n = 8m + 2p + e, part n / HPG).
+    float pw[NM][2];
+#pragma unroll
+    for (int m = 0; m < NM; m++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int part = (8 * m + 2 * p + e) / HPG;
+            pw[m][e] = __uint_as_float((uint32_t)(127 + 8 * (part & 3)) << 23);
+        }
     acc0 = acc1 = 0.0f;
     const uint4 z4 = make_uint4(0, 0, 0, 0);
     for (int t0 = kw; t0 < steps; t0 += 2 * ks) {
@@ -411,22 +436,24 @@ __device__ __forceinline__ void gv2_tile(const gv_seg &s, int tile, const uint4 
         for (int u = 0; u < 2; u++) {
             const int t = t0 + u * ks;
             if (t >= steps) break;
-            float d[NM][4];
+            int d[NM][4];
 #pragma unroll
-            for (int m = 0; m < NM; m++) d[m][0] = d[m][1] = d[m][2] = d[m][3] = 0.0f;
+            for (int m = 0; m < NM; m++) d[m][0] = d[m][1] = d[m][2] = d[m][3] = 0;
             const uint32_t wa[4] = {ca[u].x, ca[u].y, ca[u].z, ca[u].w};
             const uint32_t wb[4] = {cb[u].x, cb[u].y, cb[u].z, cb[u].w};
 #pragma unroll
-            for (int v = 0; v < 4; v++) {
-                const uint32_t a0 = gv2_pair(wa[v] << 3), b0 = gv2_pair(wb[v] << 3);
-                const uint32_t a1 = gv2_pair(wa[v] >> 1), b1 = gv2_pair(wb[v] >> 1);
-                const uint32_t a2 = gv2_pair(wa[v] >> 5), b2 = gv2_pair(wb[v] >> 5);
-                const uint32_t a3 = gv2_pair(wa[v] >> 9), b3 = gv2_pair(wb[v] >> 9);
+            for (int vh = 0; vh < 2; vh++) {
+                uint4 bx[NM];
 #pragma unroll
-                for (int m = 0; m < NM; m++) {
-                    const uint4 bx = bp[m][(t * 4 + v) * bst[m]];
-                    gv2_mma(d[m], a0, b0, a1, b1, bx.x, bx.y);
-                    gv2_mma(d[m], a2, b2, a3, b3, bx.z, bx.w);
+                for (int m = 0; m < NM; m++) bx[m] = bp[m][(t * 2 + vh) * bst[m]];
+#pragma unroll
+                for (int j = 0; j < 2; j++) {
+                    const int v = 2 * vh + j;
+                    const uint32_t a0 = wa[v] & 0x0f0f0f0fu, a2 = (wa[v] >> 4) & 0x0f0f0f0fu;
+                    const uint32_t a1 = wb[v] & 0x0f0f0f0fu, a3 = (wb[v] >> 4) & 0x0f0f0f0fu;
+#pragma unroll
+                    for (int m = 0; m < NM; m++)
+                        gv2_imma(d[m], a0, a1, a2, a3, j ? bx[m].z : bx[m].x, j ? bx[m].w : bx[m].y);
                 }
             }
             // Accumulator element e of MMA m is column n = 8m + 2p + e: part n / HPG, slot n % HPG;
@@ -437,11 +464,11 @@ __device__ __forceinline__ void gv2_tile(const gv_seg &s, int tile, const uint4 
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
                     const int n = 8 * m + 2 * p + e, part = n / HPG, ei = HPG == 1 ? 0 : e;
-                    if (part >= 3) continue;
+                    if (part >= 4) continue;
                     const float *xg = xsg + (t * HPG + (HPG == 1 ? 0 : h0 + e)) * 4;
-                    const float xp = xg[part];
-                    acc0 = fmaf(__uint_as_float(sa[u][ei] << 16) * 16.0f, d[m][e] - xp, acc0);
-                    acc1 = fmaf(__uint_as_float(sbw[u][ei] << 16) * 16.0f, d[m][2 + e] - xp, acc1);
+                    const float w = xg[0] * pw[m][e];
+                    acc0 = fmaf(__uint_as_float(sa[u][ei] << 16), w * (float)d[m][e], acc0);
+                    acc1 = fmaf(__uint_as_float(sbw[u][ei] << 16), w * (float)d[m][2 + e], acc1);
                     if (part == 0) {
                         const float xf = xg[3];
                         acc0 = fmaf(__uint_as_float(sa[u][ei] & 0xffff0000u), xf, acc0);
@@ -454,14 +481,6 @@ __device__ __forceinline__ void gv2_tile(const gv_seg &s, int tile, const uint4 
     acc0 += __shfl_xor_sync(0xffffffffu, acc0, 2);
     acc1 += __shfl_xor_sync(0xffffffffu, acc1, 1);
     acc1 += __shfl_xor_sync(0xffffffffu, acc1, 2);
-}
-
-// Two floats rounded to bf16 (nearest even, as lily_f32_to_bf16) in one instruction: hi in the upper
-// half, lo in the lower.
-__device__ __forceinline__ uint32_t gv_bf16x2(float hi, float lo) {
-    uint32_t r;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
 }
 
 // The rows of one gemv2 tile from its warps' partial sums (gv2_tile's acc0 / acc1 of warp w at
@@ -478,11 +497,11 @@ __device__ __forceinline__ void gv2_tile_out(const gv_args &a, const gv_seg &s, 
     }
 }
 
-// x (prepared in xs by gv_prologue) split into three bf16 parts in B-fragment order at bsm, and per
-// group of G = 128 / HPG columns the sum of each part and of x at xsg. Thread i takes columns
-// 8i..8i+7 (step i/16, chunk (i/4)%4, word i%4); the G/8 threads of a group are adjacent lanes.
-// The caller puts a barrier between this and the first gv2_tile. tid: the thread's index among the
-// GV_THREADS that run it.
+// x (prepared in xs by gv_prologue) as the four int8 digits of each value in B-fragment order at
+// bsm, and per group of G = 128 / HPG columns its scale 2^(e-30) and sum(x) at xsg (see gv2_tile).
+// Thread i takes columns 8i..8i+7 (step i/16, chunk (i/4)%4, word i%4); the G/8 threads of a group
+// are adjacent lanes. The caller puts a barrier between this and the first gv2_tile. tid: the
+// thread's index among the GV_THREADS that run it.
 template <int HPG>
 __device__ __forceinline__ void gv2_split_x(int cols, const float *xs, uint4 *bsm, uint4 *zero4, float *xsg, int tid) {
     constexpr int G = 128 / HPG;
@@ -490,41 +509,43 @@ __device__ __forceinline__ void gv2_split_x(int cols, const float *xs, uint4 *bs
     for (int i0 = 0; i0 < cols / 8; i0 += GV_THREADS) { // same trip count in every lane (shuffles)
         const int i = i0 + tid;
         const bool ok = i < cols / 8;
-        float ps0 = 0.0f, ps1 = 0.0f, ps2 = 0.0f, pf = 0.0f;
-        if (ok) {
-            // Values k and k + 4 share a word (k in the low half): one cvt.rn.bf16x2 rounds both.
-            uint32_t w0[4], w1[4], w2[4];
-            float x[8], hf[8], mf[8], lf[8];
+        float x[8], pf = 0.0f, mx = 0.0f;
 #pragma unroll
-            for (int k = 0; k < 8; k++) x[k] = xs[xs_index(8 * i + k)];
+        for (int k = 0; k < 8; k++) x[k] = ok ? xs[xs_index(8 * i + k)] : 0.0f;
 #pragma unroll
-            for (int k = 0; k < 4; k++) {
-                w0[k] = gv_bf16x2(x[k + 4], x[k]);
-                hf[k] = __uint_as_float(w0[k] << 16), hf[k + 4] = __uint_as_float(w0[k] & 0xffff0000u);
-                const float r1a = x[k] - hf[k], r1b = x[k + 4] - hf[k + 4];
-                w1[k] = gv_bf16x2(r1b, r1a);
-                mf[k] = __uint_as_float(w1[k] << 16), mf[k + 4] = __uint_as_float(w1[k] & 0xffff0000u);
-                w2[k] = gv_bf16x2(r1b - mf[k + 4], r1a - mf[k]);
-                lf[k] = __uint_as_float(w2[k] << 16), lf[k + 4] = __uint_as_float(w2[k] & 0xffff0000u);
-            }
-#pragma unroll
-            for (int k = 0; k < 8; k++) ps0 += hf[k], ps1 += mf[k], ps2 += lf[k], pf += x[k];
-            const int t = i >> 4, p = (i >> 2) & 3, v = i & 3;
-            uint4 *dst = bsm + (t * 4 + v) * 12 + p;
-            dst[0] = make_uint4(w0[0], w0[1], w0[2], w0[3]);
-            dst[4] = make_uint4(w1[0], w1[1], w1[2], w1[3]);
-            dst[8] = make_uint4(w2[0], w2[1], w2[2], w2[3]);
-        }
+        for (int k = 0; k < 8; k++) pf += x[k], mx = fmaxf(mx, fabsf(x[k]));
 #pragma unroll
         for (int o = 1; o < G / 8; o <<= 1) {
-            ps0 += __shfl_xor_sync(0xffffffffu, ps0, o);
-            ps1 += __shfl_xor_sync(0xffffffffu, ps1, o);
-            ps2 += __shfl_xor_sync(0xffffffffu, ps2, o);
             pf += __shfl_xor_sync(0xffffffffu, pf, o);
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
         }
-        if (ok && i % (G / 8) == 0) {
-            float *o = xsg + i / (G / 8) * 4;
-            o[0] = ps0, o[1] = ps1, o[2] = ps2, o[3] = pf;
+        // mx < 2^e with e = b - 126 (b: mx's biased exponent, at least 64); N = x 2^(30-e).
+        const int b = max((int)(__float_as_uint(mx) >> 23), 64);
+        const float mul = __uint_as_float((uint32_t)(283 - b) << 23);
+        if (ok) {
+            // N + 0x80808080 in [2^30, 3 * 2^30] has the bytes d_j + 128: its bytes xor 0x80 are the
+            // balanced digits, byte j the digit of 256^j.
+            uint32_t dw[8];
+#pragma unroll
+            for (int k = 0; k < 8; k++) dw[k] = ((uint32_t)__float2int_rn(x[k] * mul) + 0x80808080u) ^ 0x80808080u;
+            // Byte transposes: digit j of values {0,2,4,6} (b0) and {1,3,5,7} (b1).
+            uint32_t b0[4], b1[4];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                uint32_t *o = h ? b1 : b0;
+                const uint32_t pl = __byte_perm(dw[h], dw[h + 2], 0x5140), ph = __byte_perm(dw[h], dw[h + 2], 0x7362);
+                const uint32_t ql = __byte_perm(dw[h + 4], dw[h + 6], 0x5140), qh = __byte_perm(dw[h + 4], dw[h + 6], 0x7362);
+                o[0] = __byte_perm(pl, ql, 0x5410), o[1] = __byte_perm(pl, ql, 0x7632);
+                o[2] = __byte_perm(ph, qh, 0x5410), o[3] = __byte_perm(ph, qh, 0x7632);
+            }
+            const int t = i >> 4, p = (i >> 2) & 3, v = i & 3;
+            uint2 *dst = (uint2 *)(bsm + (t * 2 + (v >> 1)) * 16 + p) + (v & 1);
+#pragma unroll
+            for (int j = 0; j < 4; j++) dst[8 * j] = make_uint2(b0[j], b1[j]);
+            if (i % (G / 8) == 0) {
+                float *o = xsg + i / (G / 8) * 4;
+                o[0] = __uint_as_float((uint32_t)(b - 29) << 23), o[3] = pf;
+            }
         }
     }
 }
