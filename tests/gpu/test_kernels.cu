@@ -119,9 +119,14 @@ static void test_bf16(rng &r) {
 // Each case runs through both kernels on the same inputs: the first (lily_cuda_gemv2 = 0) and gemv2
 // (its 4-bit segments on the tensor-core path, the others on the first kernel's lane path inside
 // it). Segment 1 of a multi-segment case has the other bit width, so launches mix the two paths.
-// Cases with `bench` set also print (never assert) old vs new time and GB/s of codes + scales.
+// Cases with GV_T_BENCH set also print (never assert) old vs new time and GB/s of codes + scales. Cases
+// with GV_T_WILD set spread x over its blocks of 32 (scales 2^-24 .. 2^16, every fifth block zero, some
+// blocks of ~1e-30, one outlier): gemv2 takes x as a fixed point per group (gv2_split_x), and these
+// are the groups it must scale apart.
+#define GV_T_BENCH 1
+#define GV_T_WILD 2
 static void test_gemv(rng &r) {
-    struct cs { int rows, cols, bits, group, pro, epi, nseg, bench; } cases[] = {
+    struct cs { int rows, cols, bits, group, pro, epi, nseg, flags; } cases[] = { // flags: GV_T_BENCH, GV_T_WILD
         {1, 64, 4, 64, PRO_PLAIN, GV_LOGITS, 1, 0},     {37, 192, 4, 64, PRO_PLAIN, GV_STORE, 1, 0},
         {1001, 2048, 4, 64, PRO_RMSNORM, GV_STORE, 3, 0}, {255, 2048, 8, 64, PRO_RMSNORM, GV_STORE, 2, 0},
         {300, 4096, 4, 64, PRO_PLAIN, GV_RESID, 1, 0},  {77, 384, 4, 32, PRO_GATED, GV_RESID, 1, 0},
@@ -137,6 +142,9 @@ static void test_gemv(rng &r) {
         {3001, 2048, 4, 64, PRO_PLAIN, GV_LOGITS, 1, 0}, {1999, 1024, 4, 32, PRO_PLAIN, GV_LOGITS, 1, 0},
         // Rows wider than the register prologue takes (the loop path even when it is on).
         {65, 8192, 4, 64, PRO_RMSNORM, GV_STORE, 2, 0}, {40, 8192, 4, 64, PRO_GATED, GV_RESID, 1, 0},
+        // x spread wide (gemv2's per-group fixed point).
+        {777, 2048, 4, 64, PRO_PLAIN, GV_LOGITS, 1, GV_T_WILD}, {301, 1024, 4, 32, PRO_PLAIN, GV_STORE, 2, GV_T_WILD},
+        {129, 512, 4, 128, PRO_RMSNORM, GV_RESID, 1, GV_T_WILD},
     };
     for (auto &k : cases) {
         const int cols = k.cols, ghd = 96 % 32 == 0 && cols % 96 == 0 ? 96 : 64;
@@ -145,6 +153,12 @@ static void test_gemv(rng &r) {
         memset(&a, 0, sizeof a);
         a.nseg = k.nseg, a.cols = cols, a.pro = k.pro, a.epi = k.epi, a.eps = 1e-6f;
         std::vector<float> x = randv(cols, r, 2.0f), w = randv(cols, r, 0.3f, 1.0f), z = randv(cols, r);
+        if (k.flags & GV_T_WILD)
+            for (int c = 0; c < cols; c++) {
+                const int b = c / 32;
+                x[c] = b % 5 == 3 ? 0.0f : b % 7 == 5 ? x[c] * 1e-30f : ldexpf(x[c], (b * 7) % 11 * 4 - 24);
+                if (c == 5) x[c] = 1e4f;
+            }
         std::vector<float> xr(cols);
         if (k.pro == PRO_PLAIN) xr = x;
         if (k.pro == PRO_RMSNORM) {
@@ -231,14 +245,14 @@ static void test_gemv(rng &r) {
             std::vector<float> xob = back(xo, cols);
             double ex = rel_l2(xob.data(), xr.data(), cols);
             double tol = k.epi == GV_LOGITS ? (k.pro == PRO_PLAIN ? 2e-6 : 2e-3) : 5e-3;
-            report(ok && worst < tol && ex < 2e-3 && (vv < 3 || pre_same), "%s (%s prologue%s) rows=%d cols=%d bits=%d group=%d pro=%d epi=%d nseg=%d: rel_l2 %.2e (tol %.0e), x_out %.1e",
+            report(ok && worst < tol && ex < 2e-3 && (vv < 3 || pre_same), "%s (%s prologue%s) rows=%d cols=%d bits=%d group=%d pro=%d epi=%d nseg=%d%s: rel_l2 %.2e (tol %.0e), x_out %.1e",
                    v2 ? "gemv2" : "gemv", pro_regs ? "register" : "loop",
                    vv == 3 ? (pre_same ? ", tiles bulk-staged: bitwise equal" : ", tiles bulk-staged: DIFFERS") : "", k.rows, cols, k.bits, k.group, k.pro, k.epi,
-                   k.nseg, worst, tol, ex);
-            if (k.bench && vv < 2) ms[v2] = gpu_time_ms([&] { gemv_launch(a, 0, 0); }, 20, true);
+                   k.nseg, (k.flags & GV_T_WILD) ? ", x spread wide" : "", worst, tol, ex);
+            if ((k.flags & GV_T_BENCH) && vv < 2) ms[v2] = gpu_time_ms([&] { gemv_launch(a, 0, 0); }, 20, true);
         }
         lily_cuda_gemv2 = 0, lily_cuda_gv_pro = pro_default, lily_cuda_gv2_bulk = 0;
-        if (k.bench) {
+        if (k.flags & GV_T_BENCH) {
             double bytes = 0;
             for (int s = 0; s < k.nseg; s++) {
                 const dq_mat &m = a.seg[s].m;
