@@ -355,6 +355,8 @@ __device__ __forceinline__ void gv_tile_lanes(const gv_args &a, const gv_seg &s,
 // and xsg[4 group + 3] = sum(x).
 // The 8 warps of a block split the columns of one 16-row tile into ks parts (ks = 8 for small
 // matrices, 1 for lm_head) and add their partial sums through shared memory in a fixed order.
+//
+// d += A B on bf16, fp32 sums (the replaced form's MMA; dev/qgemm_sm's prototypes use it).
 __device__ __forceinline__ void gv2_mma(float *d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                         uint32_t b0, uint32_t b1) {
     asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
