@@ -95,8 +95,9 @@ pf_prof() { timeout 120 $B/lily-gpu-test pfprof /tmp/big 4K > $L/pfprof.txt 2>&1
 # tests and racecheck of the MoE kernels (san_checks); the full-size prefill logits of a 300-token
 # prompt from /tmp/lily_old and $B, compared bitwise, else by cmp_logits.py (cmp_old_logits; after synth and ab_old); the
 # tokenizer files beside /tmp/big for `lily serve` (srv_tok).
-demo_fid() {
-    LILY_BIN=$B/lily LILY_TEST_BACKEND=cuda timeout 120 python3 -m pytest -q tests/py/test_demo_fidelity.py > $L/demo.txt 2>&1; el "demo fidelity (cuda) rc=$?"; tail -1 $L/demo.txt
+demo_fid() { # [BIN [LABEL]]: another binary than $B/lily (e.g. /tmp/lily_old), its log $L/demo_LABEL.txt
+    local bin=${1:-$B/lily} lb=${2:-}
+    LILY_BIN=$bin LILY_TEST_BACKEND=cuda timeout 120 python3 -m pytest -q tests/py/test_demo_fidelity.py > $L/demo$lb.txt 2>&1; el "demo fidelity (cuda) $lb rc=$?"; tail -1 $L/demo$lb.txt
 }
 san_checks() {
     timeout 100 compute-sanitizer --tool memcheck --error-exitcode 9 $B/lily-gpu-test prefill 7 small > $L/memcheck.txt 2>&1; el "memcheck rc=$?"; tail -1 $L/memcheck.txt
@@ -127,12 +128,32 @@ stall_prof() {
 # logits_ab: the full-size checkpoint's 24 decode steps (`lily logits --step 1` on /tmp/big) by lily_old (ab_old)
 # and by $B/lily, compared with cmp: a change meant to keep the bits must print the "bitwise" line.
 logits_ab() {
-    local ids v bin; ids=$(python3 -c "print(','.join(str((i*7919)%240000+5) for i in range(24)))")
-    for v in old new; do
-        bin=/tmp/lily_old; [ $v = new ] && bin=$B/lily
-        timeout 90 $bin logits --model /tmp/big --backend cuda --ids $ids --step 1 --out /tmp/l_$v.f32 > $L/l_$v.txt 2>&1; el "logits $v rc=$?"
-    done
+    decode_logits old /tmp/lily_old
+    decode_logits new $B/lily
     cmp /tmp/l_old.f32 /tmp/l_new.f32 && echo "full-size decode logits (24 steps): new == old, bitwise"
+}
+# decode_logits NAME BIN [VAR=v ...]: those 24 decode steps by BIN with the environment given, into /tmp/l_NAME.f32.
+decode_logits() {
+    local v=$1 bin=$2 ids; shift 2; ids=$(python3 -c "print(','.join(str((i*7919)%240000+5) for i in range(24)))")
+    env "$@" timeout 90 $bin logits --model /tmp/big --backend cuda --ids $ids --step 1 --out /tmp/l_$v.f32 > $L/l_$v.txt 2>&1; el "logits $v rc=$?"
+}
+# san_bg TOOL LOG MODE SEED [VAR=v ...]: compute-sanitizer TOOL of `$B/lily-gpu-test MODE SEED` in the background
+# (SAN_LIMIT seconds, default 500), its output and exit status (124: cut) in LOG; san_wait waits for those runs
+# alone (a bare `wait` also waits for safe_start's timer: the thirty-fifth session's calls 2 and 4 idled to their
+# safe_start limit that way). san_report LOG LABEL: one line of PASS/FAIL counts, the suite's and the sanitizer's
+# summaries and the status, then the first failures or hazards.
+SAN_PIDS=()
+san_bg() {
+    local t=$1 log=$2 mode=$3 seed=$4; shift 4
+    ( env "$@" timeout ${SAN_LIMIT:-500} compute-sanitizer --tool $t --error-exitcode 9 $B/lily-gpu-test $mode $seed > $log 2>&1
+      echo "rc=$?" >> $log ) &
+    SAN_PIDS+=($!)
+}
+san_wait() { wait "${SAN_PIDS[@]}"; SAN_PIDS=(); el sanitizers; }
+san_report() {
+    local f=$1
+    echo "== $2: $(grep -c '^PASS' $f) PASS, $(grep -c '^FAIL' $f) FAIL; $(grep -E 'passed, ' $f | tail -1); $(grep -E 'SUMMARY' $f | tail -1); $(tail -1 $f)"
+    grep -E "^FAIL|hazard|Error" $f | grep -v SUMMARY | head -5 | cut -c1-200
 }
 # ncu_dur LABEL REGEX BIN [VAR=v ...]: the duration of every launch of the kernels matching REGEX in `BIN prof
 # /tmp/big` (Nsight Compute, caches not flushed), with the environment given; one line: LABEL, launches, median,

@@ -13,9 +13,7 @@ ab_old
 logits_ab || python3 $C/cmp_logits.py /tmp/l_old.f32 /tmp/l_new.f32 248320
 ncu_ab moe_fused
 AB_N=3 ab_bench 100 --model /tmp/big --backend cuda --no-plot --prefill none --decode 4K,32K --reps 2 --warmup 1
-for t in memcheck racecheck; do
-    ( LILY_GPU_KERNELS=moe timeout 150 compute-sanitizer --tool $t --error-exitcode 9 $B/lily-gpu-test kernels 29 > $L/k_$t.txt 2>&1; echo "rc=$?" >> $L/k_$t.txt ) &
-done
-wait; el sanitizers
-for t in memcheck racecheck; do echo "== $t moe: $(grep -E 'passed, ' $L/k_$t.txt | tail -1); $(grep SUMMARY $L/k_$t.txt | tail -1); $(tail -1 $L/k_$t.txt)"; done
+for t in memcheck racecheck; do SAN_LIMIT=150 san_bg $t $L/k_$t.txt kernels 29 LILY_GPU_KERNELS=moe; done
+san_wait
+for t in memcheck racecheck; do san_report $L/k_$t.txt "$t moe"; done
 safe_end
