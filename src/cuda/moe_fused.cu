@@ -16,7 +16,8 @@
 //   3. computes its 32 values of h = silu(gate x) * up x on the tensor cores (gemv2's tile, fed from
 //      shared memory): no other block needs them, because
 //   4. its slice of the down projection times those 32 values is a partial output for all H rows
-//      (split K), times the routing weight, into part[slice][row]; its shared rows times the shared
+//      (split K; from shared memory on the integer MMA, 16 rows an m16n8k32 with h as gv2_tile's
+//      four int8 digits: mf_down_tile), times the routing weight, into part[slice][row]; its shared rows times the shared
 //      h (silu(sg) * su, from the router kernel), times the shared gate, into part[K * I / 32][row]
 //      (done before 3, while the gate and up rows are in flight: it needs neither);
 //   5. after a grid barrier (every block is resident: at most one block an SM, checked at launch),
@@ -100,6 +101,41 @@ __device__ __forceinline__ void mf_sums16(const float *xs, float *xsum, int n) {
     }
 }
 
+// The down slice on the integer MMA (TMD: its H code chunks in shared memory at dsc). h's 32 values as
+// four int8 digits of one fixed point (gv2_tile's form: N = round(h 2^(30-e)), max |h| < 2^e), which
+// warp 0 writes as hd[i] (digit j in byte j) and their scale 2^(e-30) as *hsc; here every warp builds
+// its B fragment from them: column n < 4 is digit n, lane (g, p) supplying h[8p + {0,2,4,6}] (b0)
+// and h[8p + {1,3,5,7}] (b1), the order in which a word of codes splits into the A registers.
+__device__ __forceinline__ uint2 mf_down_b(const uint32_t *hd, int lane) {
+    const int g = lane >> 2, p = lane & 3;
+    if (g >= 4) return make_uint2(0u, 0u);
+    const uint4 lo = *(const uint4 *)(hd + 8 * p), hi = *(const uint4 *)(hd + 8 * p + 4);
+    const uint32_t sel = (uint32_t)g | (uint32_t)(g + 4) << 4; // byte g of each of two words
+    const uint32_t b0 = __byte_perm(__byte_perm(lo.x, lo.z, sel), __byte_perm(hi.x, hi.z, sel), 0x5410);
+    const uint32_t b1 = __byte_perm(__byte_perm(lo.y, lo.w, sel), __byte_perm(hi.y, hi.w, sel), 0x5410);
+    return make_uint2(b0, b1);
+}
+
+// Rows r0 .. r0 + 15 of the down slice times h's digits: this lane's accumulator columns 2p, 2p + 1
+// (digits 2p, 2p + 1; zero for p >= 2) combined exactly in integers (|D0 + 256 D1| < 2^24): for row
+// r0 + g (x[0]) and r0 + g + 8 (x[1]), sum(q L) in lanes p = 0 and sum(q H) in lanes p = 1, where
+// L = d0 + 256 d1 and H = d2 + 256 d3 split h's N = L + 2^16 H. One MMA of k = 32: A is word p of
+// each row's chunk (codes 8p..8p+7: bytes 0,2,4,6 at k = 4p + i, 1,3,5,7 at k = 16 + 4p + i).
+__device__ __forceinline__ void mf_down_tile(const uint32_t *dw, int r0, uint2 bf, int lane, int *x) {
+    const int g = lane >> 2, p = lane & 3;
+    const uint32_t wa = dw[(r0 + g) * 4 + p], wb = dw[(r0 + g + 8) * 4 + p];
+    int d[4] = {0, 0, 0, 0};
+    gv2_imma(d, wa & 0x0f0f0f0fu, wb & 0x0f0f0f0fu, (wa >> 4) & 0x0f0f0f0fu, (wb >> 4) & 0x0f0f0f0fu, bf.x, bf.y);
+    x[0] = d[0] + d[1] * 256, x[1] = d[2] + d[3] * 256;
+}
+
+// A down row's partial from its sums (mf_down_tile's, or the same integers by the scalar path): the
+// same expression in both paths, so that they give the same bits.
+__device__ __forceinline__ float mf_down_val(int i01, int i23, float hsc, uint32_t sw, float hsum, float wk) {
+    const float qh = fmaf((float)i23, hsc * 65536.0f, (float)i01 * hsc); // sum(q h), exact up to its one rounding
+    return wk * fmaf(__uint_as_float(sw << 16), qh, __uint_as_float(sw & 0xffff0000u) * hsum);
+}
+
 // One front phase: this block's tiles of launch a, on group 0's 8 warps (group 1 joins the
 // barriers). a was planned by gemv_plan, so each row's sum is split and added in the order a
 // separate gemv2 launch uses: the same bits. x is prepared by the register prologue, reading x and z
@@ -163,6 +199,8 @@ __global__ void __maxnreg__(MF_REGS)
     __shared__ float wts[MAX_TOPK + 1];
     __shared__ float tpart[MF_NG][GV_WARPS][16];
     __shared__ __align__(16) float hsl[MF_J / 32 * 36 + MF_J / 16]; // this block's h slice (xs layout), its 16-sums
+    __shared__ __align__(16) uint32_t hd[MF_J + 1]; // h's digits (mf_down_b), then their scale
+    __shared__ __align__(16) int hlh[2][MF_J];       // the same as L = d0 + 256 d1, H = d2 + 256 d3 (the scalar path)
     __shared__ float red[MF_THREADS / 32][32];
     __shared__ __align__(8) uint64_t gbar[3];
     const int H = w.hidden, I = w.inter, K = w.topk, Is = sd.rows ? sd.cols : 0, G = w.gate.group;
@@ -314,7 +352,20 @@ __global__ void __maxnreg__(MF_REGS)
     unsigned char *bb = gi ? bu : bg;
     mf_rows32<HPG>(H, G, (const uint4 *)bb, (const uint32_t *)(bb + MF_J * grb), bsm, zero4, xsg, tpart[gi],
                    gi ? hu : hg);
-    if (tid < MF_J) hsl[xs_index(tid)] = rb(rb(silu_f(rb(hg[tid]))) * rb(hu[tid]));
+    if (tid < MF_J) {
+        const float hv = rb(rb(silu_f(rb(hg[tid]))) * rb(hu[tid]));
+        hsl[xs_index(tid)] = hv;
+        // Warp 0 (MF_J = 32): h as the integer N = round(h 2^(30-e)), max |h| < 2^e, for the down slice
+        // (gv2_tile's fixed point): its four digits, and L, H with N = L + 2^16 H.
+        float mx = fabsf(hv);
+        for (int o = 1; o < 32; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        const int be = max((int)(__float_as_uint(mx) >> 23), 64);
+        const int n = __float2int_rn(hv * __uint_as_float((uint32_t)(283 - be) << 23));
+        const int lo = ((n + 0x8080) & 0xffff) - 0x8080;
+        hd[tid] = ((uint32_t)n + 0x80808080u) ^ 0x80808080u;
+        hlh[0][tid] = lo, hlh[1][tid] = (n - lo) >> 16;
+        if (tid == 0) hd[MF_J] = (uint32_t)(be - 29) << 23;
+    }
     __syncthreads();
     if (tid < MF_J / 16) {
         float t = 0.0f;
@@ -327,16 +378,49 @@ __global__ void __maxnreg__(MF_REGS)
     __syncthreads();
     // 4. Partial outputs: the down slice times h's slice.
     float *pk = part + (long)(k * ns + j0 / MF_J) * H;
-    const float wk = wts[k];
+    const float wk = wts[k], hsc = __uint_as_float(hd[MF_J]), hsum = hsl[xs_floats(MF_J)] + hsl[xs_floats(MF_J) + 1];
+    if (TMD) { // 16-row tiles on the integer MMA, two at a time: warp w takes rows 32w .. 32w + 31, then
+               // + 512, ... (from 32 b mod H if ACC), lane l finishing row l of the 32 (its atomic: one
+               // instruction covers 32 adjacent rows, as the register path's do; 8 lanes a tile, the first
+               // form, issued 4x the atomic instructions and cost moe_fused ~0.9 us, docs/PERF.md)
+        const int lane = tid & 31, warp = tid >> 5, T = H / 16, src = 4 * (lane & 7);
+        const uint2 bf = mf_down_b(hd, lane);
+        for (int t = 2 * warp; t < T; t += 2 * (MF_THREADS / 32)) { // T is even (H % 128 == 0)
+            const int r0 = 16 * (ACC ? (t + 2 * b) % T : t);
+            int x[2][2];
+            mf_down_tile((const uint32_t *)dsc, r0, bf, lane, x[0]);
+            mf_down_tile((const uint32_t *)dsc, r0 + 16, bf, lane, x[1]);
+            // Row r0 + lane: tile lane >> 4, half (lane >> 3) & 1, row lane & 7 of lanes src (sum(q L)) and src + 1.
+            int i01 = 0, i23 = 0;
 #pragma unroll
-    for (int u = 0; u < MF_DPT; u++) {
-        const int r = drow(u);
-        if (r < H) {
-            const uint32_t sw = !TMD ? dsb[u] : sh.dsl ? ((const uint32_t *)dss)[r] : ((const uint32_t *)(dss + r))[(j0 / G) & 3];
-            const float v = wk * chunk_apply(chunk_dot<4>(TMD ? dsc[r] : dcode[u], hsl), hsl[xs_floats(MF_J)] + hsl[xs_floats(MF_J) + 1],
-                                             sw, 4);
+            for (int tt = 0; tt < 2; tt++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int a = __shfl_sync(0xffffffffu, x[tt][h], src), c = __shfl_sync(0xffffffffu, x[tt][h], src + 1);
+                    if (lane >> 3 == 2 * tt + h) i01 = a, i23 = c;
+                }
+            const int r = r0 + lane;
+            const uint32_t sw = sh.dsl ? ((const uint32_t *)dss)[r] : ((const uint32_t *)(dss + r))[(j0 / G) & 3];
+            const float v = mf_down_val(i01, i23, hsc, sw, hsum, wk);
             if (ACC) mf_acc_add(acc, r, H, v);
             else pk[r] = v;
+        }
+    } else { // the rows in registers: the same integer sums by scalar multiply-adds (code 8w + j: nibble j of word w)
+#pragma unroll
+        for (int u = 0; u < MF_DPT; u++) {
+            const int r = drow(u);
+            if (r < H) {
+                const uint32_t cw[4] = {dcode[u].x, dcode[u].y, dcode[u].z, dcode[u].w};
+                int i01 = 0, i23 = 0;
+#pragma unroll
+                for (int c = 0; c < MF_J; c++) {
+                    const int q = (cw[c / 8] >> (4 * (c % 8))) & 15;
+                    i01 += q * hlh[0][c], i23 += q * hlh[1][c];
+                }
+                const float v = mf_down_val(i01, i23, hsc, dsb[u], hsum, wk);
+                if (ACC) mf_acc_add(acc, r, H, v);
+                else pk[r] = v;
+            }
         }
     }
     trace_mark(3);
