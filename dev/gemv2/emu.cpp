@@ -1,8 +1,9 @@
 // emu.cpp: a host check of gemv2's fragment bookkeeping (src/cuda/gemv.cuh: gv2_split_x and
-// gv2_tile), written before any GPU run: mma.m16n8k32 (s8 in, s32 accumulate) emulated from the PTX
-// fragment layouts, one 16-row tile through ks warps, against a double-precision dot product of the
-// dequantised rows. A transcription of the kernel's index arithmetic, so it checks the layout and
-// the digit reasoning, not the compiled kernel (tests/gpu/test_kernels.cu does that).
+// gv2_tile), written before any GPU run: mma.m16n8k32 (uint8 codes of 4 or 8 bits times int8 digits
+// of x, s32 accumulate) emulated from the PTX fragment layouts, one 16-row tile through ks warps,
+// against a double-precision dot product of the dequantised rows. A transcription of the kernel's
+// index arithmetic, so it checks the layout and the digit reasoning, not the compiled kernel
+// (tests/gpu/test_kernels.cu does that).
 // Build: g++ -O2 -o emu dev/gemv2/emu.cpp
 #include <cstdio>
 #include <cstdint>
@@ -15,6 +16,7 @@ static uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static uint32_t bf(float f) { uint32_t u = f2u(f); u += 0x7fffu + ((u >> 16) & 1u); return u >> 16; }
 static float hi(uint32_t w) { return u2f(w & 0xffff0000u); }
 static int8_t sb8(uint32_t w, int i) { return (int8_t)(w >> (8 * i)); }
+static int ub8(uint32_t w, int i) { return (int)((w >> (8 * i)) & 0xff); }
 // __byte_perm(x, y, s)
 static uint32_t perm(uint32_t x, uint32_t y, uint32_t s) {
     uint64_t v = ((uint64_t)y << 32) | x;
@@ -23,13 +25,13 @@ static uint32_t perm(uint32_t x, uint32_t y, uint32_t s) {
     return r;
 }
 struct Lane { uint32_t a[4], b[2]; int d[4]; };
-static void imma(Lane *L) { // D += A B over the warp, m16n8k32 s8
+static void imma(Lane *L) { // D += A B over the warp, m16n8k32, A uint8, B int8
     int A[16][32], B[32][8];
     for (int l = 0; l < 32; l++) {
         int g = l >> 2, q = l & 3;
         for (int i = 0; i < 4; i++) {
-            A[g][4 * q + i] = sb8(L[l].a[0], i), A[g + 8][4 * q + i] = sb8(L[l].a[1], i);
-            A[g][16 + 4 * q + i] = sb8(L[l].a[2], i), A[g + 8][16 + 4 * q + i] = sb8(L[l].a[3], i);
+            A[g][4 * q + i] = ub8(L[l].a[0], i), A[g + 8][4 * q + i] = ub8(L[l].a[1], i);
+            A[g][16 + 4 * q + i] = ub8(L[l].a[2], i), A[g + 8][16 + 4 * q + i] = ub8(L[l].a[3], i);
             B[4 * q + i][g] = sb8(L[l].b[0], i), B[16 + 4 * q + i][g] = sb8(L[l].b[1], i);
         }
     }
@@ -43,7 +45,7 @@ static void imma(Lane *L) { // D += A B over the warp, m16n8k32 s8
         }
     }
 }
-static int run(int HPG, int cols, int ks, int xkind, std::mt19937 &rng) {
+static int run(int HPG, int cols, int ks, int xkind, int bits, std::mt19937 &rng) {
     const int G = 128 / HPG, rows = 16, NM = HPG == 4 ? 2 : 1, steps = cols / 128, nchunk = cols / 32, ng = cols / G;
     std::normal_distribution<float> nd;
     std::vector<float> x(cols);
@@ -53,7 +55,7 @@ static int run(int HPG, int cols, int ks, int xkind, std::mt19937 &rng) {
         if (xkind == 2) x[c] = (c / G) % 3 == 1 ? 0.0f : x[c] * ldexpf(1, (c / G) % 7 * 9 - 30); // zero groups, scales
         if (xkind == 3 && (c / G) % 2) x[c] *= 1e-25f;                      // tiny groups
     }
-    std::vector<uint32_t> codes(rows * cols / 8);
+    std::vector<uint32_t> codes(rows * cols * bits / 32); // 4-bit: code c in nibble c % 8 of word c / 8; 8-bit: byte c
     for (auto &w : codes) w = rng();
     std::vector<uint32_t> sbv(rows * ng);
     for (auto &w : sbv) {
@@ -105,14 +107,21 @@ static int run(int HPG, int cols, int ks, int xkind, std::mt19937 &rng) {
             for (int v = 0; v < 4; v++) {
                 for (int l = 0; l < 32; l++) {
                     int g = l >> 2, p = l & 3;
-                    uint32_t wa = codes[(g * nchunk + p + 4 * t) * 4 + v], wb = codes[((g + 8) * nchunk + p + 4 * t) * 4 + v];
+                    uint32_t a0, a1, a2, a3;
+                    if (bits == 4) {
+                        uint32_t wa = codes[(g * nchunk + p + 4 * t) * 4 + v], wb = codes[((g + 8) * nchunk + p + 4 * t) * 4 + v];
+                        a0 = wa & 0x0f0f0f0fu, a2 = (wa >> 4) & 0x0f0f0f0fu, a1 = wb & 0x0f0f0f0fu, a3 = (wb >> 4) & 0x0f0f0f0fu;
+                    } else { // the lane's two chunks 8t + 2p, 8t + 2p + 1 of 16 bytes: words 2v, 2v + 1
+                        const uint32_t *ra = &codes[(g * cols + 128 * t + 32 * p) / 4], *rb = &codes[((g + 8) * cols + 128 * t + 32 * p) / 4];
+                        a0 = perm(ra[2 * v], ra[2 * v + 1], 0x6420), a2 = perm(ra[2 * v], ra[2 * v + 1], 0x7531);
+                        a1 = perm(rb[2 * v], rb[2 * v + 1], 0x6420), a3 = perm(rb[2 * v], rb[2 * v + 1], 0x7531);
+                    }
                     for (int m = 0; m < NM; m++) {
                         int n = g + 8 * m;
                         bool live = n / HPG < 4 && n % HPG == p * HPG / 4;
                         uint32_t idx = live ? (t * 2 + v / 2) * 16 + (n / HPG) * 4 + p : zero_idx;
                         const uint32_t *bx = &bsm[idx * 4 + (v & 1) * 2];
-                        L[m][l].a[0] = wa & 0x0f0f0f0fu, L[m][l].a[2] = (wa >> 4) & 0x0f0f0f0fu;
-                        L[m][l].a[1] = wb & 0x0f0f0f0fu, L[m][l].a[3] = (wb >> 4) & 0x0f0f0f0fu;
+                        L[m][l].a[0] = a0, L[m][l].a[1] = a1, L[m][l].a[2] = a2, L[m][l].a[3] = a3;
                         L[m][l].b[0] = bx[0], L[m][l].b[1] = bx[1];
                     }
                 }
@@ -146,8 +155,7 @@ static int run(int HPG, int cols, int ks, int xkind, std::mt19937 &rng) {
         for (int k = 0; k < ks; k++) y += part[k * 16 + r];
         double ref = 0, mag = 0;
         for (int c = 0; c < cols; c++) {
-            uint32_t w = codes[(r * cols + c) / 8];
-            int q = (w >> (4 * (c % 8))) & 15;
+            int q = bits == 4 ? (codes[(r * cols + c) / 8] >> (4 * (c % 8))) & 15 : (codes[(r * cols + c) / 4] >> (8 * (c % 4))) & 255;
             uint32_t s = sbv[r * ng + c / G];
             double wv = (double)u2f(s << 16) * q + hi(s);
             ref += wv * x[c], mag += fabs(wv * x[c]);
@@ -155,7 +163,7 @@ static int run(int HPG, int cols, int ks, int xkind, std::mt19937 &rng) {
         num += (y - ref) * (y - ref), den += mag * mag;
     }
     double e = sqrt(num / den);
-    printf("HPG=%d cols=%d ks=%d x kind %d: err/|wx| %.2e %s\n", HPG, cols, ks, xkind, e, e < 2e-6 ? "ok" : "BAD");
+    printf("bits=%d HPG=%d cols=%d ks=%d x kind %d: err/|wx| %.2e %s\n", bits, HPG, cols, ks, xkind, e, e < 2e-6 ? "ok" : "BAD");
     return e < 2e-6;
 }
 int main() {
@@ -164,7 +172,8 @@ int main() {
     for (int h : {1, 2, 4})
         for (int c : {128, 512, 2048})
             for (int ks : {1, 4})
-                for (int xk = 0; xk < 4; xk++) ok &= run(h, c, ks, xk, rng);
+                for (int xk = 0; xk < 4; xk++)
+                    for (int bits : {4, 8}) ok &= run(h, c, ks, xk, bits, rng);
     printf("%s\n", ok ? "all ok" : "FAILED");
     return !ok;
 }

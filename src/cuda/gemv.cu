@@ -78,7 +78,7 @@ __device__ __forceinline__ bool gv2_bulk_tile(const gv_args &a, int total, int k
 
 #define GV2_MIN_BLOCKS 3 // resident blocks per SM the register budget is sized for (<= 80 registers)
 
-// LANES: some segment runs the first kernel's lane path (8-bit rows, odd shapes); REGS: the prologue
+// LANES: some segment runs the first kernel's lane path (rows of odd shapes or groups); REGS: the prologue
 // takes the register path (a.pro_regs && gv_pro_fast(a), decided on the host); BULK: a.bulk. A
 // launch's kernel holds only the code it runs: the decode kernels wait on instruction fetch
 // (docs/PERF.md), and the kernel with every path was ~8,400 instructions, of which a launch runs a
@@ -139,8 +139,12 @@ __global__ void __launch_bounds__(GV_THREADS, GV2_MIN_BLOCKS) gemv2_kernel(gv_ar
         float acc0, acc1;
         if (BULK && k < nstaged) {
             mb_wait(&bbar[k], 0);
-            gv2_tile<HPG, true>(s, tile, bsm, zero4, xsg, lane, warp, acc0, acc1, (const uint4 *)(bulk + bc[k]),
-                                (const uint32_t *)(bulk + bs[k]));
+            const uint4 *cs = (const uint4 *)(bulk + bc[k]);
+            const uint32_t *ss = (const uint32_t *)(bulk + bs[k]);
+            if (s.m.bits == 8) gv2_tile<HPG, true, 8>(s, tile, bsm, zero4, xsg, lane, warp, acc0, acc1, cs, ss);
+            else gv2_tile<HPG, true>(s, tile, bsm, zero4, xsg, lane, warp, acc0, acc1, cs, ss);
+        } else if (s.m.bits == 8) {
+            gv2_tile<HPG, false, 8>(s, tile, bsm, zero4, xsg, lane, warp, acc0, acc1, NULL, NULL);
         } else {
             gv2_tile<HPG, false>(s, tile, bsm, zero4, xsg, lane, warp, acc0, acc1, NULL, NULL);
         }
@@ -184,10 +188,10 @@ static int env_pos(const char *name, int def) {
     return e && atoi(e) > 0 ? atoi(e) : def;
 }
 
-// Segments gemv2 takes: 4-bit vectorisable rows of whole 128-column steps, group 32, 64 or 128, all
-// of one launch with the same group (x's per-group sums are laid out for one group size).
+// Segments gemv2 takes: 4- or 8-bit vectorisable rows of whole 128-column steps, group 32, 64 or 128,
+// all of one launch with the same group (x's per-group sums are laid out for one group size).
 static bool gv2_takes(const dq_mat &m, int cols) {
-    return m.fmt == DQ_FAST && m.bits == 4 && m.cols == cols && cols % 128 == 0 &&
+    return m.fmt == DQ_FAST && (m.bits == 4 || m.bits == 8) && m.cols == cols && cols % 128 == 0 &&
            (m.group == 32 || m.group == 64 || m.group == 128);
 }
 

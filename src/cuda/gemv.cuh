@@ -365,10 +365,10 @@ __device__ __forceinline__ void gv2_mma(float *d, uint32_t a0, uint32_t a1, uint
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// d += A B, A 16 x 32 and B 32 x 8 of int8, exact s32 sums.
+// d += A B, A 16 x 32 of uint8 (codes: 4-bit ones or 8-bit ones) and B 32 x 8 of int8, exact s32 sums.
 __device__ __forceinline__ void gv2_imma(int *d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
                                          uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
         "{%0,%1,%2,%3};\n"
         : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
@@ -378,22 +378,27 @@ __device__ __forceinline__ void gv2_imma(int *d, uint32_t a0, uint32_t a1, uint3
 template <typename T> __device__ __forceinline__ T gv2_ld(const T *p, bool sm) { return sm ? *p : __ldg(p); }
 
 // SM: the tile's codes and scale words are in shared memory at cs / ss (from its first row).
-template <int HPG, bool SM>
+// BITS = 8: 8-bit codes (the router). A lane's 32 columns of a step are then two 16-byte chunks, and
+// words 2v, 2v + 1 (codes 8v..8v+7, one a byte) give the same A registers by two byte permutes:
+// bytes {0,2} of each (columns 8v + {0,2,4,6}) and {1,3} (8v + {1,3,5,7}); the codes go in as uint8,
+// a group's sums stay below 64 * 255 * 128 < 2^24. One step's loads in flight, not two (registers).
+template <int HPG, bool SM, int BITS = 4>
 __device__ __forceinline__ void gv2_tile(const gv_seg &s, int tile, const uint4 *bsm, const uint4 *zero4,
                                          const float *xsg, int lane, int warp, float &acc0, float &acc1,
                                          const uint4 *cs, const uint32_t *ss) {
     constexpr int NM = HPG == 4 ? 2 : 1; // MMAs per word (B columns needed: 4 parts x HPG slots)
+    constexpr int CPL = BITS / 4, U = BITS == 4 ? 2 : 1; // chunks a lane's row step, steps loaded at once
     const int ks = s.ks, wr = warp / ks, kw = warp % ks;
     const int g = lane >> 2, p = lane & 3;
     const int rA = (tile * (GV_WARPS / ks) + wr) * 16 + g, rB = rA + 8;
     const bool okA = rA < s.m.rows, okB = rB < s.m.rows;
-    const int steps = s.m.cols >> 7, nchunk = s.m.cols >> 5, ng = s.m.cols / (128 / HPG);
+    const int steps = s.m.cols >> 7, nchunk = s.m.cols * BITS >> 7, ng = s.m.cols / (128 / HPG);
     const int h0 = HPG == 4 ? 2 * (p & 1) : 0; // first group slot of this lane's accumulator columns
     // 32-bit element offsets (rows * chunks < 2^31 for any real matrix): fewer registers than pointers.
     const uint4 *codes = SM ? cs : s.m.codes;
     const uint32_t *sbp = SM ? ss : s.m.sb;
     const int rl = SM ? rA - tile * (GV_WARPS / ks) * 16 : rA; // row in the array read
-    const int cA = rl * nchunk + p, cB = cA + 8 * nchunk, sA = rl * ng + h0, sB = sA + 8 * ng;
+    const int cA = rl * nchunk + CPL * p, cB = cA + 8 * nchunk, sA = rl * ng + h0, sB = sA + 8 * ng;
     // B operand: this lane supplies column n = g + 8m, i.e. digit n / HPG of x where its chunk p lies
     // in group slot n % HPG, else zeros (a fixed zero vector, stride 0).
     const uint4 *bp[NM];
@@ -416,15 +421,18 @@ __device__ __forceinline__ void gv2_tile(const gv_seg &s, int tile, const uint4 
         }
     acc0 = acc1 = 0.0f;
     const uint4 z4 = make_uint4(0, 0, 0, 0);
-    for (int t0 = kw; t0 < steps; t0 += 2 * ks) {
-        uint4 ca[2], cb[2];
-        uint32_t sa[2][2], sbw[2][2];
+    for (int t0 = kw; t0 < steps; t0 += U * ks) {
+        uint4 ca[U][CPL], cb[U][CPL];
+        uint32_t sa[U][2], sbw[U][2];
 #pragma unroll
-        for (int u = 0; u < 2; u++) { // all loads of two steps before any use: 4 x 16 B per lane
+        for (int u = 0; u < U; u++) { // all loads of U steps before any use: 4 x 16 B per lane
             const int t = t0 + u * ks;
             const bool ok = t < steps, la = ok && okA, lb = ok && okB;
-            ca[u] = la ? gv2_ld(codes + cA + 4 * t, SM) : z4;
-            cb[u] = lb ? gv2_ld(codes + cB + 4 * t, SM) : z4;
+#pragma unroll
+            for (int c = 0; c < CPL; c++) {
+                ca[u][c] = la ? gv2_ld(codes + cA + 4 * CPL * t + c, SM) : z4;
+                cb[u][c] = lb ? gv2_ld(codes + cB + 4 * CPL * t + c, SM) : z4;
+            }
             if (HPG == 1) {
                 sa[u][0] = sa[u][1] = la ? gv2_ld(sbp + sA + t, SM) : 0u;
                 sbw[u][0] = sbw[u][1] = lb ? gv2_ld(sbp + sB + t, SM) : 0u;
@@ -435,14 +443,18 @@ __device__ __forceinline__ void gv2_tile(const gv_seg &s, int tile, const uint4 
             }
         }
 #pragma unroll
-        for (int u = 0; u < 2; u++) {
+        for (int u = 0; u < U; u++) {
             const int t = t0 + u * ks;
             if (t >= steps) break;
             int d[NM][4];
 #pragma unroll
             for (int m = 0; m < NM; m++) d[m][0] = d[m][1] = d[m][2] = d[m][3] = 0;
-            const uint32_t wa[4] = {ca[u].x, ca[u].y, ca[u].z, ca[u].w};
-            const uint32_t wb[4] = {cb[u].x, cb[u].y, cb[u].z, cb[u].w};
+            uint32_t wa[4 * CPL], wb[4 * CPL];
+#pragma unroll
+            for (int c = 0; c < CPL; c++) {
+                wa[4 * c] = ca[u][c].x, wa[4 * c + 1] = ca[u][c].y, wa[4 * c + 2] = ca[u][c].z, wa[4 * c + 3] = ca[u][c].w;
+                wb[4 * c] = cb[u][c].x, wb[4 * c + 1] = cb[u][c].y, wb[4 * c + 2] = cb[u][c].z, wb[4 * c + 3] = cb[u][c].w;
+            }
 #pragma unroll
             for (int vh = 0; vh < 2; vh++) {
                 uint4 bx[NM];
@@ -451,8 +463,14 @@ __device__ __forceinline__ void gv2_tile(const gv_seg &s, int tile, const uint4 
 #pragma unroll
                 for (int j = 0; j < 2; j++) {
                     const int v = 2 * vh + j;
-                    const uint32_t a0 = wa[v] & 0x0f0f0f0fu, a2 = (wa[v] >> 4) & 0x0f0f0f0fu;
-                    const uint32_t a1 = wb[v] & 0x0f0f0f0fu, a3 = (wb[v] >> 4) & 0x0f0f0f0fu;
+                    uint32_t a0, a1, a2, a3;
+                    if (BITS == 4) {
+                        a0 = wa[v] & 0x0f0f0f0fu, a2 = (wa[v] >> 4) & 0x0f0f0f0fu;
+                        a1 = wb[v] & 0x0f0f0f0fu, a3 = (wb[v] >> 4) & 0x0f0f0f0fu;
+                    } else {
+                        a0 = __byte_perm(wa[2 * v], wa[2 * v + 1], 0x6420), a2 = __byte_perm(wa[2 * v], wa[2 * v + 1], 0x7531);
+                        a1 = __byte_perm(wb[2 * v], wb[2 * v + 1], 0x6420), a3 = __byte_perm(wb[2 * v], wb[2 * v + 1], 0x7531);
+                    }
 #pragma unroll
                     for (int m = 0; m < NM; m++)
                         gv2_imma(d[m], a0, a1, a2, a3, j ? bx[m].z : bx[m].x, j ? bx[m].w : bx[m].y);

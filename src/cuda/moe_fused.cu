@@ -165,7 +165,8 @@ __device__ __forceinline__ void mf_gv_phase(const gv_args &a, uint4 *bsm, uint4 
         }
         if (g0) {
             float acc0, acc1;
-            gv2_tile<HPG, false>(s, tile, bsm, zero4, xsg, lane, warp, acc0, acc1, NULL, NULL);
+            if (s.m.bits == 8) gv2_tile<HPG, false, 8>(s, tile, bsm, zero4, xsg, lane, warp, acc0, acc1, NULL, NULL);
+            else gv2_tile<HPG, false>(s, tile, bsm, zero4, xsg, lane, warp, acc0, acc1, NULL, NULL);
             if ((lane & 3) == 0) gpart[warp][lane >> 2] = acc0, gpart[warp][(lane >> 2) + 8] = acc1;
         }
         if (a.pro != PRO_RMSNORM && t == blockIdx.x) trace_mark(14); // thread 0's tile done

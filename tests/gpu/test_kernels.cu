@@ -117,8 +117,9 @@ static void test_bf16(rng &r) {
 }
 
 // Each case runs through both kernels on the same inputs: the first (lily_cuda_gemv2 = 0) and gemv2
-// (its 4-bit segments on the tensor-core path, the others on the first kernel's lane path inside
-// it). Segment 1 of a multi-segment case has the other bit width, so launches mix the two paths.
+// (its segments of whole 128-column steps and the launch's group on the tensor-core path, the others on
+// the first kernel's lane path inside it). Segment 1 of a multi-segment case has the other bit width;
+// segment 2 another group, so those launches mix the two paths.
 // Cases with GV_T_BENCH set also print (never assert) old vs new time and GB/s of codes + scales. Cases
 // with GV_T_WILD set spread x over its blocks of 32 (scales 2^-24 .. 2^16, every fifth block zero, some
 // blocks of ~1e-30, one outlier): gemv2 takes x as a fixed point per group (gv2_split_x), and these
@@ -184,7 +185,8 @@ static void test_gemv(rng &r) {
         std::vector<std::vector<float>> refs(k.nseg), res(k.nseg);
         for (int s = 0; s < k.nseg; s++) {
             int rows = k.rows + 13 * s;
-            make_qmat(hm[s], rows, cols, s == 1 ? 12 - k.bits : k.bits, k.group, 1.0f / sqrtf((float)cols), r);
+            make_qmat(hm[s], rows, cols, s == 1 ? 12 - k.bits : k.bits, s == 2 ? (k.group == 64 ? 32 : 64) : k.group,
+                      1.0f / sqrtf((float)cols), r);
             a.seg[s].m = up_mat(hm[s].m);
             a.seg[s].y = poisoned<float>(rows);
             res[s] = randv(rows, r);
