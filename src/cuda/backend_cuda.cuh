@@ -67,7 +67,7 @@ struct cuda_ctx {
     unsigned *mf_bar; // and its grid barrier (2 counters)
     unsigned long long *mf_acc; // LILY_CUDA_OPT_MOE_ACC / GDN_OUT: two fixed-point sums of hidden + 1 words
                                 // (the MoE's output, out_proj's; forward_cuda.cu enqueue_step)
-    unsigned *gdn_hbar;         // LILY_CUDA_OPT_GDN_OUT: gdn_step's head barriers (2 words a v head)
+    unsigned *gdn_hbar;         // gdn_step's head barriers (LILY_CUDA_OPT_GDN_OUT, 2 words a v head) or gdn_front's (2 a k head)
     float2 *amax;
     int amax_n;
     char *tk_mem; // step_topk's scratch, then its output (k values, k ids, the count); made at first use

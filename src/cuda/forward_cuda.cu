@@ -112,17 +112,26 @@ static void enqueue_step(cuda_ctx *cx, cuda_state *s, float *logits, int *ids_ou
             g.seg[1].m = d->z, g.seg[1].y = cx->z;
             g.seg[2].m = d->b, g.seg[2].y = cx->b;
             g.seg[3].m = d->a, g.seg[3].y = cx->a;
-            gemv_launch(g, 0, st);
-            prof_mark(cx, "gdn in_proj (norm+qkv/z/b/a)");
-            gdn_out_args oa;
-            memset(&oa, 0, sizeof oa);
-            if (gout) {
-                oa.z = cx->z, oa.gnorm = d->gnorm, oa.eps = eps, oa.wo = d->out, oa.acc = ao, oa.hbar = cx->gdn_hbar;
-                oa.H = c->hidden, oa.x = X, oa.pend = pend, oa.x_out = X2;
+            // LILY_CUDA_GDN_FRONT: in_proj and the step in one launch (its head barriers share gdn_out's
+            // words: never both in a step).
+            const int gsplit = cx->opt[LILY_CUDA_OPT_GDN_SPLIT];
+            if (!gout && cx->opt[LILY_CUDA_OPT_GDN_FRONT] && gdn_front_takes(g, gd)) {
+                const gdn_front_args fa = {gd, d->conv, d->dt_bias, d->A, s->ring[l], s->S[l], cx->o, s->d_pos, cx->gdn_hbar};
+                gdn_front(g, fa, st);
+                prof_mark(cx, "gdn in_proj+conv+delta rule");
+            } else {
+                gemv_launch(g, 0, st);
+                prof_mark(cx, "gdn in_proj (norm+qkv/z/b/a)");
+                gdn_out_args oa;
+                memset(&oa, 0, sizeof oa);
+                if (gout) {
+                    oa.z = cx->z, oa.gnorm = d->gnorm, oa.eps = eps, oa.wo = d->out, oa.acc = ao, oa.hbar = cx->gdn_hbar;
+                    oa.H = c->hidden, oa.x = X, oa.pend = pend, oa.x_out = X2;
+                }
+                gdn_step(gd, cx->qkv, cx->b, cx->a, d->conv, d->dt_bias, d->A, s->ring[l], s->S[l], cx->o, s->d_pos,
+                         gsplit, st, gout ? &oa : NULL);
+                prof_mark(cx, gout ? "gdn conv+delta rule+gated norm+out_proj" : "gdn conv+delta rule");
             }
-            gdn_step(gd, cx->qkv, cx->b, cx->a, d->conv, d->dt_bias, d->A, s->ring[l], s->S[l], cx->o,
-                     s->d_pos, cx->opt[LILY_CUDA_OPT_GDN_SPLIT], st, gout ? &oa : NULL);
-            prof_mark(cx, gout ? "gdn conv+delta rule+gated norm+out_proj" : "gdn conv+delta rule");
             go.nseg = 1, go.cols = c->lin_v_heads * c->lin_v_dim, go.x = cx->o, go.pro = PRO_GATED;
             go.norm_w = d->gnorm, go.eps = eps, go.gz = cx->z, go.ghd = c->lin_v_dim, go.epi = GV_RESID;
             go.seg[0].m = d->out, go.seg[0].y = X, go.seg[0].res = X;
@@ -250,6 +259,7 @@ int apply_precision(cuda_ctx *cx, cuda_state *s) {
         const int f = s->kv_f32;
         CU_TRY(cudaStreamSynchronize(cx->st));
         gemv_set_modes(f, early), moe_set_modes(f, early), moe_fused_set_modes(f, early), gdn_set_modes(f, early);
+        gdn_front_set_modes(f, early);
         attn_set_modes(f, early), norm_rope_set_modes(f, early), sample_set_modes(f, early);
         CU_TRY(cudaDeviceSynchronize());
         current = f, current_early = early;
@@ -440,6 +450,7 @@ static const struct {
     {"qg_rw", LILY_CUDA_OPT_QG_RW, 0, 3},         {"gdn_inproj", LILY_CUDA_OPT_GDN_INPROJ, 0, 1},
     {"moe_acc", LILY_CUDA_OPT_MOE_ACC, 0, 1},      {"gdn_out", LILY_CUDA_OPT_GDN_OUT, 0, 1},
     {"attn_qk", LILY_CUDA_OPT_ATTN_QK, 0, 1},      {"moe_dsl", LILY_CUDA_OPT_MOE_DSL, 0, 1},
+    {"gdn_front", LILY_CUDA_OPT_GDN_FRONT, 0, 1},
 };
 
 extern "C" int lily_cuda_set_opt(void *ctx, int opt, int value);

@@ -9,17 +9,13 @@
 // State layout (Hv, Dv, Dk): one column (fixed v index) is contiguous over k, so a warp reads it
 // coalesced. Conv ring (K, C): slot p % K holds the raw input of position p; the step reads the K-1
 // previous slots and writes its own, so no block reads what another writes.
-#include "cuda_common.cuh"
+#include "gdn_step.cuh"
 #include "qgemm_wg.cuh" // cp.async wrappers
 
 LILY_CUDA_MODE_SETTER(gdn)
 LILY_TRACE_SETTER(gdn)
 
 #define GDN_THREADS 128
-#define KPL 4 // max dk / 32
-#define CPB 4 // columns per warp batch
-
-#define KMAX 8 // conv taps the EARLY path keeps in registers (the model has 4)
 
 // OUT (LILY_CUDA_GDN_OUT, off by default): the layer's gated RMSNorm and out_proj in the same launch, so
 // that out_proj is no launch of its own. Measured (docs/PERF.md, twenty-ninth session): with plain
@@ -65,32 +61,11 @@ __global__ void __launch_bounds__(GDN_THREADS)
     const int h = blockIdx.x, split = blockIdx.y, tid = threadIdx.x;
     const int lane = tid & 31, warp = tid >> 5;
     const int C = 2 * d.hk * d.dk + d.hv * d.dv, K = d.kconv;
-    const int kh = h / (d.hv / d.hk);
     const int dvs = d.dv / nsplit, j0 = split * dvs;
-    float *S = state + (long)h * d.dv * d.dk;
-    const int cq = kh * d.dk + tid, ck = d.hk * d.dk + kh * d.dk + tid, cv = 2 * d.hk * d.dk + h * d.dv + j0 + tid;
-    const bool hasq = tid < d.dk, hasv = tid < dvs;
-    float wq[KMAX], wk[KMAX], wv[KMAX], rq[KMAX], rk[KMAX], rv[KMAX]; // taps reversed; ring slots
-    float s0[CPB][KPL], dtb = 0.0f, Ah = 0.0f;
+    __shared__ float vs[128];
+    gdn_pre P; // EARLY (gdn_step.cuh)
     if (EARLY) {
-#pragma unroll
-        for (int t = 0; t < KMAX; t++) {
-            const bool ok = t < K;
-            wq[t] = ok && hasq ? conv_w[(long)cq * K + K - 1 - t] : 0.0f;
-            wk[t] = ok && hasq ? conv_w[(long)ck * K + K - 1 - t] : 0.0f;
-            wv[t] = ok && hasv ? conv_w[(long)cv * K + K - 1 - t] : 0.0f;
-            rq[t] = ok && hasq ? ring[(long)t * C + cq] : 0.0f;
-            rk[t] = ok && hasq ? ring[(long)t * C + ck] : 0.0f;
-            rv[t] = ok && hasv ? ring[(long)t * C + cv] : 0.0f;
-        }
-#pragma unroll
-        for (int c = 0; c < CPB; c++)
-#pragma unroll
-            for (int t = 0; t < KPL; t++) {
-                const int j = warp * CPB + c, i = lane + 32 * t;
-                s0[c][t] = (j < dvs && i < d.dk) ? S[(long)(j0 + j) * d.dk + i] : 0.0f;
-            }
-        dtb = dt_bias[h], Ah = A[h];
+        gdn_pre_load<GDN_THREADS>(d, h, j0, dvs, conv_w, ring, state, dt_bias, A, P);
     } else {
         // This block's slice of the state was last written by this layer's kernel of the previous
         // step, long complete: stream it towards L2 while the in_proj GEMV finishes.
@@ -98,62 +73,29 @@ __global__ void __launch_bounds__(GDN_THREADS)
     }
     pdl_wait_early();
     trace_mark(1);
-    const int p = *posp, slot = p % K;
-    const bool qk_writer = (h % (d.hv / d.hk)) == 0 && split == 0;
-    // Ring slot of tap t (position p - t), once: (p - t) mod K for 0 < t < K (a modulo by the runtime
-    // K costs ~20 instructions, and the three convolutions below would each redo it per tap).
-    int sl[KMAX];
-#pragma unroll
-    for (int t = 0; t < KMAX; t++) sl[t] = slot - t < 0 ? slot - t + K : slot - t;
-
-    // Causal depthwise conv of channel c with the current raw value u, then SiLU (bf16 points).
-    auto conv = [&](int c, bool write) {
-        float u = qkv[c];
-        float y = __fmul_rn(conv_w[(long)c * K + K - 1], u); // gdn_pf_conv's order and roundings (gdn_pf.cuh)
-        for (int t = 1; t < K; t++) {
-            const int s = t < KMAX ? sl[t] : ((p - t) % K + K) % K;
-            y = __fmaf_rn(conv_w[(long)c * K + K - 1 - t], ring[(long)s * C + c], y);
-        }
-        if (write) ring[(long)slot * C + c] = u;
-        return rb(silu_f(rb(y)));
-    };
-    // The same from registers: tap t reads ring slot (p - t) mod K.
-    auto conv_r = [&](float u, const float *w, const float *r) {
-        float y = __fmul_rn(w[0], u);
-#pragma unroll
-        for (int t = 1; t < KMAX; t++) {
-            if (t >= K) break;
-            const int s = sl[t];
-            float rs = 0.0f;
-#pragma unroll
-            for (int q = 0; q < KMAX; q++) rs = q == s ? r[q] : rs;
-            y = __fmaf_rn(w[t], rs, y);
-        }
-        return rb(silu_f(rb(y)));
-    };
-    float qv = 0.0f, kv = 0.0f;
-    __shared__ float vs[128];
-    float beta, xa;
+    const int p = *posp;
+    float beta, xa, Ah;
     if (EARLY) {
-        const float uq = hasq ? qkv[cq] : 0.0f, uk = hasq ? qkv[ck] : 0.0f, uv = hasv ? qkv[cv] : 0.0f;
-        const float bh = bb[h], ah = aa[h];
-        if (hasq) {
-            qv = conv_r(uq, wq, rq), kv = conv_r(uk, wk, rk);
-            if (qk_writer) ring[(long)slot * C + cq] = uq, ring[(long)slot * C + ck] = uk;
-        }
-        if (hasv) vs[tid] = conv_r(uv, wv, rv), ring[(long)slot * C + cv] = uv;
-        // Both L2 norms' sums in one block reduction (each in block_sum's order).
-        float a2 = warp_sum(qv * qv), b2 = warp_sum(kv * kv);
-        if (lane == 0) red[warp] = a2, red[32 + warp] = b2;
-        __syncthreads();
-        const int nw = GDN_THREADS / 32;
-        const float sq = warp_sum(lane < nw ? red[lane] : 0.0f), sk = warp_sum(lane < nw ? red[32 + lane] : 0.0f);
-        if (hasq) {
-            qs[tid] = qv / sqrtf(sq + 1e-6f) * rsqrtf((float)d.dk);
-            ks[tid] = kv / sqrtf(sk + 1e-6f);
-        }
-        beta = rb(sigmoid_f(bh)), xa = ah + dtb;
+        gdn_qk<GDN_THREADS, false>(d, h, split, j0, dvs, p, qkv, bb, aa, ring, P, qs, ks, vs, red, beta, xa);
+        Ah = P.Ah;
     } else {
+        const int slot = p % K;
+        int cq, ck, cv;
+        gdn_channels(d, h, j0, tid, cq, ck, cv);
+        const bool hasq = tid < d.dk, hasv = tid < dvs;
+        const bool qk_writer = (h % (d.hv / d.hk)) == 0 && split == 0;
+        // Causal depthwise conv of channel c with the current raw value u, then SiLU (bf16 points).
+        auto conv = [&](int c, bool write) {
+            float u = qkv[c];
+            float y = __fmul_rn(conv_w[(long)c * K + K - 1], u); // gdn_pf_conv's order and roundings (gdn_pf.cuh)
+            for (int t = 1; t < K; t++) {
+                const int s = ((p - t) % K + K) % K;
+                y = __fmaf_rn(conv_w[(long)c * K + K - 1 - t], ring[(long)s * C + c], y);
+            }
+            if (write) ring[(long)slot * C + c] = u;
+            return rb(silu_f(rb(y)));
+        };
+        float qv = 0.0f, kv = 0.0f;
         if (hasq) {
             qv = conv(cq, qk_writer);
             kv = conv(ck, qk_writer);
@@ -167,52 +109,10 @@ __global__ void __launch_bounds__(GDN_THREADS)
             ks[tid] = kv / sqrtf(sk + 1e-6f);
         }
         beta = rb(sigmoid_f(bb[h])), xa = aa[h] + dt_bias[h], Ah = A[h];
+        __syncthreads();
     }
-    __syncthreads();
     trace_mark(2);
-    float sp = xa > 20.0f ? xa : log1pf(expf(xa));
-    const float gamma = expf(Ah * sp);
-
-    float kr[KPL], qr[KPL], kq = 0.0f;
-#pragma unroll
-    for (int t = 0; t < KPL; t++) {
-        int i = lane + 32 * t;
-        kr[t] = i < d.dk ? ks[i] : 0.0f;
-        qr[t] = i < d.dk ? qs[i] : 0.0f;
-        kq = __fmaf_rn(kr[t], qr[t], kq);
-    }
-    kq = warp_sum(kq);
-    for (int jb = warp * CPB; jb < dvs; jb += 4 * CPB) {
-        float s[CPB][KPL];
-#pragma unroll
-        for (int c = 0; c < CPB; c++)
-#pragma unroll
-            for (int t = 0; t < KPL; t++) {
-                int j = jb + c, i = lane + 32 * t;
-                s[c][t] = EARLY && jb == warp * CPB ? s0[c][t]
-                          : (j < dvs && i < d.dk) ? S[(long)(j0 + j) * d.dk + i] : 0.0f;
-            }
-#pragma unroll
-        for (int c = 0; c < CPB; c++) {
-            int j = jb + c;
-            float a = 0.0f, b = 0.0f;
-#pragma unroll
-            for (int t = 0; t < KPL; t++) a = __fmaf_rn(s[c][t], kr[t], a), b = __fmaf_rn(s[c][t], qr[t], b);
-            a = warp_sum(a);
-            b = warp_sum(b);
-            if (j >= dvs) continue;
-            // The update's roundings spelled out: the compiler contracted `gamma b + delta kq` one way in
-            // gdn_out's instantiation and the other way in the rest, and o differed by a bf16 step in about
-            // one run in four of the kernel test (1 value of 4096).
-            const float delta = __fmul_rn(beta, __fmaf_rn(-gamma, a, vs[j]));
-#pragma unroll
-            for (int t = 0; t < KPL; t++) {
-                int i = lane + 32 * t;
-                if (i < d.dk) S[(long)(j0 + j) * d.dk + i] = __fmaf_rn(kr[t], delta, __fmul_rn(gamma, s[c][t]));
-            }
-            if (lane == 0) o[h * d.dv + j0 + j] = rb(__fmaf_rn(delta, kq, __fmul_rn(gamma, b)));
-        }
-    }
+    gdn_update<GDN_THREADS, EARLY>(d, h, j0, dvs, state, qs, ks, vs, beta, xa, Ah, P.s0, o);
     if (OUT) {
         __shared__ __align__(16) float gs[128];
         __shared__ float gsum[GDN_OUT_CH];

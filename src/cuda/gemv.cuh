@@ -503,6 +503,14 @@ __device__ __forceinline__ void gv2_tile(const gv_seg &s, int tile, const uint4 
     acc1 += __shfl_xor_sync(0xffffffffu, acc1, 2);
 }
 
+// Row i of a gemv2 tile: its ks warps' partial sums (gv2_tile's acc0 / acc1 of warp w at part[w][0..15]), in order.
+__device__ __forceinline__ float gv2_part_sum(const float (*part)[16], int ks, int i) {
+    const int wr = i / 16, r = i % 16;
+    float v = 0.0f;
+    for (int k = 0; k < ks; k++) v += part[wr * ks + k][r];
+    return v;
+}
+
 // The rows of one gemv2 tile from its warps' partial sums (gv2_tile's acc0 / acc1 of warp w at
 // part[w][0..15], written before a barrier): thread r < the tile's rows adds its row's ks partials in
 // order, then the epilogue. tid: the thread's index among the GV_THREADS that ran the tile.
@@ -510,10 +518,8 @@ __device__ __forceinline__ void gv2_tile_out(const gv_args &a, const gv_seg &s, 
                                              int tid, float &best, int &best_row) {
     const int ks = s.ks, nr = 16 * (GV_WARPS / ks);
     if (tid < nr) {
-        const int wr = tid / 16, r = tid % 16, row = tile * nr + tid;
-        float v = 0.0f;
-        for (int k = 0; k < ks; k++) v += part[wr * ks + k][r];
-        if (row < s.m.rows) gv_out(a, s, row, v, best, best_row);
+        const int row = tile * nr + tid;
+        if (row < s.m.rows) gv_out(a, s, row, gv2_part_sum(part, ks, tid), best, best_row);
     }
 }
 

@@ -150,6 +150,20 @@ bool gdn_out_takes(gdn_dims d, int nsplit, const dq_mat &wo, int H, int ghd);
 void gdn_step(gdn_dims d, const float *qkv, const float *b, const float *a, const float *conv_w,
               const float *dt_bias, const float *A, float *conv_ring, float *state, float *o,
               const int *pos, int nsplit, cudaStream_t st, const gdn_out_args *out = nullptr);
+// gdn_front.cu (LILY_CUDA_GDN_FRONT): the layer's in_proj (a: gemv_launch's arguments for it, the segments
+// qkv, z, b, a) and gdn_step at split GF_BLOCKS / (hv / hk) in one launch, a group of blocks a k head; the
+// same outputs, bitwise (qkv, z, b, a stored; o, ring and state as gdn_step leaves them). Taken where
+// gdn_front_takes: gemv2's 16-row tiles for every segment, head dims of whole tiles, every block resident.
+struct gdn_front_args {
+    gdn_dims d;
+    const float *conv_w, *dt_bias, *A;
+    float *ring, *state, *o;
+    const int *pos;
+    unsigned *hbar; // 2 words a k head, zero before the first launch (each launch leaves them so)
+};
+bool gdn_front_takes(gv_args a, const gdn_dims &d);
+void gdn_front(gv_args a, const gdn_front_args &f, cudaStream_t st);
+
 // 1 = the latency variant: weights, ring and the first state batch requested before the wait
 // (LILY_CUDA_GDN_LAT; same results bitwise).
 extern int lily_cuda_gdn_lat;
@@ -218,6 +232,7 @@ void gemv_set_modes(int f32act, int pdl_early);
 void moe_set_modes(int f32act, int pdl_early);
 void moe_fused_set_modes(int f32act, int pdl_early);
 void gdn_set_modes(int f32act, int pdl_early);
+void gdn_front_set_modes(int f32act, int pdl_early);
 void attn_set_modes(int f32act, int pdl_early);
 void norm_rope_set_modes(int f32act, int pdl_early);
 void sample_set_modes(int f32act, int pdl_early);

@@ -183,6 +183,11 @@ enum lily_cuda_opt {
                                     // the experts' down projections (two bulk copies, not ~4K tensor-map
                                     // rows), where it was built at load; 0 = from the row-major weights
                                     // (LILY_CUDA_MOE_DSL, which at 0 also builds none; flag moe_dsl; default 1)
+    LILY_CUDA_OPT_GDN_FRONT = 50,   // decode: 1 = a GDN layer's in_proj and its step (conv, norms, delta rule) in
+                                    // one launch, a group of blocks a k head meeting at a head barrier
+                                    // (gdn_front.cu), where gdn_front_takes and gdn_out is off; 0 = two
+                                    // launches (LILY_CUDA_GDN_FRONT; flag gdn_front; default 0: the
+                                    // fused launch took 24 us against 14 + 6, decode -7 %, docs/PERF.md)
     LILY_CUDA_OPT_COUNT
 };
 int lily_cuda_set_opt(void *ctx, int opt, int value);

@@ -375,6 +375,7 @@ int init_cuda(const lily_model *m, void **out) {
     // Off: within noise in the step's graph (+0.4 %), though 118 us faster with plain launches (docs/PERF.md,
     // twenty-ninth session); its head barrier needs every block resident.
     cx->opt[LILY_CUDA_OPT_GDN_OUT] = env_int("LILY_CUDA_GDN_OUT", 0) != 0;
+    cx->opt[LILY_CUDA_OPT_GDN_FRONT] = env_int("LILY_CUDA_GDN_FRONT", 0) != 0;
     // The q/k norm, RoPE and append inside the attention kernel: decode 4K +0.5 %, 32K +0.9 % (docs/PERF.md,
     // thirty-first session).
     cx->opt[LILY_CUDA_OPT_ATTN_QK] = env_int("LILY_CUDA_ATTN_QK", 1) != 0;

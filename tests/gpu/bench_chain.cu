@@ -65,7 +65,7 @@ static std::vector<gv_args> chain_gemvs(int C, int cols, const float *x, const f
 }
 
 static void set_early(int e) {
-    gemv_set_modes(0, e), moe_set_modes(0, e), moe_fused_set_modes(0, e), gdn_set_modes(0, e);
+    gemv_set_modes(0, e), moe_set_modes(0, e), moe_fused_set_modes(0, e), gdn_set_modes(0, e), gdn_front_set_modes(0, e);
     attn_set_modes(0, e), norm_rope_set_modes(0, e), sample_set_modes(0, e);
     CK(cudaDeviceSynchronize());
 }

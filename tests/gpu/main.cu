@@ -755,6 +755,35 @@ static void run_e2e_qg_rw(uint64_t seed) {
     }
 }
 
+// A GDN layer's in_proj and step in one launch (LILY_CUDA_OPT_GDN_FRONT, gdn_front.cu) in whole decode steps:
+// a tiny model whose in_proj it takes (hidden 1024: gemv2 splits the columns of every 16-row tile over the 8
+// warps; R = 2 v heads a k head, Dv 96: column slices of 24), graph-replayed steps with it on and off, each
+// against the CPU backend, bitwise equal to each other, with the step's profile showing the fused family on
+// every GDN layer (and no separate gdn_step launch) when on, none when off.
+static void run_e2e_gdn_front(uint64_t seed) {
+    lily_config c = config_tiny();
+    c.hidden = 1024;
+    const int V = c.vocab_size, N = 32;
+    e2e_pair p(c, seed + 29, N);
+    std::vector<float> g[2];
+    for (int on = 0; on < 2; on++) {
+        lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_GDN_FRONT, on);
+        g[on] = run_logits(p.be, p.ctx, p.tf, V, 1);
+        const cmp_stats s = compare(g[on].data(), p.ref.data(), N, V, BF16_GAP);
+        int fused = 0, step = 0;
+        for (const std::string &f : step_families(p.be, p.ctx))
+            fused += f == "gdn in_proj+conv+delta rule", step += f == "gdn conv+delta rule";
+        const bool prof_ok = on ? fused == 1 && step == 0 : fused == 0 && step == 1;
+        const bool same = !memcmp(g[on].data(), g[0].data(), g[0].size() * 4);
+        report(s.rel_mean < BF16_REL_MEAN && s.rel_worst < BF16_REL_WORST && s.dec_agree == s.dec_n && prof_ok && same,
+               "e2e decode with in_proj and the GDN step in one launch (gdn_front %s): vs CPU backend rel_l2 mean %.2e "
+               "worst %.2e, top-1 %d/%d (decisive %d/%d); vs off: %s; profile: fused family %d, gdn_step family %d",
+               on ? "on" : "off", s.rel_mean, s.rel_worst, s.agree, N, s.dec_agree, s.dec_n,
+               same ? "bitwise equal" : "DIFFERS", fused, step);
+    }
+    lily_cuda_set_opt(p.ctx, LILY_CUDA_OPT_GDN_FRONT, 1);
+}
+
 // The GDN in_proj's qkv, b and a as one GEMM over their stacked weights (LILY_CUDA_OPT_GDN_INPROJ) in
 // whole prefills: a 300-token prompt in one chunk and in chunks of 64 (the chunked GDN, then the scan for
 // the last 44), on and off, each against the CPU backend, with the layers that took the stacked GEMM
@@ -1285,7 +1314,7 @@ int main(int argc, char **argv) {
     uint64_t seed = argc > 2 ? strtoull(argv[2], NULL, 10) : (uint64_t)time(NULL);
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (!strcmp(mode, "kernels")) run_kernel_tests(seed);
-    else if (!strcmp(mode, "e2e")) { // LILY_GPU_E2E=NAME: that group alone (base, select, moe, attn256, pf_side, qg_rw, gdn_inproj)
+    else if (!strcmp(mode, "e2e")) { // LILY_GPU_E2E=NAME: that group alone (base, select, moe, attn256, pf_side, qg_rw, gdn_inproj, gdn_front)
         const char *only = getenv("LILY_GPU_E2E");
         auto want = [&](const char *n) { return !only || !strcmp(only, n); };
         if (want("base")) run_e2e(seed);
@@ -1295,6 +1324,7 @@ int main(int argc, char **argv) {
         if (want("pf_side")) run_e2e_pf_side(seed);
         if (want("qg_rw")) run_e2e_qg_rw(seed);
         if (want("gdn_inproj")) run_e2e_gdn_inproj(seed);
+        if (want("gdn_front")) run_e2e_gdn_front(seed);
     }
     else if (!strcmp(mode, "fixtures")) run_fixtures(argc - 2, argv + 2);
     else if (!strcmp(mode, "compare") && argc > 2) run_compare(argv[2], argc > 3 ? atoi(argv[3]) : 16, argc > 4 ? argv[4] : NULL);

@@ -871,6 +871,90 @@ static void test_gdn(rng &r) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// A GDN layer's in_proj and step in one launch (gdn_front.cu) against the two launches it replaces
+// (gemv_launch of the same four segments, then gdn_step at split GF_BLOCKS / R), on fresh random weights,
+// input, pending MoE sum, conv ring and state, over several steps: in_proj's rows (qkv, z, b, a), o,
+// the ring and the state bitwise equal, the head barriers left as found. The shapes: the model's (R = 2),
+// and odd ones the kernel must take: group 32 (four group slots a lane), R = 1 with 8-bit b and a rows
+// and K = 3, R = 4 with 10 column steps and b's rows in a partial tile; and one it must refuse (dk 24).
+static void test_gdn_front(rng &r) {
+    struct cs { int hk, hv, dk, dv, K, H, grp, babits; bool take; } cases[] = {
+        {16, 32, 128, 128, 4, 2048, 64, 4, true}, {3, 6, 64, 32, 4, 1024, 32, 4, true},
+        {4, 4, 64, 64, 3, 1024, 128, 8, true},    {2, 8, 32, 64, 4, 1280, 64, 4, true},
+        {2, 4, 24, 32, 4, 1024, 64, 4, false}};
+    const int gemv2_0 = lily_cuda_gemv2;
+    lily_cuda_gemv2 = 1;
+    for (auto &k : cases) {
+        const gdn_dims d = {k.hk, k.hv, k.dk, k.dv, k.K};
+        const int R = k.hv / k.hk, C = 2 * k.hk * k.dk + k.hv * k.dv, nsplit = 8 / R;
+        const int rows[4] = {C, k.hv * k.dv, k.hv, k.hv};
+        std::vector<host_mat> hm(4);
+        gv_args a, b; // a: gdn_front's outputs; b: the two launches'
+        memset(&a, 0, sizeof a);
+        a.nseg = 4, a.cols = k.H, a.pro = PRO_RMSNORM, a.epi = GV_STORE, a.eps = 1e-6f;
+        a.norm_w = dup(randv(k.H, r, 0.3f, 1.0f));
+        for (int s = 0; s < 4; s++) {
+            make_qmat(hm[s], rows[s], k.H, s >= 2 ? k.babits : 4, k.grp, 1.0f / sqrtf((float)k.H), r);
+            a.seg[s].m = up_mat(hm[s].m);
+        }
+        b = a;
+        for (int s = 0; s < 4; s++) a.seg[s].y = poisoned<float>(rows[s]), b.seg[s].y = poisoned<float>(rows[s]);
+        const bool took = gdn_front_takes(a, d);
+        if (!k.take) {
+            report(!took, "gdn front hk=%d hv=%d dk=%d dv=%d H=%d: refused (dk not whole 16-row tiles): %s", k.hk, k.hv,
+                   k.dk, k.dv, k.H, took ? "TAKEN" : "yes");
+            continue;
+        }
+        std::vector<float> convw = randv(C * k.K, r, 0.5f), dtb = randv(k.hv, r), A(k.hv);
+        for (float &v : A) v = -expf(r.sym());
+        const float *dconv = dup(convw), *ddt = dup(dtb), *dA = dup(A);
+        const std::vector<float> ring0 = randv(k.K * C, r), S0 = randv(k.hv * k.dv * k.dk, r, 0.1f);
+        float *ringa = dup(ring0), *ringb = dup(ring0), *Sa = dup(S0), *Sb = dup(S0);
+        float *oa = poisoned<float>(k.hv * k.dv), *ob = poisoned<float>(k.hv * k.dv);
+        unsigned *hbar = dup(std::vector<unsigned>(2 * k.hk, 0u));
+        int *pos = dup(std::vector<int>{0});
+        const gdn_front_args f = {d, dconv, ddt, dA, ringa, Sa, oa, pos, hbar};
+        bool same = took;
+        char why[160] = "";
+        auto check = [&](bool ok, const char *what, int step) {
+            if (!ok && same) snprintf(why, sizeof why, " (first: %s at step %d)", what, step);
+            same = same && ok;
+        };
+        double eo = 0;
+        const int steps = 4;
+        for (int step = 0; step < steps && took; step++) {
+            const int p = 5 + step; // a ring already full
+            CK(cudaMemcpy(pos, &p, 4, cudaMemcpyHostToDevice));
+            const std::vector<float> x = randv(k.H, r, 2.0f);
+            a.x = b.x = dup(x);
+            // Odd steps with the previous MoE's sum pending on x.
+            a.acc_x = b.acc_x = step % 2 ? dup(acc_codes(k.H, r, 0.5f)) : nullptr;
+            gemv_launch(b, 0, 0);
+            gdn_step(d, b.seg[0].y, b.seg[2].y, b.seg[3].y, dconv, ddt, dA, ringb, Sb, ob, pos, nsplit, 0);
+            gdn_front(a, f, 0);
+            CK(cudaGetLastError());
+            const char *nm[4] = {"qkv", "z", "b", "a"};
+            for (int s = 0; s < 4; s++) check(back(a.seg[s].y, rows[s]) == back(b.seg[s].y, rows[s]), nm[s], step);
+            const std::vector<float> ga = back(oa, k.hv * k.dv), gb = back(ob, k.hv * k.dv);
+            check(ga == gb, "o", step);
+            check(back(ringa, (size_t)k.K * C) == back(ringb, (size_t)k.K * C), "ring", step);
+            check(back(Sa, (size_t)k.hv * k.dv * k.dk) == back(Sb, (size_t)k.hv * k.dv * k.dk), "state", step);
+            check(!count_nonfinite(ga.data(), ga.size()), "o finite", step);
+            const std::vector<unsigned> hb = back(hbar, 2 * k.hk);
+            bool bars = true;
+            for (int h = 0; h < k.hk; h++) bars = bars && hb[2 * h] == 0 && hb[2 * h + 1] == (unsigned)step + 1;
+            check(bars, "head barriers", step);
+            eo = std::max(eo, rel_l2(ga.data(), gb.data(), ga.size()));
+        }
+        report(same, "gdn front hk=%d hv=%d dk=%d dv=%d K=%d H=%d group %d, b/a %d-bit (split %d): in_proj rows, o, ring, "
+               "state and head barriers over %d steps: %s%s (o rel_l2 %.1e)",
+               k.hk, k.hv, k.dk, k.dv, k.K, k.H, k.grp, k.babits, nsplit, steps,
+               !took ? "NOT TAKEN" : same ? "bitwise equal to in_proj + gdn_step" : "DIFFER", why, eo);
+    }
+    lily_cuda_gemv2 = gemv2_0;
+}
+
+// ---------------------------------------------------------------------------------------------
 static void test_attn(rng &r) {
     // multi: the D = 256 bf16 path with several positions per warp pass (lily_cuda_attn_multi, the
     // default) or one (the ablation); lengths not a multiple of 8 warps x 4 positions hit the tail.
@@ -1123,7 +1207,7 @@ void run_kernel_tests(uint64_t seed) {
     printf("kernel tests, seed %llu\n", (unsigned long long)seed);
     const char *only = getenv("LILY_GPU_KERNELS");
     const struct { const char *name; void (*fn)(rng &); } fam[] = {
-        {"gemv", test_bf16}, {"gemv", test_gemv}, {"gemv", test_gemv_acc}, {"moe", test_moe}, {"moe", test_moe_front}, {"gdn", test_gdn}, {"attn", test_attn}, {"attn", test_attn_qk}, {"qk", test_qk}, {"topk", test_topk}};
+        {"gemv", test_bf16}, {"gemv", test_gemv}, {"gemv", test_gemv_acc}, {"moe", test_moe}, {"moe", test_moe_front}, {"gdn", test_gdn}, {"gdn", test_gdn_front}, {"attn", test_attn}, {"attn", test_attn_qk}, {"qk", test_qk}, {"topk", test_topk}};
     for (auto &f : fam)
         if (!only || !strcmp(only, f.name)) f.fn(r);
 }
