@@ -74,7 +74,7 @@ FLAGS_STAMP := $(BUILD)/.flags
 $(shell mkdir -p $(BUILD); echo '$(CFLAGS) $(NVFLAGS) $(CUDA)' | cmp -s - $(FLAGS_STAMP) || echo '$(CFLAGS) $(NVFLAGS) $(CUDA)' > $(FLAGS_STAMP))
 
 .PHONY: all check test test-gpu fuzz format clean
-all: $(BUILD)/lily $(BUILD)/dev/sampler_bench $(if $(filter 1,$(CUDA)),$(BUILD)/lily-gpu-test $(BUILD)/dev/persist $(BUILD)/dev/persist_gv2 $(BUILD)/dev/mma_rate $(BUILD)/dev/qgemm_sm)
+all: $(BUILD)/lily $(BUILD)/dev/sampler_bench $(if $(filter 1,$(CUDA)),$(BUILD)/lily-gpu-test $(BUILD)/dev/persist $(BUILD)/dev/persist_gv2 $(BUILD)/dev/mma_rate $(BUILD)/dev/qgemm_sm $(BUILD)/dev/cluster_probe)
 
 $(BUILD)/liblily.a: $(LIB_OBJ) $(CU_OBJ)
 	@rm -f $@
@@ -127,6 +127,9 @@ $(BUILD)/dev/persist_gv2.o: dev/persist/persist_gv2.cu $(FLAGS_STAMP)
 $(BUILD)/dev/persist_gv2: $(BUILD)/dev/persist_gv2.o $(BUILD)/liblily.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 $(BUILD)/dev/mma_rate: dev/mma/mma_rate.cu $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -o $@ $<
+$(BUILD)/dev/cluster_probe: dev/cluster/probe.cu $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -o $@ $<
 $(BUILD)/dev/qgemm_sm.o: dev/qgemm_sm/qgemm_sm.cu $(FLAGS_STAMP)

@@ -12,6 +12,8 @@ if [ -x build-trace/lily-gpu-test ]; then tar cJf .carry/bin-trace.tar.xz -C bui
 # The dev/persist prototypes (built by make when nvcc is present).
 [ -x build/dev/persist ] && cp build/dev/persist .carry/persist
 if [ -x build/dev/persist_gv2 ]; then strip -o .carry/persist_gv2 build/dev/persist_gv2 && xz -f .carry/persist_gv2; fi
+# The cluster / barrier / launch-floor probe (dev/cluster/probe.cu).
+[ -x build/dev/cluster_probe ] && cp build/dev/cluster_probe .carry/cluster_probe
 # The short prompts' grouped GEMM prototype (dev/qgemm_sm).
 if [ -x build/dev/qgemm_sm ]; then strip -o .carry/qgemm_sm build/dev/qgemm_sm && xz -f .carry/qgemm_sm; fi
 # Non-glibc libraries of the binary (the GPU machine has glibc, CUDA and the driver).

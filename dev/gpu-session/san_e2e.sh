@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # san_e2e.sh TOOL[,TOOL] GROUP... (device): compute-sanitizer (racecheck, memcheck) of e2e's groups (LILY_GPU_E2E:
-# base, select, moe, attn256, pf_side, qg_rw, gdn_inproj), every (tool, group) as its own process, all at once (a
+# base, select, sample, moe, attn256, pf_side, qg_rw, gdn_inproj, gdn_front), every (tool, group) as its own process, all at once (a
 # run of the whole suite in sequence does not fit a call's 600 s); SAN_LIMIT seconds each (default 500). Prints a
 # line per run: PASS/FAIL counts, the suite's summary, the sanitizer's summary, the exit status (124: cut).
 . .carry/common.sh; safe_start $(( ${SAN_LIMIT:-500} + 40 ))

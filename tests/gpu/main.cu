@@ -547,10 +547,31 @@ static void run_e2e_select(uint64_t seed) {
                k == 64 ? ", its mass at T 0.8 within 1e-5 of the sampler's and logits_last bitwise the edited logits" : "");
         be->state_free(ctx, st_b);
     }
-    // The engine's sampling step (lily_backend.step_sample: Gumbel-max on the device) draws from
-    // softmax(logits / T): 3,000 draws at one position (the state restored from a snapshot, a seed per
-    // draw, plain launches) against forward's logits there, every token within 5 sigma (+ 2e-3) of its
-    // probability, for T 0.5 and 1.3; a seed gives the same draw twice; a temperature of 0 is refused.
+    be->state_free(ctx, st);
+    be->free(ctx);
+    test_model_free(tm);
+}
+
+// The sampled selections, a group of their own (LILY_GPU_E2E=sample) so that a sanitizer run of each group fits a
+// device call. The engine's sampling step (lily_backend.step_sample: Gumbel-max on the device) draws from
+// softmax(logits / T): N draws (default 3,000; LILY_GPU_SAMPLE_N, e.g. fewer under a sanitizer: the bound scales
+// with N) at one position (the state restored from a snapshot, a seed per draw, plain launches) against forward's
+// logits there, every token within 5 sigma (+ 2e-3) of its probability, for T 0.5 and 1.3; a seed gives the same
+// draw twice; a temperature of 0 is refused. Then the on-GPU sampled loop gives valid ids.
+static void run_e2e_sample(uint64_t seed) {
+    const lily_backend *be = &lily_backend_cuda;
+    lily_config c = config_tiny();
+    test_model *tm = test_model_new(c, seed, 1);
+    const lily_model *m = test_model_get(tm);
+    void *ctx, *st;
+    int rc = be->init(m, &ctx);
+    if (rc) die("init", rc);
+    if ((rc = be->state_new(ctx, 64, &st))) die("state_new", rc);
+    const int V = c.vocab_size;
+    const std::vector<int> toks = random_tokens(24, V, seed + 2); // the base group's 24 tokens
+    std::vector<float> s1(V);
+    std::vector<int> gen(30);
+    int nan = 0;
     {
         const int graph0 = lily_cuda_get_opt(ctx, LILY_CUDA_OPT_GRAPH);
         lily_cuda_set_opt(ctx, LILY_CUDA_OPT_GRAPH, 0);
@@ -558,7 +579,8 @@ static void run_e2e_select(uint64_t seed) {
         be->forward(ctx, st, toks.data(), 10, NULL, 0);
         size_t sb = 0;
         void *h = be->snap_save(ctx, st, &sb);
-        const int tin = toks[10], N = 3000;
+        const char *sn = getenv("LILY_GPU_SAMPLE_N");
+        const int tin = toks[10], N = sn && atoi(sn) > 0 ? atoi(sn) : 3000;
         be->forward(ctx, st, &tin, 1, s1.data(), 0);
         for (float T : {0.5f, 1.3f}) {
             std::vector<int> cnt(V, 0);
@@ -1314,11 +1336,12 @@ int main(int argc, char **argv) {
     uint64_t seed = argc > 2 ? strtoull(argv[2], NULL, 10) : (uint64_t)time(NULL);
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (!strcmp(mode, "kernels")) run_kernel_tests(seed);
-    else if (!strcmp(mode, "e2e")) { // LILY_GPU_E2E=NAME: that group alone (base, select, moe, attn256, pf_side, qg_rw, gdn_inproj, gdn_front)
+    else if (!strcmp(mode, "e2e")) { // LILY_GPU_E2E=NAME: that group alone (base, select, sample, moe, attn256, pf_side, qg_rw, gdn_inproj, gdn_front)
         const char *only = getenv("LILY_GPU_E2E");
         auto want = [&](const char *n) { return !only || !strcmp(only, n); };
         if (want("base")) run_e2e(seed);
         if (want("select")) run_e2e_select(seed);
+        if (want("sample")) run_e2e_sample(seed);
         if (want("moe")) run_e2e_moe_fused(seed);
         if (want("attn256")) run_e2e_attn256(seed);
         if (want("pf_side")) run_e2e_pf_side(seed);
