@@ -1,15 +1,26 @@
 #!/usr/bin/env bash
-# s37a.sh (device, ~3 min; written in the thirty-sixth session, not yet run): the fixed part of a decode launch.
-# Prepare with `bash dev/gpu-session/ab_prep.sh dev/patches/gemv2-parts.patch` (the patched build carried; its
-# knob LILY_CUDA_DEV_GV2 is timing only, wrong logits), then make sure .carry/cluster_probe is there (prep.sh).
+# s37a.sh (device, ~5 min; written in the thirty-sixth session, not yet run): the fixed part of a decode launch,
+# and gemv2 with one prologue an SM. Prepare with
+#   bash dev/gpu-session/ab_prep.sh dev/patches/gemv2-parts.patch dev/patches/gemv2-wide.patch
+# (the patched build carried, HEAD's as lily_old.xz; .carry/cluster_probe from prep.sh).
 #   1. dev/cluster/probe.cu: clusters of 2..16 resident at once, a barrier of 8 blocks by a global counter against
 #      the cluster barrier, the floor of a launch in a PDL chain in a graph (empty / reading 8 KB of x).
-#   2. gemv2's parts in the real 4K step (ncu medians of its launches): all; 1 no prologue; 4 no tile math;
-#      5 neither; 8 the wait alone; and decode 4K with each (what the step loses to each part).
-. .carry/common.sh; safe_start 300
+#   2. gemv2's parts in the real 4K step (LILY_CUDA_DEV_GV2, timing only, wrong logits; ncu medians of its
+#      launches): all; 1 no prologue; 4 no tile math; 5 neither; 8 the wait alone; decode 4K with each.
+#   3. gemv2_wide (LILY_CUDA_GEMV2_WIDE=1: one block of 3 x 8 warps an SM sharing one prologue): the gemv kernel
+#      tests with it, the 24 full-size decode steps against without (bitwise expected), ncu of both kernels,
+#      decode 4K / 32K three alternating pairs.
+. .carry/common.sh; safe_start 520
 synth_bg
 timeout 60 $C/cluster_probe > $L/probe.txt 2>&1; el "probe rc=$?"; cat $L/probe.txt
+LILY_CUDA_GEMV2_WIDE=1 LILY_GPU_KERNELS=gemv timeout 100 $B/lily-gpu-test kernels 47 > $L/k_wide.txt 2>&1; el "gemv kernels, wide rc=$?"
+grep -E "^FAIL|passed" $L/k_wide.txt | cut -c1-200
 wait $SP; el synth
 ncu_envs gemv2 - LILY_CUDA_DEV_GV2=1 LILY_CUDA_DEV_GV2=4 LILY_CUDA_DEV_GV2=5 LILY_CUDA_DEV_GV2=8
 AB_A=0 AB_B="1 4 5 8" AB_PAIRS=1 DEC_AB=4K dec_ab LILY_CUDA_DEV_GV2
+decode_logits narrow $B/lily
+decode_logits wide $B/lily LILY_CUDA_GEMV2_WIDE=1
+cmp /tmp/l_narrow.f32 /tmp/l_wide.f32 && echo "full-size decode logits (24 steps): wide == narrow, bitwise"
+ncu_envs "gemv2_wide|gemv2_kernel" - LILY_CUDA_GEMV2_WIDE=1
+AB_PAIRS=3 DEC_AB=4K,32K dec_ab LILY_CUDA_GEMV2_WIDE
 safe_end
