@@ -139,14 +139,10 @@ __global__ void __launch_bounds__(GV_THREADS, GV2_MIN_BLOCKS) gemv2_kernel(gv_ar
         float acc0, acc1;
         if (BULK && k < nstaged) {
             mb_wait(&bbar[k], 0);
-            const uint4 *cs = (const uint4 *)(bulk + bc[k]);
-            const uint32_t *ss = (const uint32_t *)(bulk + bs[k]);
-            if (s.m.bits == 8) gv2_tile<HPG, true, 8>(s, tile, bsm, zero4, xsg, lane, warp, acc0, acc1, cs, ss);
-            else gv2_tile<HPG, true>(s, tile, bsm, zero4, xsg, lane, warp, acc0, acc1, cs, ss);
-        } else if (s.m.bits == 8) {
-            gv2_tile<HPG, false, 8>(s, tile, bsm, zero4, xsg, lane, warp, acc0, acc1, NULL, NULL);
+            gv2_tile_bits<HPG, true>(s, tile, bsm, zero4, xsg, lane, warp, acc0, acc1, (const uint4 *)(bulk + bc[k]),
+                                     (const uint32_t *)(bulk + bs[k]));
         } else {
-            gv2_tile<HPG, false>(s, tile, bsm, zero4, xsg, lane, warp, acc0, acc1, NULL, NULL);
+            gv2_tile_bits<HPG, false>(s, tile, bsm, zero4, xsg, lane, warp, acc0, acc1, NULL, NULL);
         }
         if (!k) trace_mark(8); // TRACE: thread 0's share of the first tile computed
         float(*pp)[16] = part[it++ & 1]; // alternate buffers: one barrier per tile suffices

@@ -511,6 +511,15 @@ __device__ __forceinline__ float gv2_part_sum(const float (*part)[16], int ks, i
     return v;
 }
 
+// gv2_tile with the row width of its segment (4- or 8-bit codes).
+template <int HPG, bool SM>
+__device__ __forceinline__ void gv2_tile_bits(const gv_seg &s, int tile, const uint4 *bsm, const uint4 *zero4,
+                                              const float *xsg, int lane, int warp, float &acc0, float &acc1,
+                                              const uint4 *cs, const uint32_t *ss) {
+    if (s.m.bits == 8) gv2_tile<HPG, SM, 8>(s, tile, bsm, zero4, xsg, lane, warp, acc0, acc1, cs, ss);
+    else gv2_tile<HPG, SM>(s, tile, bsm, zero4, xsg, lane, warp, acc0, acc1, cs, ss);
+}
+
 // The rows of one gemv2 tile from its warps' partial sums (gv2_tile's acc0 / acc1 of warp w at
 // part[w][0..15], written before a barrier): thread r < the tile's rows adds its row's ks partials in
 // order, then the epilogue. tid: the thread's index among the GV_THREADS that ran the tile.
@@ -522,6 +531,15 @@ __device__ __forceinline__ void gv2_tile_out(const gv_args &a, const gv_seg &s, 
         if (row < s.m.rows) gv_out(a, s, row, gv2_part_sum(part, ks, tid), best, best_row);
     }
 }
+
+// The fixed point of gv2_tile's B operand (and moe_fused's down slice): for values whose largest |x| has the
+// biased exponent b (at least 64), x = N 2^(b-156) with N = round(x 2^(156-b)) = round(x 2^(30-e)), |N| <= 2^30,
+// e = b - 126; N in four balanced base-256 digits, digit j in byte j.
+__device__ __forceinline__ int gv2_fx_b(float mx) { return max((int)(__float_as_uint(mx) >> 23), 64); }
+__device__ __forceinline__ float gv2_fx_mul(int b) { return __uint_as_float((uint32_t)(283 - b) << 23); } // 2^(156-b)
+__device__ __forceinline__ float gv2_fx_scale(int b) { return __uint_as_float((uint32_t)(b - 29) << 23); } // 2^(b-156)
+// N + 0x80808080 in [2^30, 3 * 2^30] has the bytes d_j + 128: its bytes xor 0x80 are the balanced digits.
+__device__ __forceinline__ uint32_t gv2_fx_digits(int n) { return ((uint32_t)n + 0x80808080u) ^ 0x80808080u; }
 
 // x (prepared in xs by gv_prologue) as the four int8 digits of each value in B-fragment order at
 // bsm, and per group of G = 128 / HPG columns its scale 2^(e-30) and sum(x) at xsg (see gv2_tile).
@@ -545,15 +563,12 @@ __device__ __forceinline__ void gv2_split_x(int cols, const float *xs, uint4 *bs
             pf += __shfl_xor_sync(0xffffffffu, pf, o);
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
         }
-        // mx < 2^e with e = b - 126 (b: mx's biased exponent, at least 64); N = x 2^(30-e).
-        const int b = max((int)(__float_as_uint(mx) >> 23), 64);
-        const float mul = __uint_as_float((uint32_t)(283 - b) << 23);
+        const int b = gv2_fx_b(mx);
+        const float mul = gv2_fx_mul(b);
         if (ok) {
-            // N + 0x80808080 in [2^30, 3 * 2^30] has the bytes d_j + 128: its bytes xor 0x80 are the
-            // balanced digits, byte j the digit of 256^j.
             uint32_t dw[8];
 #pragma unroll
-            for (int k = 0; k < 8; k++) dw[k] = ((uint32_t)__float2int_rn(x[k] * mul) + 0x80808080u) ^ 0x80808080u;
+            for (int k = 0; k < 8; k++) dw[k] = gv2_fx_digits(__float2int_rn(x[k] * mul));
             // Byte transposes: digit j of values {0,2,4,6} (b0) and {1,3,5,7} (b1).
             uint32_t b0[4], b1[4];
 #pragma unroll
@@ -570,7 +585,7 @@ __device__ __forceinline__ void gv2_split_x(int cols, const float *xs, uint4 *bs
             for (int j = 0; j < 4; j++) dst[8 * j] = make_uint2(b0[j], b1[j]);
             if (i % (G / 8) == 0) {
                 float *o = xsg + i / (G / 8) * 4;
-                o[0] = __uint_as_float((uint32_t)(b - 29) << 23), o[3] = pf;
+                o[0] = gv2_fx_scale(b), o[3] = pf;
             }
         }
     }

@@ -165,8 +165,7 @@ __device__ __forceinline__ void mf_gv_phase(const gv_args &a, uint4 *bsm, uint4 
         }
         if (g0) {
             float acc0, acc1;
-            if (s.m.bits == 8) gv2_tile<HPG, false, 8>(s, tile, bsm, zero4, xsg, lane, warp, acc0, acc1, NULL, NULL);
-            else gv2_tile<HPG, false>(s, tile, bsm, zero4, xsg, lane, warp, acc0, acc1, NULL, NULL);
+            gv2_tile_bits<HPG, false>(s, tile, bsm, zero4, xsg, lane, warp, acc0, acc1, NULL, NULL);
             if ((lane & 3) == 0) gpart[warp][lane >> 2] = acc0, gpart[warp][(lane >> 2) + 8] = acc1;
         }
         if (a.pro != PRO_RMSNORM && t == blockIdx.x) trace_mark(14); // thread 0's tile done
@@ -360,12 +359,11 @@ __global__ void __maxnreg__(MF_REGS)
         // (gv2_tile's fixed point): its four digits, and L, H with N = L + 2^16 H.
         float mx = fabsf(hv);
         for (int o = 1; o < 32; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-        const int be = max((int)(__float_as_uint(mx) >> 23), 64);
-        const int n = __float2int_rn(hv * __uint_as_float((uint32_t)(283 - be) << 23));
+        const int be = gv2_fx_b(mx), n = __float2int_rn(hv * gv2_fx_mul(be));
         const int lo = ((n + 0x8080) & 0xffff) - 0x8080;
-        hd[tid] = ((uint32_t)n + 0x80808080u) ^ 0x80808080u;
+        hd[tid] = gv2_fx_digits(n);
         hlh[0][tid] = lo, hlh[1][tid] = (n - lo) >> 16;
-        if (tid == 0) hd[MF_J] = (uint32_t)(be - 29) << 23;
+        if (tid == 0) hd[MF_J] = __float_as_uint(gv2_fx_scale(be));
     }
     __syncthreads();
     if (tid < MF_J / 16) {
