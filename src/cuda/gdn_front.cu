@@ -34,12 +34,13 @@ LILY_CUDA_MODE_SETTER(gdn_front)
 
 struct gf_tile_t {
     int seg, tile, lo, hi; // segment, its 16-row tile; rows [lo, hi) of it are this head's
+    int cb, bytes;         // its codes' bytes, and with its scale words (rows past the matrix not copied)
 };
 
-// Entry e of k head kh's tiles (see the top).
-LILY_HD gf_tile_t gf_tile(const gdn_dims &d, int kh, int e) {
+// Entry e of k head kh's tiles (see the top), without its sizes.
+LILY_HD gf_tile_t gf_tile_at(const gdn_dims &d, int kh, int e) {
     const int R = d.hv / d.hk, nq = d.dk / 16, nv = R * d.dv / 16;
-    gf_tile_t t = {0, 0, 0, 0};
+    gf_tile_t t = {0, 0, 0, 0, 0, 0};
     if (e < nq) t.tile = kh * nq + e;
     else if (e < 2 * nq) t.tile = (d.hk * d.dk) / 16 + kh * nq + e - nq;
     else if (e < 2 * nq + nv) t.tile = (2 * d.hk * d.dk) / 16 + kh * nv + e - 2 * nq;
@@ -52,15 +53,16 @@ LILY_HD gf_tile_t gf_tile(const gdn_dims &d, int kh, int e) {
     t.lo = 16 * t.tile, t.hi = t.lo + 16;
     return t;
 }
-LILY_HD int gf_ntiles(const gdn_dims &d) { return 2 * (d.dk / 16) + 2 * (d.hv / d.hk * d.dv / 16) + 2; }
-
-// Shared-memory bytes of one tile's codes and scale words (rows past the matrix not copied).
-LILY_HD int gf_tile_bytes(const gv_args &a, const gf_tile_t &t, int *cb) {
+// The same with its shared-memory sizes.
+LILY_HD gf_tile_t gf_tile(const gv_args &a, const gdn_dims &d, int kh, int e) {
+    gf_tile_t t = gf_tile_at(d, kh, e);
     const gv_seg &s = a.seg[t.seg];
     const int r0 = 16 * t.tile, nr = s.m.rows - r0 < 16 ? s.m.rows - r0 : 16;
-    *cb = (int)(nr * dq_row_bytes(s.m));
-    return *cb + nr * (s.m.cols / s.m.group) * 4;
+    t.cb = (int)(nr * dq_row_bytes(s.m));
+    t.bytes = t.cb + nr * (s.m.cols / s.m.group) * 4;
+    return t;
 }
+LILY_HD int gf_ntiles(const gdn_dims &d) { return 2 * (d.dk / 16) + 2 * (d.hv / d.hk * d.dv / 16) + 2; }
 
 template <int HPG, bool REGS>
 __global__ void __launch_bounds__(GV_THREADS, 1) gdn_front_kernel(gv_args a, gdn_front_args f) {
@@ -77,18 +79,18 @@ __global__ void __launch_bounds__(GV_THREADS, 1) gdn_front_kernel(gv_args a, gdn
     uint4 *bsm = smem4, *zero4 = bsm + cols / 4;
     float *xs = (float *)(zero4 + 1), *xsum = xs + xs_floats(cols), *xsg = xsum + cols / 16;
     char *wsm = (char *)(((uintptr_t)(xsg + cols / G * 4) + 127) & ~(uintptr_t)127);
+    __shared__ int toff[GF_MAX_TILES]; // tile k's codes at wsm + toff[k] (read after the prologue's barrier)
     if (tid == 0) {
         for (int k = 0; k < mine; k++) mb_init(&bar[k], 1);
         mb_init_fence();
-        int off = 0, cb;
-        for (int k = 0; k < mine; k++) {
-            const gf_tile_t t = gf_tile(d, kh, r + k * GF_BLOCKS);
-            const int bytes = gf_tile_bytes(a, t, &cb);
+        for (int k = 0, off = 0; k < mine; k++) {
+            const gf_tile_t t = gf_tile(a, d, kh, r + k * GF_BLOCKS);
             const gv_seg &s = a.seg[t.seg];
-            mb_expect_tx(&bar[k], bytes);
-            bulk_g2s(wsm + off, (const char *)s.m.codes + 16 * t.tile * dq_row_bytes(s.m), cb, &bar[k]);
-            bulk_g2s(wsm + off + cb, s.m.sb + (long)16 * t.tile * (s.m.cols / s.m.group), bytes - cb, &bar[k]);
-            off += bytes;
+            toff[k] = off;
+            mb_expect_tx(&bar[k], t.bytes);
+            bulk_g2s(wsm + off, (const char *)s.m.codes + 16 * t.tile * dq_row_bytes(s.m), t.cb, &bar[k]);
+            bulk_g2s(wsm + off + t.cb, s.m.sb + (long)16 * t.tile * (s.m.cols / s.m.group), t.bytes - t.cb, &bar[k]);
+            off += t.bytes;
         }
     }
     // The step's (v head, slice) and what it reads that this step does not change.
@@ -101,24 +103,18 @@ __global__ void __launch_bounds__(GV_THREADS, 1) gdn_front_kernel(gv_args a, gdn
     else gv_prologue(a, xs, xsum, red, false);
     gv2_split_x<HPG>(cols, xs, bsm, zero4, xsg);
     __syncthreads();
-    int off = 0, cb;
     for (int k = 0; k < mine; k++) {
-        const gf_tile_t t = gf_tile(d, kh, r + k * GF_BLOCKS);
-        const int bytes = gf_tile_bytes(a, t, &cb);
-        const gv_seg &s = a.seg[t.seg];
-        const uint4 *cs = (const uint4 *)(wsm + off);
-        const uint32_t *ss = (const uint32_t *)(wsm + off + cb);
-        off += bytes;
+        const gf_tile_t t = gf_tile(a, d, kh, r + k * GF_BLOCKS);
         float acc0, acc1;
         mb_wait(&bar[k], 0);
-        if (s.m.bits == 8) gv2_tile<HPG, true, 8>(s, t.tile, bsm, zero4, xsg, lane, warp, acc0, acc1, cs, ss);
-        else gv2_tile<HPG, true>(s, t.tile, bsm, zero4, xsg, lane, warp, acc0, acc1, cs, ss);
+        gv2_tile_bits<HPG, true>(a.seg[t.seg], t.tile, bsm, zero4, xsg, lane, warp, acc0, acc1,
+                                 (const uint4 *)(wsm + toff[k]), (const uint32_t *)(wsm + toff[k] + t.cb));
         if ((lane & 3) == 0) part[k][warp][lane >> 2] = acc0, part[k][warp][(lane >> 2) + 8] = acc1;
     }
     __syncthreads();
     if (tid < 16 * mine) { // row tid % 16 of tile tid / 16: its 8 warps' partials in gv2_tile_out's order
         const int k = tid / 16, i = tid % 16;
-        const gf_tile_t t = gf_tile(d, kh, r + k * GF_BLOCKS);
+        const gf_tile_t t = gf_tile_at(d, kh, r + k * GF_BLOCKS);
         const gv_seg &s = a.seg[t.seg];
         const int row = 16 * t.tile + i;
         float best = 0.0f;
@@ -135,10 +131,10 @@ __global__ void __launch_bounds__(GV_THREADS, 1) gdn_front_kernel(gv_args a, gdn
 }
 
 static size_t gf_smem(const gv_args &a, const gdn_dims &d, int group) {
-    int most = 0, cb;
+    int most = 0;
     for (int r = 0; r < GF_BLOCKS; r++) {
         int sum = 0;
-        for (int e = r; e < gf_ntiles(d); e += GF_BLOCKS) sum += gf_tile_bytes(a, gf_tile(d, 0, e), &cb);
+        for (int e = r; e < gf_ntiles(d); e += GF_BLOCKS) sum += gf_tile(a, d, 0, e).bytes;
         most = sum > most ? sum : most;
     }
     return (size_t)(a.cols / 4 + 1) * sizeof(uint4) +
