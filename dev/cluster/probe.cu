@@ -9,7 +9,7 @@
 // Built by make (build/dev/cluster_probe) when nvcc is present; run by hand on the GPU machine.
 #include <cstdio>
 #include <cstdlib>
-#include <cuda_runtime.h>
+#include "cuda/cuda_common.cuh" // blocks_sync
 
 #define CK(x)                                                                                                  \
     do {                                                                                                       \
@@ -22,26 +22,9 @@
 
 __global__ void k_nothing() {}
 
-// 2. n barriers of the 8 blocks of each group, through a counter pair per group (count, generation).
+// 2. n barriers of the 8 blocks of each group: the engine's blocks_sync (a counter pair per group).
 __global__ void k_bar_global(unsigned *bar, int n) {
-    unsigned *b = bar + 2 * (blockIdx.x / 8);
-    for (int i = 0; i < n; i++) {
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            volatile unsigned *gen = b + 1;
-            const unsigned g = *gen;
-            __threadfence();
-            if (atomicAdd(b, 1u) == 7) {
-                b[0] = 0;
-                __threadfence();
-                atomicAdd(b + 1, 1u);
-            } else {
-                while (*gen == g) __nanosleep(32);
-            }
-            __threadfence();
-        }
-        __syncthreads();
-    }
+    for (int i = 0; i < n; i++) blocks_sync(bar + 2 * (blockIdx.x / 8), 8);
 }
 __global__ void __cluster_dims__(8, 1, 1) k_bar_cluster(int n) {
     for (int i = 0; i < n; i++) {

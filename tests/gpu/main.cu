@@ -449,17 +449,35 @@ static int run_e2e(uint64_t seed) {
 // Token selection on the device: the greedy loop (lily_cuda_generate), the greedy, top-k and sampling steps
 // of the backend, the sampled loop; on a model, a context and a 64-position state of their own (the group
 // "select", split from the base group so that a sanitizer run of either fits a device call).
-static void run_e2e_select(uint64_t seed) {
+// The tiny model of the select and sample groups on the GPU alone: its context, a state of 64 positions and
+// the base group's 24 tokens.
+struct e2e_tiny {
     const lily_backend *be = &lily_backend_cuda;
     lily_config c = config_tiny();
-    test_model *tm = test_model_new(c, seed, 1);
-    const lily_model *m = test_model_get(tm);
+    test_model *tm;
     void *ctx, *st;
-    int rc = be->init(m, &ctx);
-    if (rc) die("init", rc);
-    if ((rc = be->state_new(ctx, 64, &st))) die("state_new", rc);
-    const int V = c.vocab_size;
-    const std::vector<int> toks = random_tokens(24, V, seed + 2); // the base group's 24 tokens
+    std::vector<int> toks;
+    explicit e2e_tiny(uint64_t seed) {
+        tm = test_model_new(c, seed, 1);
+        int rc = be->init(test_model_get(tm), &ctx);
+        if (rc) die("init", rc);
+        if ((rc = be->state_new(ctx, 64, &st))) die("state_new", rc);
+        toks = random_tokens(24, c.vocab_size, seed + 2);
+    }
+    ~e2e_tiny() {
+        be->state_free(ctx, st);
+        be->free(ctx);
+        test_model_free(tm);
+    }
+};
+
+static void run_e2e_select(uint64_t seed) {
+    e2e_tiny e(seed);
+    const lily_backend *be = e.be;
+    void *ctx = e.ctx, *st = e.st;
+    const int V = e.c.vocab_size;
+    const std::vector<int> &toks = e.toks;
+    int rc;
     std::vector<float> s1(V);
     // GPU generation loop: greedy from the GPU == greedy from host-driven steps.
     be->state_reset(ctx, st);
@@ -547,9 +565,6 @@ static void run_e2e_select(uint64_t seed) {
                k == 64 ? ", its mass at T 0.8 within 1e-5 of the sampler's and logits_last bitwise the edited logits" : "");
         be->state_free(ctx, st_b);
     }
-    be->state_free(ctx, st);
-    be->free(ctx);
-    test_model_free(tm);
 }
 
 // The sampled selections, a group of their own (LILY_GPU_E2E=sample) so that a sanitizer run of each group fits a
@@ -559,16 +574,12 @@ static void run_e2e_select(uint64_t seed) {
 // logits there, every token within 5 sigma (+ 2e-3) of its probability, for T 0.5 and 1.3; a seed gives the same
 // draw twice; a temperature of 0 is refused. Then the on-GPU sampled loop gives valid ids.
 static void run_e2e_sample(uint64_t seed) {
-    const lily_backend *be = &lily_backend_cuda;
-    lily_config c = config_tiny();
-    test_model *tm = test_model_new(c, seed, 1);
-    const lily_model *m = test_model_get(tm);
-    void *ctx, *st;
-    int rc = be->init(m, &ctx);
-    if (rc) die("init", rc);
-    if ((rc = be->state_new(ctx, 64, &st))) die("state_new", rc);
-    const int V = c.vocab_size;
-    const std::vector<int> toks = random_tokens(24, V, seed + 2); // the base group's 24 tokens
+    e2e_tiny e(seed);
+    const lily_backend *be = e.be;
+    void *ctx = e.ctx, *st = e.st;
+    const int V = e.c.vocab_size;
+    const std::vector<int> &toks = e.toks;
+    int rc;
     std::vector<float> s1(V);
     std::vector<int> gen(30);
     int nan = 0;
@@ -616,9 +627,6 @@ static void run_e2e_sample(uint64_t seed) {
     int inrange = 1;
     for (int g : gen) inrange &= g >= 0 && g < V;
     report(!rc && inrange && !nan, "e2e sampled loop (T=0.8) gives valid ids");
-    be->state_free(ctx, st);
-    be->free(ctx);
-    test_model_free(tm);
 }
 
 // A random test model on the CUDA and the CPU backend at once, and the CPU backend's logits of N
