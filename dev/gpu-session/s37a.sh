@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # s37a.sh (device, ~6 min; written in the thirty-sixth session, not yet run): the fixed part of a decode launch,
 # and gemv2 with one prologue an SM. Prepare with
-#   bash dev/gpu-session/ab_prep.sh dev/patches/gemv2-parts.patch dev/patches/gemv2-wide.patch dev/patches/gemv2-mc.patch
+#   bash dev/gpu-session/ab_prep.sh dev/patches/gemv2-parts.patch dev/patches/gemv2-wide.patch \
+#        dev/patches/gemv2-mc.patch dev/patches/gemv2-pipe.patch
 # (the patched build carried, HEAD's as lily_old.xz; .carry/cluster_probe from prep.sh).
 #   1. dev/cluster/probe.cu: clusters of 2..16 resident at once, a barrier of 8 blocks by a global counter against
 #      the cluster barrier, the floor of a launch in a PDL chain in a graph (empty / reading 8 KB of x).
@@ -19,7 +20,7 @@ xz -dc $C/gt_old.xz > /tmp/gt_old && chmod +x /tmp/gt_old
 LILY_GPU_KERNELS=gdn timeout 100 /tmp/gt_old kernels 53 > $L/k_gdn.txt 2>&1; el "gdn kernels (HEAD) rc=$?"; grep -E "^FAIL|passed" $L/k_gdn.txt
 timeout 120 /tmp/gt_old e2e 59 > $L/e2e_head.txt 2>&1; el "e2e (HEAD) rc=$?"; grep -E "^FAIL|passed" $L/e2e_head.txt | cut -c1-200
 LILY_CUDA_GEMV2_WIDE=1 LILY_GPU_KERNELS=gemv timeout 100 $B/lily-gpu-test kernels 47 > $L/k_wide.txt 2>&1; el "gemv kernels, wide rc=$?"
-grep -E "^FAIL|passed" $L/k_wide.txt | cut -c1-200
+grep -E "^FAIL|passed|DIFFERS" $L/k_wide.txt | cut -c1-200
 wait $SP; el synth
 ncu_envs gemv2 - LILY_CUDA_DEV_GV2=1 LILY_CUDA_DEV_GV2=4 LILY_CUDA_DEV_GV2=5 LILY_CUDA_DEV_GV2=8
 AB_A=0 AB_B="1 4 5 8" AB_PAIRS=1 DEC_AB=4K dec_ab LILY_CUDA_DEV_GV2
