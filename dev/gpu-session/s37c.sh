@@ -1,22 +1,27 @@
 #!/usr/bin/env bash
-# s37c.sh (device, ~5 min; written in the thirty-seventh session, not yet run): gemv2 with each warp's weight loads
-# one step ahead over its whole walk (LILY_CUDA_GV2_PIPE=1, dev/patches/gemv2-pipe.patch). The carry of s37a.sh with
-# the fourth patch (the one carry serves s37a, s37b and s37c):
+# s37c.sh (device, ~6 min; written in the thirty-seventh session, not yet run): gemv2 with each warp's weight loads
+# one step ahead over its whole walk (LILY_CUDA_GV2_PIPE=1, dev/patches/gemv2-pipe.patch), and the same with x's digit
+# split taken from the prologue's registers (=2). The carry of s37a.sh with the fourth patch (the one carry serves
+# s37a, s37b and s37c):
 #   bash dev/gpu-session/ab_prep.sh dev/patches/gemv2-parts.patch dev/patches/gemv2-wide.patch \
 #        dev/patches/gemv2-mc.patch dev/patches/gemv2-pipe.patch
-#   1. the gemv kernel tests with it: each gemv2 case's register-prologue run takes the new kernel where it applies
-#      (4-bit segments), and the bulk-staged run (still gemv2_kernel) must equal it bitwise;
+#   1. the gemv kernel tests with each: a case's register-prologue run takes the new kernel where it applies (4-bit
+#      segments), and the bulk-staged run (still gemv2_kernel) must equal it bitwise;
 #   2. the 24 full-size decode steps against without (bitwise expected: the same arithmetic in the same order);
-#   3. ncu of the gemv launches of one prof step without and with it;
-#   4. decode 4K / 32K, three alternating pairs.
-. .carry/common.sh; safe_start 400
+#   3. ncu of the gemv launches of one prof step without and with each;
+#   4. decode 4K / 32K, three alternating rounds of 0 / 1 / 2.
+. .carry/common.sh; safe_start 440
 synth_bg
-LILY_CUDA_GV2_PIPE=1 LILY_GPU_KERNELS=gemv timeout 90 $B/lily-gpu-test kernels 71 > $L/k_pipe.txt 2>&1; el "gemv kernels, pipe rc=$?"
-grep -E "^FAIL|passed|DIFFERS" $L/k_pipe.txt | cut -c1-200
+for v in 1 2; do
+    LILY_CUDA_GV2_PIPE=$v LILY_GPU_KERNELS=gemv timeout 90 $B/lily-gpu-test kernels 71 > $L/k_pipe$v.txt 2>&1; el "gemv kernels, pipe $v rc=$?"
+    grep -E "^FAIL|passed|DIFFERS" $L/k_pipe$v.txt | cut -c1-200
+done
 wait $SP; el synth
 decode_logits narrow $B/lily
-decode_logits pipe $B/lily LILY_CUDA_GV2_PIPE=1
-cmp /tmp/l_narrow.f32 /tmp/l_pipe.f32 && echo "full-size decode logits (24 steps): pipe == without, bitwise"
-ncu_envs "gemv2_pipe_kernel|gemv2_kernel" - LILY_CUDA_GV2_PIPE=1
-AB_PAIRS=3 DEC_AB=4K,32K dec_ab LILY_CUDA_GV2_PIPE
+for v in 1 2; do
+    decode_logits pipe$v $B/lily LILY_CUDA_GV2_PIPE=$v
+    cmp /tmp/l_narrow.f32 /tmp/l_pipe$v.f32 && echo "full-size decode logits (24 steps): pipe $v == without, bitwise"
+done
+ncu_envs "gemv2_pipe_kernel|gemv2_kernel" - LILY_CUDA_GV2_PIPE=1 LILY_CUDA_GV2_PIPE=2
+AB_A=0 AB_B="1 2" AB_PAIRS=3 DEC_AB=4K,32K dec_ab LILY_CUDA_GV2_PIPE
 safe_end
