@@ -1,6 +1,6 @@
-// gdn_chunked.cuh: what the chunked GDN's kernels share (gdn_chunked.cu: the conv pass, phase A and
-// phase B on mma.sync; gdn_scan_wg.cu: phase B on the warpgroup MMA): the chunk size, the 3xTF32
-// split, the A fragments read from a record or from bf16 rows, and the scratch record's layout.
+// gdn_chunked.cuh: what the chunked GDN's kernels share (gdn_chunked.cu: the conv pass and the launches;
+// gdn_chunk_prep.cu: phase A; gdn_chunk_scan.cu: phase B on mma.sync; gdn_scan_wg.cu: phase B on the warpgroup
+// MMA): the chunk size, the 3xTF32 split, the fragments, the scratch record's layout, the phases' shared memory.
 #pragma once
 #include "prefill.cuh"
 #include "gdn_pf.cuh"
@@ -80,3 +80,91 @@ static __host__ __device__ __forceinline__ gc_layout gc_lay(gdn_dims d) {
 bool gdn_scan_wg_takes(gdn_dims d, int ncols);
 void gdn_scan_wg_launch(gdn_dims d, int T, const float *scr, const uint16_t *cv, float *state, uint16_t *o, int nsplit,
                         cudaStream_t st);
+
+// ---------------------------------------------------------------------------------------------
+// The pieces phase A (gdn_chunk_prep.cu) and phase B (gdn_chunk_scan.cu) share, their shared memory,
+// and the two kernels, which gdn_chunked.cu's gdn_pf_chunked launches.
+
+// The k-loops of the products unrolled by GC_UNROLL: the loads and splits of the next k-steps are
+// then issued before the MMAs of this one (one k-step a loop iteration left every fragment load's
+// latency and every split's on the chain: "wait" and "short scoreboard" were most of both phases'
+// stall samples, with two warps a scheduler to hide them).
+#ifndef GC_UNROLL
+#define GC_UNROLL 4
+#endif
+#define GC_PRAGMA(x) _Pragma(#x)
+#define GC_KLOOP_(n) GC_PRAGMA(unroll n)
+#define GC_KLOOP GC_KLOOP_(GC_UNROLL)
+
+#ifndef GC_TRACE
+#define GC_TRACE 0
+#endif
+
+static __device__ __forceinline__ void gc_mma(float *c, const uint32_t *a, const uint32_t *b) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// c += big.big, cs += small.big + big.small (a second accumulator: two independent mma chains, and
+// the small terms summed among themselves before they meet the large ones).
+static __device__ __forceinline__ void gc_mma3(float *c, float *cs, const gc_fa &a, const gc_fb &b) {
+#if GC_SPLIT
+    gc_mma(cs, a.s, b.b);
+    gc_mma(cs, a.b, b.s);
+#else
+    (void)cs;
+#endif
+    gc_mma(c, a.b, b.b);
+}
+
+// The products with a bf16 operand (the conv outputs): a bf16 value is exact in TF32 and is its own
+// big part, so the terms with its small part are left out.
+// c += a.b, cs += a.s.b (B exact in TF32: a bf16 operand).
+static __device__ __forceinline__ void gc_mma2b(float *c, float *cs, const gc_fa &a, const gc_fb &b) {
+#if GC_SPLIT
+    gc_mma(cs, a.s, b.b);
+#else
+    (void)cs;
+#endif
+    gc_mma(c, a.b, b.b);
+}
+
+// Four B tiles (k0..k0+7 x n0..n0+31) of bf16 rows b[k ld + n] by one ldmatrix.trans: lane (g, t)
+// gets the pair (2t, 2t + 1) of column n0 + 8j + g in r[j].
+static __device__ __forceinline__ void gc_ldb_h4(gc_fb *f, const uint16_t *b, int ld, int k0) {
+    const int lane = threadIdx.x & 31;
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(b + (k0 + (lane & 7)) * ld + 8 * (lane >> 3));
+    uint32_t r[4];
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+#pragma unroll
+    for (int j = 0; j < 4; j++) f[j].b[0] = r[j] << 16, f[j].b[1] = r[j] & 0xffff0000u;
+}
+
+// Shared memory of phase A in floats: q then v (bf16, 64 x ldh), k (bf16, 64 x ldh + 32 elements: the
+// W product's ldmatrix of a last partial group of 4 column tiles reads past the row end), A and X
+// (64 x 68 fp32), 7 vectors of 64. ldh = max(Dk8, GC_VT) + 8 bf16: 68 words = 4 mod 32 a row
+// (conflict-free pair loads and ldmatrix rows).
+static __host__ __device__ __forceinline__ int gc_prep_ldh(int dk) { return (((dk + 7) & ~7) > GC_VT ? ((dk + 7) & ~7) : GC_VT) + 8; }
+static inline size_t gc_prep_smem_floats(int dk) {
+    const size_t ldh = gc_prep_ldh(dk);
+    return (2 * GC_C * ldh + 32) / 2 + 2 * GC_C * GC_LD64 + 7 * GC_C;
+}
+
+// Shared memory of phase B in floats: the state as (big, rest) groups (ncols x 2 ld8, gc_sidx), W
+// (64 x Dk8, fragment order), Q and K in bf16 (64 x ld8 each), M (64 x 64, fragment order), U and
+// Delta (64 x ncols each, fragment orders), (fk Delta)^T split (ncols x 128), fq and fk (64 each).
+// ld8 = Dk8 + 8: 2 ld8 = 16 mod 32 floats and ld8 / 2 = 4 mod 32 words (conflict-free state groups,
+// bf16 pairs and ldmatrix rows at Dk 128).
+static inline size_t gc_scan_smem_floats(int dk, int ncols) {
+    const size_t dkp = (dk + 7) & ~7, ld8 = dkp + 8;
+    return 2 * ncols * ld8 + GC_C * dkp + GC_C * ld8 + GC_C * GC_C + 2 * GC_C * ncols + 128 * ncols + 2 * GC_C;
+}
+
+__global__ void gdn_chunk_prep(gdn_dims d, int T, const uint16_t *cv, const uint16_t *bb, const uint16_t *aa, int ldg,
+                   const float *dt_bias, const float *A, float *scr);
+__global__ void gdn_chunk_scan(gdn_dims d, int T, const float *scr, const uint16_t *cv, float *state, uint16_t *o, int ncols);
+// GC_TRACE=1 builds: print and clear phase B's section times (gdn_chunk_scan.cu).
+void gc_scan_trace_report(int T, int nsplit);
