@@ -1,4 +1,4 @@
-// http.c: libmicrohttpd glue for the OpenAI routes (server.h).
+// http.c: libmicrohttpd glue for the OpenAI routes (server.h); the replies are built in http_reply.c.
 //
 // Threading: MHD runs one thread per connection. The access handler collects the body, checks
 // it (openai.c), renders and tokenizes the prompt, and submits a task to the engine. Non-streaming
@@ -21,54 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common.h"
-#include "openai.h"
-#include "parse.h"
-#include "server.h"
-
-struct server {
-    struct engine *eng;
-    struct server_opts o;
-    struct oai_limits lim;
-    long started;
-    atomic_int stopping;
-    atomic_long n_http, n_4xx, n_5xx, n_busy, n_disconnects;
-    atomic_int active; // requests holding an engine task
-};
-
-enum route { R_NONE, R_HEALTH, R_MODELS, R_MODEL, R_METRICS, R_CHAT, R_COMPLETIONS };
-
-// Per-request state, freed by the request-completed callback.
-struct conn {
-    struct server *srv;
-    struct MHD_Connection *mc;
-    enum route route;
-    char *body;
-    size_t len, cap;
-    int too_big;
-    struct oai_request req;
-    struct engine_task *task;
-    struct lily_parser *parser;
-    char id[48];
-    long created;
-    // accumulated output (non-streaming)
-    char *content, *reasoning;
-    size_t content_len, content_cap, reasoning_len, reasoning_cap;
-    json_t *logprobs;          // array of entries
-    size_t text_off;           // streamed completions: text_offset of the next token
-    int n_calls_sent;          // tool calls already emitted
-    struct oai_tool_call *calls;
-    char (*call_ids)[40];
-    int n_calls;
-    // streaming
-    char *sse;
-    size_t sse_len, sse_cap, sse_off;
-    int stream_done;
-    double last_write;
-    struct oai_usage usage;
-    int n_reasoning;           // generated tokens inside <think> so far (chat)
-    const char *finish;
-};
+#include "http_int.h"
 
 void server_opts_default(struct server_opts *o) {
     memset(o, 0, sizeof *o);
@@ -83,7 +36,7 @@ void server_opts_default(struct server_opts *o) {
 // ---------------------------------------------------------------------------------------------
 // Small helpers
 
-static void rand_hex(char *out, int n) {
+void http_rand_hex(char *out, int n) {
     unsigned char b[32];
     if (getrandom(b, (size_t)(n + 1) / 2, 0) < 0) {
         for (int i = 0; i < (n + 1) / 2; i++) b[i] = (unsigned char)(rand() & 0xff);
@@ -93,7 +46,7 @@ static void rand_hex(char *out, int n) {
     out[n] = 0;
 }
 
-static void buf_add(char **buf, size_t *len, size_t *cap, const char *s, size_t n) {
+void http_buf_add(char **buf, size_t *len, size_t *cap, const char *s, size_t n) {
     if (*len + n + 1 > *cap) {
         *cap = (*len + n + 1) * 2;
         *buf = xrealloc(*buf, *cap);
@@ -104,7 +57,7 @@ static void buf_add(char **buf, size_t *len, size_t *cap, const char *s, size_t 
 }
 
 // 1 if the peer has closed its side (or the socket failed): a read would see end of file.
-static int client_gone(struct MHD_Connection *mc) {
+int http_client_gone(struct MHD_Connection *mc) {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!ci) return 0;
@@ -140,7 +93,7 @@ static enum MHD_Result send_body(struct server *s, struct MHD_Connection *mc, in
     return rc;
 }
 
-static enum MHD_Result send_json(struct server *s, struct MHD_Connection *mc, int status,
+enum MHD_Result http_send_json(struct server *s, struct MHD_Connection *mc, int status,
                                  json_t *obj) {
     char *body = json_dumps(obj, JSON_COMPACT);
     json_decref(obj);
@@ -153,10 +106,7 @@ static enum MHD_Result send_err(struct server *s, struct MHD_Connection *mc,
     return send_body(s, mc, e->status, "application/json", body, strlen(body));
 }
 
-static enum MHD_Result fail(struct server *s, struct MHD_Connection *mc, int status,
-                            const char *type, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 6, 7)));
-static enum MHD_Result fail(struct server *s, struct MHD_Connection *mc, int status,
+enum MHD_Result http_fail(struct server *s, struct MHD_Connection *mc, int status,
                             const char *type, const char *code, const char *fmt, ...) {
     struct oai_error e = {0};
     e.status = status;
@@ -175,10 +125,10 @@ static enum MHD_Result fail(struct server *s, struct MHD_Connection *mc, int sta
 static enum MHD_Result do_models(struct server *s, struct conn *c) {
     json_t *m = json_pack("{s:s, s:s, s:I, s:s}", "id", s->o.model_id, "object", "model",
                           "created", (json_int_t)s->started, "owned_by", "lily");
-    if (c->route == R_MODEL) return send_json(s, c->mc, 200, m);
+    if (c->route == R_MODEL) return http_send_json(s, c->mc, 200, m);
     json_object_set_new(m, "meta", json_pack("{s:i, s:i}", "n_ctx", engine_max_ctx(s->eng),
                                              "n_vocab", engine_n_vocab(s->eng)));
-    return send_json(s, c->mc, 200, json_pack("{s:s, s:[o]}", "object", "list", "data", m));
+    return http_send_json(s, c->mc, 200, json_pack("{s:s, s:[o]}", "object", "list", "data", m));
 }
 
 static enum MHD_Result do_metrics(struct server *s, struct conn *c) {
@@ -192,7 +142,7 @@ static enum MHD_Result do_metrics(struct server *s, struct conn *c) {
         int k = snprintf(line, sizeof line, "# HELP lily_" name " " help "\n# TYPE lily_" name \
                                             " " type "\nlily_" name " " fmt "\n",              \
                          val);                                                                 \
-        buf_add(&b, &len, &cap, line, (size_t)k);                                              \
+        http_buf_add(&b, &len, &cap, line, (size_t)k);                                              \
     } while (0)
     METRIC("http_requests_total", "counter", "HTTP responses sent.", "%ld", atomic_load(&s->n_http));
     METRIC("http_client_errors_total", "counter", "4xx responses.", "%ld", atomic_load(&s->n_4xx));
@@ -230,250 +180,6 @@ static enum MHD_Result do_metrics(struct server *s, struct conn *c) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Generation output
-
-static const char *finish_name(struct conn *c, int finish) {
-    if (finish == ENGINE_FINISH_LENGTH) return "length";
-    if (c->n_calls > 0) return "tool_calls";
-    return "stop";
-}
-
-static void sse_add(struct conn *c, json_t *obj) {
-    size_t n;
-    char *s = oai_sse(obj, &n);
-    buf_add(&c->sse, &c->sse_len, &c->sse_cap, s, n);
-    free(s);
-}
-
-static json_t *logprob_json(struct conn *c, const struct engine_event *ev) {
-    size_t n;
-    char *t = engine_token_text(c->srv->eng, ev->token, &n);
-    json_t *en = oai_logprob_entry(t, n, ev->logprob);
-    free(t);
-    json_t *tops = json_array();
-    for (int i = 0; i < ev->n_top; i++) {
-        t = engine_token_text(c->srv->eng, ev->top_ids[i], &n);
-        json_array_append_new(tops, oai_logprob_entry(t, n, ev->top_lp[i]));
-        free(t);
-    }
-    json_object_set_new(en, "top_logprobs", tops);
-    return en;
-}
-
-// Tool calls completed since the last call: kept, and returned as stream deltas when streaming.
-static json_t *take_tool_calls(struct conn *c, int stream) {
-    int n = parse_n_tool_calls(c->parser);
-    json_t *a = NULL;
-    for (; c->n_calls < n; c->n_calls++) {
-        c->calls = xrealloc(c->calls, sizeof *c->calls * (size_t)(c->n_calls + 1));
-        c->call_ids = xrealloc(c->call_ids, sizeof *c->call_ids * (size_t)(c->n_calls + 1));
-        char hex[25];
-        rand_hex(hex, 24);
-        snprintf(c->call_ids[c->n_calls], sizeof c->call_ids[0], "call_%s", hex);
-        c->calls[c->n_calls].name = parse_tool_name(c->parser, c->n_calls);
-        c->calls[c->n_calls].args = parse_tool_args(c->parser, c->n_calls);
-        if (!stream) continue;
-        if (!a) a = json_array();
-        json_array_append_new(
-            a, json_pack("{s:i, s:s, s:s, s:{s:s, s:s}}", "index", c->n_calls, "id",
-                         c->call_ids[c->n_calls], "type", "function", "function", "name",
-                         c->calls[c->n_calls].name, "arguments", c->calls[c->n_calls].args));
-    }
-    for (int i = 0; i < c->n_calls; i++) c->calls[i].id = c->call_ids[i];
-    return a;
-}
-
-// Logprob entries in the legacy completions shape (parallel arrays); `*off` is the text offset of
-// the first entry and advances past the last, so that streamed chunks continue the offsets.
-static json_t *legacy_logprobs(const json_t *entries, size_t *off) {
-    json_t *toks = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
-    size_t i;
-    json_t *en;
-    json_array_foreach(entries, i, en) {
-        json_t *t = json_object_get(en, "token");
-        json_array_append(toks, t);
-        json_array_append(lps, json_object_get(en, "logprob"));
-        json_array_append_new(offs, json_integer((json_int_t)*off));
-        *off += json_string_length(t);
-        json_t *m = json_object(), *x;
-        size_t k;
-        json_array_foreach(json_object_get(en, "top_logprobs"), k, x)
-            json_object_set(m, json_string_value(json_object_get(x, "token")),
-                            json_object_get(x, "logprob"));
-        json_array_append_new(tops, m);
-    }
-    return json_pack("{s:o, s:o, s:o, s:o}", "tokens", toks, "token_logprobs", lps,
-                     "top_logprobs", tops, "text_offset", offs);
-}
-
-// One engine event into the response: accumulate (non-streaming) or append SSE (streaming).
-static void consume(struct conn *c, struct engine_event *ev) {
-    struct server *s = c->srv;
-    int stream = c->req.stream;
-    json_t *lp = NULL;
-    if (ev->type == ENGINE_EV_TOKEN && c->req.logprobs) lp = logprob_json(c, ev);
-    if (ev->type == ENGINE_EV_DONE) {
-        c->usage.prompt_tokens = ev->n_prompt;
-        c->usage.completion_tokens = ev->n_gen;
-        c->usage.cached_tokens = ev->n_cached;
-        c->usage.reasoning_tokens = c->n_reasoning;
-    }
-    if (c->req.kind == OAI_COMPLETION) {
-        if (!stream) {
-            buf_add(&c->content, &c->content_len, &c->content_cap, ev->text, ev->len);
-            if (lp) json_array_append_new(c->logprobs, lp);
-        } else {
-            // A token whose text is held back (a possible stop string, partial UTF-8) still gets
-            // its chunk when logprobs are asked for, with empty text.
-            json_t *lpo = NULL;
-            if (lp) {
-                json_t *one = json_pack("[o]", lp);
-                lpo = legacy_logprobs(one, &c->text_off);
-                json_decref(one);
-            }
-            if (ev->len || lpo)
-                sse_add(c, oai_completion_chunk(c->id, c->created, s->o.model_id,
-                                                ev->text ? ev->text : "", NULL, lpo,
-                                                c->req.include_usage));
-        }
-        if (ev->type == ENGINE_EV_DONE) c->finish = finish_name(c, ev->finish);
-        if (ev->type == ENGINE_EV_DONE && stream) {
-            sse_add(c, oai_completion_chunk(c->id, c->created, s->o.model_id, "", c->finish, NULL,
-                                            c->req.include_usage));
-            if (c->req.include_usage)
-                sse_add(c, oai_usage_chunk("text_completion", c->id, c->created, s->o.model_id,
-                                           &c->usage));
-        }
-        return;
-    }
-    // The parser decides what is reasoning: a token counts if it is fed inside <think> or opens it.
-    int was_reasoning = parse_in_reasoning(c->parser);
-    parse_feed(c->parser, ev->text, ev->len);
-    if (ev->type == ENGINE_EV_TOKEN && (was_reasoning || parse_in_reasoning(c->parser)))
-        c->n_reasoning++;
-    if (ev->type == ENGINE_EV_DONE) parse_finish(c->parser);
-    struct parse_delta d = {0};
-    parse_take(c->parser, &d);
-    json_t *calls = take_tool_calls(c, stream);
-    if (ev->type == ENGINE_EV_DONE) c->finish = finish_name(c, ev->finish);
-    if (!stream) {
-        if (d.content) buf_add(&c->content, &c->content_len, &c->content_cap, d.content, strlen(d.content));
-        if (d.reasoning)
-            buf_add(&c->reasoning, &c->reasoning_len, &c->reasoning_cap, d.reasoning,
-                    strlen(d.reasoning));
-        if (lp) json_array_append_new(c->logprobs, lp);
-    } else {
-        json_t *delta = json_object();
-        if (d.reasoning && *d.reasoning)
-            json_object_set_new(delta, "reasoning_content", json_string(d.reasoning));
-        if (d.content && *d.content) json_object_set_new(delta, "content", json_string(d.content));
-        if (calls) json_object_set_new(delta, "tool_calls", calls);
-        json_t *lpo = lp ? json_pack("{s:[o], s:n}", "content", lp, "refusal") : NULL;
-        if (json_object_size(delta) || lpo)
-            sse_add(c, oai_chat_chunk(c->id, c->created, s->o.model_id, delta, NULL, lpo,
-                                      c->req.include_usage));
-        else
-            json_decref(delta);
-        if (ev->type == ENGINE_EV_DONE) {
-            sse_add(c, oai_chat_chunk(c->id, c->created, s->o.model_id, json_object(), c->finish,
-                                      NULL, c->req.include_usage));
-            if (c->req.include_usage)
-                sse_add(c, oai_usage_chunk("chat.completion.chunk", c->id, c->created,
-                                           s->o.model_id, &c->usage));
-        }
-    }
-    parse_delta_free(&d);
-}
-
-// The response for a finished non-streaming request.
-static enum MHD_Result send_result(struct conn *c) {
-    struct server *s = c->srv;
-    json_t *lp = NULL;
-    if (c->req.logprobs && c->req.kind == OAI_CHAT) {
-        lp = json_pack("{s:O, s:n}", "content", c->logprobs, "refusal");
-    } else if (c->req.logprobs) {
-        size_t off = 0;
-        lp = legacy_logprobs(c->logprobs, &off);
-    }
-    json_t *o;
-    if (c->req.kind == OAI_COMPLETION)
-        o = oai_completion_response(c->id, c->created, s->o.model_id,
-                                    c->content ? c->content : "", c->finish, &c->usage, lp);
-    else
-        o = oai_chat_response(c->id, c->created, s->o.model_id,
-                              c->content ? c->content : (c->n_calls ? NULL : ""), c->reasoning,
-                              c->calls, c->n_calls, c->finish, &c->usage, lp);
-    if (!o) return fail(s, c->mc, 500, "server_error", NULL, "could not encode the response");
-    return send_json(s, c->mc, 200, o);
-}
-
-static void engine_error(struct oai_error *e, const struct engine_event *ev) {
-    memset(e, 0, sizeof *e);
-    if (ev->finish == ENGINE_FINISH_CANCELLED) {
-        e->status = 503;
-        e->type = "server_error";
-        snprintf(e->message, sizeof e->message, "the server is shutting down");
-    } else {
-        e->status = 500;
-        e->type = "server_error";
-        snprintf(e->message, sizeof e->message, "generation failed: %s", ev->err_msg);
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Streaming: the content reader waits for events and hands MHD the SSE bytes.
-
-static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
-    (void)pos;
-    struct conn *c = cls;
-    struct server *s = c->srv;
-    while (c->sse_off == c->sse_len) {
-        if (c->stream_done) return MHD_CONTENT_READER_END_OF_STREAM;
-        c->sse_len = c->sse_off = 0;
-        struct engine_event ev;
-        if (atomic_load(&s->stopping)) engine_cancel(c->task);
-        if (!engine_next(c->task, &ev, 0.1)) {
-            if (client_gone(c->mc)) {
-                atomic_fetch_add(&s->n_disconnects, 1);
-                engine_cancel(c->task);
-                return MHD_CONTENT_READER_END_WITH_ERROR;
-            }
-            if (lily_time() - c->last_write >= s->o.keepalive_s) {
-                static const char ka[] = ": keep-alive\n\n";
-                buf_add(&c->sse, &c->sse_len, &c->sse_cap, ka, sizeof ka - 1);
-            }
-            continue;
-        }
-        if (ev.type == ENGINE_EV_DONE &&
-            (ev.finish == ENGINE_FINISH_ERROR || ev.finish == ENGINE_FINISH_CANCELLED)) {
-            // The 200 header went out long ago: report the error as a data event.
-            struct oai_error e;
-            engine_error(&e, &ev);
-            char *body = oai_error_body(&e);
-            buf_add(&c->sse, &c->sse_len, &c->sse_cap, "data: ", 6);
-            buf_add(&c->sse, &c->sse_len, &c->sse_cap, body, strlen(body));
-            buf_add(&c->sse, &c->sse_len, &c->sse_cap, "\n\n", 2);
-            free(body);
-            c->stream_done = 1;
-        } else {
-            consume(c, &ev);
-            if (ev.type == ENGINE_EV_DONE) {
-                static const char end[] = "data: [DONE]\n\n";
-                buf_add(&c->sse, &c->sse_len, &c->sse_cap, end, sizeof end - 1);
-                c->stream_done = 1;
-            }
-        }
-        engine_event_free(&ev);
-    }
-    size_t n = c->sse_len - c->sse_off;
-    if (n > max) n = max;
-    memcpy(buf, c->sse + c->sse_off, n);
-    c->sse_off += n;
-    c->last_write = lily_time();
-    return (ssize_t)n;
-}
-
-// ---------------------------------------------------------------------------------------------
 // Generation requests
 
 static enum MHD_Result do_generate(struct server *s, struct conn *c) {
@@ -484,7 +190,7 @@ static enum MHD_Result do_generate(struct server *s, struct conn *c) {
     int *ids = NULL, n = 0, rc;
     if (kind == OAI_CHAT) {
         if (!engine_tmpl(s->eng))
-            return fail(s, c->mc, 400, "invalid_request_error", NULL,
+            return http_fail(s, c->mc, 400, "invalid_request_error", NULL,
                         "this model has no chat template; use /v1/completions");
         rc = engine_encode_chat(s->eng, c->req.root, &ids, &n);
     } else if (c->req.prompt_ids) {
@@ -498,12 +204,12 @@ static enum MHD_Result do_generate(struct server *s, struct conn *c) {
     }
     if (rc) {
         free(ids);
-        return fail(s, c->mc, 400, "invalid_request_error", NULL, "%s", lily_err_msg());
+        return http_fail(s, c->mc, 400, "invalid_request_error", NULL, "%s", lily_err_msg());
     }
     int max_prompt = s->o.max_prompt > 0 ? s->o.max_prompt : engine_max_ctx(s->eng) - 1;
     if (n > max_prompt || n >= engine_max_ctx(s->eng)) {
         free(ids);
-        return fail(s, c->mc, 400, "invalid_request_error", "context_length_exceeded",
+        return http_fail(s, c->mc, 400, "invalid_request_error", "context_length_exceeded",
                     "This model's maximum context length is %d tokens and at most %d of them "
                     "can be prompt; your prompt has %d tokens.",
                     engine_max_ctx(s->eng), max_prompt, n);
@@ -521,13 +227,13 @@ static enum MHD_Result do_generate(struct server *s, struct conn *c) {
     if (c->task) atomic_fetch_add(&s->active, 1);
     if (rc == ENGINE_BUSY) {
         atomic_fetch_add(&s->n_busy, 1);
-        return fail(s, c->mc, 503, "server_error", "server_busy",
+        return http_fail(s, c->mc, 503, "server_error", "server_busy",
                     "the server is busy (queue full); retry shortly");
     }
-    if (rc) return fail(s, c->mc, 400, "invalid_request_error", NULL, "%s", lily_err_msg());
+    if (rc) return http_fail(s, c->mc, 400, "invalid_request_error", NULL, "%s", lily_err_msg());
 
     char hex[25];
-    rand_hex(hex, 24);
+    http_rand_hex(hex, 24);
     snprintf(c->id, sizeof c->id, "%s%s", kind == OAI_CHAT ? "chatcmpl-" : "cmpl-", hex);
     c->created = (long)time(NULL);
     c->logprobs = json_array();
@@ -540,11 +246,11 @@ static enum MHD_Result do_generate(struct server *s, struct conn *c) {
         // reader, since keep-alive comments count as traffic.
         c->last_write = lily_time();
         if (kind == OAI_CHAT)
-            sse_add(c, oai_chat_chunk(c->id, c->created, s->o.model_id,
+            http_sse_add(c, oai_chat_chunk(c->id, c->created, s->o.model_id,
                                       json_pack("{s:s, s:s}", "role", "assistant", "content", ""),
                                       NULL, NULL, c->req.include_usage));
         struct MHD_Response *resp =
-            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_reader, c, NULL);
+            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, http_stream_reader, c, NULL);
         MHD_add_response_header(resp, "Content-Type", "text/event-stream");
         MHD_add_response_header(resp, "Cache-Control", "no-cache");
         MHD_add_response_header(resp, "X-Accel-Buffering", "no");
@@ -563,7 +269,7 @@ static enum MHD_Result do_generate(struct server *s, struct conn *c) {
         int got = engine_next(c->task, &ev, 0.1);
         if (!got || lily_time() >= next_check) {
             next_check = lily_time() + 0.1;
-            if (client_gone(c->mc)) {
+            if (http_client_gone(c->mc)) {
                 if (got) engine_event_free(&ev);
                 atomic_fetch_add(&s->n_disconnects, 1);
                 engine_cancel(c->task);
@@ -573,15 +279,15 @@ static enum MHD_Result do_generate(struct server *s, struct conn *c) {
         if (!got) continue;
         int done = ev.type == ENGINE_EV_DONE;
         if (done && (ev.finish == ENGINE_FINISH_ERROR || ev.finish == ENGINE_FINISH_CANCELLED)) {
-            engine_error(&e, &ev);
+            http_engine_error(&e, &ev);
             engine_event_free(&ev);
             return send_err(s, c->mc, &e);
         }
-        consume(c, &ev);
+        http_consume(c, &ev);
         engine_event_free(&ev);
         if (done) break;
     }
-    return send_result(c);
+    return http_send_result(c);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -629,22 +335,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         if (s->o.cors && !strcmp(method, "OPTIONS"))
             return send_body(s, mc, 204, "text/plain", xstrdup(""), 0);
         if (c->route == R_NONE)
-            return fail(s, mc, 404, "invalid_request_error", "not_found", "no route %.200s %.200s",
+            return http_fail(s, mc, 404, "invalid_request_error", "not_found", "no route %.200s %.200s",
                         method, url);
         int want_post = c->route == R_CHAT || c->route == R_COMPLETIONS;
         if ((want_post && !is_post) || (!want_post && !is_get))
-            return fail(s, mc, 405, "invalid_request_error", "method_not_allowed",
+            return http_fail(s, mc, 405, "invalid_request_error", "method_not_allowed",
                         "%.16s is not allowed on %.200s", method, url);
         if (c->route != R_HEALTH && !auth_ok(s, mc))
-            return fail(s, mc, 401, "invalid_request_error", "invalid_api_key",
+            return http_fail(s, mc, 401, "invalid_request_error", "invalid_api_key",
                         "missing or incorrect API key (send 'Authorization: Bearer KEY')");
         const char *enc = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Encoding");
         if (enc && strcasecmp(enc, "identity"))
-            return fail(s, mc, 415, "invalid_request_error", NULL,
+            return http_fail(s, mc, 415, "invalid_request_error", NULL,
                         "Content-Encoding is not supported; send the body uncompressed");
         const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > s->o.max_body)
-            return fail(s, mc, 413, "invalid_request_error", NULL,
+            return http_fail(s, mc, 413, "invalid_request_error", NULL,
                         "request body too large (at most %zu bytes)", s->o.max_body);
         return MHD_YES;
     }
@@ -654,17 +360,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
             c->too_big = 1;
             if (c->len + *upload_size > 2 * s->o.max_body) return MHD_NO;
         } else {
-            buf_add(&c->body, &c->len, &c->cap, upload_data, *upload_size);
+            http_buf_add(&c->body, &c->len, &c->cap, upload_data, *upload_size);
         }
         *upload_size = 0;
         return MHD_YES;
     }
     if (c->too_big)
-        return fail(s, mc, 413, "invalid_request_error", NULL,
+        return http_fail(s, mc, 413, "invalid_request_error", NULL,
                     "request body too large (at most %zu bytes)", s->o.max_body);
     switch (c->route) {
     case R_HEALTH:
-        return send_json(s, mc, 200, json_pack("{s:s}", "status", "ok"));
+        return http_send_json(s, mc, 200, json_pack("{s:s}", "status", "ok"));
     case R_MODELS:
     case R_MODEL:
         return do_models(s, c);
