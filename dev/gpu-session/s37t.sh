@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# s37t.sh (device, ~9.5 min; written in the thirty-seventh session, not yet run): the compute-sanitizer runs of e2e
+# still open, part 2 (part 1: s37s.sh): memcheck of the groups whose racecheck passed in the thirty-fourth session
+# but whose memcheck was cut then (`base`, `moe`, `pf_side`, `qg_rw`, `gdn_inproj`), all at once, 520 s each.
+# HEAD's own build: the carry's gt_old.xz (ab_prep.sh), not the patched one.
+. .carry/common.sh; export SAN_LIMIT=520; safe_start 560
+mkdir -p /tmp/head && xz -dc $C/gt_old.xz > /tmp/head/lily-gpu-test && chmod +x /tmp/head/lily-gpu-test; B=/tmp/head
+for g in base moe pf_side qg_rw gdn_inproj; do san_bg memcheck $L/memcheck_$g.txt e2e 19 LILY_GPU_E2E=$g; done
+san_wait
+for g in base moe pf_side qg_rw gdn_inproj; do san_report $L/memcheck_$g.txt "memcheck $g"; done
+safe_end
