@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(GV_THREADS, 1) gdn_front_kernel(gv_args a, gdn
     const int cols = a.cols, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int kh = blockIdx.x / GF_BLOCKS, r = blockIdx.x % GF_BLOCKS, R = d.hv / d.hk, S = GF_BLOCKS / R;
     const int mine = (gf_ntiles(d) - r + GF_BLOCKS - 1) / GF_BLOCKS; // entries r, r + GF_BLOCKS, ...
-    uint4 *bsm = smem4, *zero4 = bsm + cols / 4;
+    uint4 *bsm = smem4, *zero4 = bsm + gv2_digit_vecs(cols); // gv2_xmem_bytes' layout
     float *xs = (float *)(zero4 + 1), *xsum = xs + xs_floats(cols), *xsg = xsum + cols / 16;
     char *wsm = (char *)(((uintptr_t)(xsg + cols / G * 4) + 127) & ~(uintptr_t)127);
     __shared__ int toff[GF_MAX_TILES]; // tile k's codes at wsm + toff[k] (read after the prologue's barrier)
@@ -137,8 +137,7 @@ static size_t gf_smem(const gv_args &a, const gdn_dims &d, int group) {
         for (int e = r; e < gf_ntiles(d); e += GF_BLOCKS) sum += gf_tile(a, d, 0, e).bytes;
         most = sum > most ? sum : most;
     }
-    return (size_t)(a.cols / 4 + 1) * sizeof(uint4) +
-           (size_t)(xs_floats(a.cols) + a.cols / 16 + a.cols / group * 4) * sizeof(float) + 128 + most;
+    return gv2_xmem_bytes(a.cols, group) + 128 + most;
 }
 
 template <int HPG, bool REGS> static int gf_occupancy(size_t smem) {

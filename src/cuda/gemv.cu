@@ -92,7 +92,7 @@ __global__ void __launch_bounds__(GV_THREADS, GV2_MIN_BLOCKS) gemv2_kernel(gv_ar
     __shared__ float2 wbest[GV_WARPS];
     __shared__ float part[2][GV_WARPS][16];
     const int cols = a.cols, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    uint4 *bsm = smem4, *zero4 = bsm + cols * 3 / 8;
+    uint4 *bsm = smem4, *zero4 = bsm + gv2_digit_vecs(cols); // gv2_xmem_bytes' layout
     float *xs = (float *)(zero4 + 1), *xsum = xs + xs_floats(cols), *xsg = xsum + cols / 16;
     char *bulk = (char *)(((uintptr_t)(xsg + cols / G * 4) + 127) & ~(uintptr_t)127);
     __shared__ uint64_t bbar[GV2_BULK_MAX];
@@ -264,8 +264,7 @@ int gemv_launch(gv_args a, int max_blocks, cudaStream_t st) {
         if (max_blocks > cuda_sm_count() * bps2) max_blocks = cuda_sm_count() * bps2;
         int grid = total < max_blocks ? total : max_blocks;
         if (grid < 1) grid = 1;
-        size_t smem = (size_t)(a.cols * 3 / 8 + 1) * sizeof(uint4) +
-                      (size_t)(xs_floats(a.cols) + a.cols / 16 + a.cols / group2 * 4) * sizeof(float);
+        size_t smem = gv2_xmem_bytes(a.cols, group2);
         if (a.bulk) smem += 128 + GV2_BULK_BYTES;
         if (group2 == 32) gv2_launch<4>(a, grid, smem, st);
         else if (group2 == 64) gv2_launch<2>(a, grid, smem, st);

@@ -541,6 +541,18 @@ __device__ __forceinline__ float gv2_fx_scale(int b) { return __uint_as_float((u
 // N + 0x80808080 in [2^30, 3 * 2^30] has the bytes d_j + 128: its bytes xor 0x80 are the balanced digits.
 __device__ __forceinline__ uint32_t gv2_fx_digits(int n) { return ((uint32_t)n + 0x80808080u) ^ 0x80808080u; }
 
+// gemv2's x in shared memory, in this order (gemv2_kernel, gdn_front_kernel; moe_fused lays out the same pieces
+// in its own): gv2_split_x's digits (bsm, gv2_digit_vecs uint4s), a zero vector (zero4), x as prepared (xs,
+// padded runs: xs_index), its 16-value sums (xsum), and per group of columns its scale and sum (xsg, 4 floats a
+// group); gv2_xmem_bytes is their size. The digits take 4 bytes a column (cols / 4 uint4s); the room is still
+// the 6 bytes a column of the bf16 form the integer MMA replaced. Shrinking it changes the kernels' register
+// allocation and the blocks' shared memory, so it waits for a measured A/B (docs/PERF.md, thirty-seventh session).
+__host__ __device__ __forceinline__ int gv2_digit_vecs(int cols) { return cols * 3 / 8; }
+__host__ __device__ __forceinline__ size_t gv2_xmem_bytes(int cols, int group) {
+    return (size_t)(gv2_digit_vecs(cols) + 1) * sizeof(uint4) +
+           (size_t)(xs_floats(cols) + cols / 16 + cols / group * 4) * sizeof(float);
+}
+
 // x (prepared in xs by gv_prologue) as the four int8 digits of each value in B-fragment order at
 // bsm, and per group of G = 128 / HPG columns its scale 2^(e-30) and sum(x) at xsg (see gv2_tile).
 // Thread i takes columns 8i..8i+7 (step i/16, chunk (i/4)%4, word i%4); the G/8 threads of a group

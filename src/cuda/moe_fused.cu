@@ -211,7 +211,7 @@ __global__ void __maxnreg__(MF_REGS)
     // columns: H, or the widest front phase's), h, the shared h.
     const int C = sh.cx;
     unsigned char *bg = mf_smem, *bu = bg + sh.r0b;
-    uint4 *bsm = (uint4 *)(bu + sh.r0b), *zero4 = bsm + C * 3 / 8;
+    uint4 *bsm = (uint4 *)(bu + sh.r0b), *zero4 = bsm + gv2_digit_vecs(C);
     float *xsg = (float *)(zero4 + 1), *xs = xsg + C / G * 4, *xsum = xs + xs_floats(C), *hg = xsum + C / 16;
     float *hu = hg + MF_J, *hs = hu + MF_J, *hssum = hs + xs_floats(Is > 0 ? Is : 32);
     uint4 *dsc = (uint4 *)mf_smem + sh.dsm_off, *dss = dsc + sh.hr; // TMD: codes, scale words (4 a row)
@@ -491,7 +491,7 @@ static bool mf_plan(const moe_w &w, const dq_mat &sd, const gv_args *front, int 
     s->rb = (H + s->nb - 1) / s->nb;
     if (s->rb > 32) return false;
     s->r0b = (MF_J * (H / 2 + H / G * 4) + 127) / 128 * 128;
-    s->smem = (size_t)2 * s->r0b + (size_t)C * 3 / 8 * 16 + 16 + (size_t)C / G * 16 +
+    s->smem = (size_t)2 * s->r0b + (size_t)gv2_digit_vecs(C) * 16 + 16 + (size_t)C / G * 16 +
               (size_t)(xs_floats(C) + C / 16 + 2 * MF_J + xs_floats(Is > 0 ? Is : 32) + (Is > 0 ? Is : 32) / 16) * 4;
     s->hr = (H + 255) / 256 * 256;
     s->dsm_off = (int)((s->smem + 127) / 128 * 8); // 128-byte aligned, in 16-byte units
