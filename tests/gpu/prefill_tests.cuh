@@ -1,10 +1,10 @@
 // prefill_tests.cuh: what the prefill kernel tests (test_pf_*.cu, one family a file; test_prefill.cu runs them)
-// share: device buffers freed together after each case, random bf16 data, matrices uploaded as the backend
-// uploads them, host references of the products, a parallel loop.
+// share beyond dev_buf.cuh (whose free_all they call after each case): random bf16 data, host references of
+// the products, a parallel loop.
 #pragma once
 #include <algorithm>
 
-#include "gpu_test.h"
+#include "dev_buf.cuh"
 extern "C" {
 #include "cpu/ops_cpu.h"
 }
@@ -27,33 +27,7 @@ void test_attn_pf(rng &r);
 void bench_moe(rng &r, bool quick, double peak);
 void bench_gdn(rng &r);
 
-inline std::vector<void *> g_allocs;
 inline bool g_small; // `small`: the first cases of each list only (for compute-sanitizer)
-template <class T> static T *dup(const std::vector<T> &v) {
-    T *p;
-    CK(cudaMalloc(&p, v.size() * sizeof(T) + 16));
-    g_allocs.push_back(p);
-    CK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
-    return p;
-}
-template <class T> static T *poisoned(size_t n) {
-    T *p;
-    CK(cudaMalloc(&p, n * sizeof(T) + 16));
-    g_allocs.push_back(p);
-    CK(cudaMemset(p, 0xff, n * sizeof(T) + 16));
-    return p;
-}
-template <class T> static std::vector<T> back(const T *p, size_t n) {
-    std::vector<T> v(n);
-    CK(cudaDeviceSynchronize());
-    CK(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return v;
-}
-inline void free_all() {
-    CK(cudaDeviceSynchronize());
-    for (void *p : g_allocs) cudaFree(p);
-    g_allocs.clear();
-}
 inline std::vector<uint16_t> rand_bf16(size_t n, rng &r, float scale = 1.0f) {
     std::vector<uint16_t> v(n);
     for (auto &x : v) x = lily_f32_to_bf16(scale * r.normal());
@@ -63,30 +37,6 @@ inline std::vector<float> to_f32(const std::vector<uint16_t> &v) {
     std::vector<float> f(v.size());
     for (size_t i = 0; i < v.size(); i++) f[i] = lily_bf16_to_f32(v[i]);
     return f;
-}
-inline dq_mat up_mat(const lily_mat &m) {
-    dq_mat d = {};
-    d.rows = m.rows, d.cols = m.cols, d.bits = m.bits, d.group = m.group;
-    size_t cb = (size_t)m.rows * m.cols * m.bits / 8, ng = (size_t)m.rows * (m.cols / m.group);
-    std::vector<uint8_t> codes((const uint8_t *)m.w, (const uint8_t *)m.w + cb);
-    std::vector<uint32_t> sb(ng);
-    for (size_t i = 0; i < ng; i++)
-        sb[i] = ((const uint16_t *)m.scales)[i] | ((uint32_t)((const uint16_t *)m.biases)[i] << 16);
-    d.codes = (const uint4 *)dup(codes);
-    d.sb = dup(sb);
-    return d;
-}
-inline dq_mat up_stack(std::vector<host_mat> &ms) {
-    host_mat all;
-    for (auto &h : ms) {
-        all.codes.insert(all.codes.end(), h.codes.begin(), h.codes.end());
-        all.sc.insert(all.sc.end(), h.sc.begin(), h.sc.end());
-        all.bi.insert(all.bi.end(), h.bi.begin(), h.bi.end());
-    }
-    lily_mat m = ms[0].m;
-    m.rows *= (int)ms.size();
-    m.w = all.codes.data(), m.scales = all.sc.data(), m.biases = all.bi.data();
-    return up_mat(m);
 }
 // Dequantised rows, exact fp32 (quant.c).
 inline std::vector<float> deq(const lily_mat &m) {
@@ -106,10 +56,9 @@ inline std::vector<float> mm(const std::vector<float> &x, const std::vector<floa
         }
     return y;
 }
-inline std::vector<float> mv(const lily_mat &m, const float *x) {
-    std::vector<float> y(m.rows);
-    lily_mat_vec_ref(&m, x, y.data());
-    return y;
+// The GEMM knobs the tests set (prefill.cuh's lily_qg_*) back to where the tests start them.
+inline void qg_knobs_reset() {
+    lily_qg_bf16w = 0, lily_qg_rs = 0, lily_qg_wide = 0, lily_qg_tma = 1, lily_qg_tma128 = 0, lily_qg_wsw = 0, lily_qg_rw = 0;
 }
 inline float silu_h(float x) { return x / (1.0f + expf(-x)); }
 

@@ -134,7 +134,7 @@ void test_gdn(rng &r) {
                         g[h * k.dv + j] = bfr(bfr(gw[j] * bfr(og[h * k.dv + j] * rr)) * (zz / (1.0f + expf(-zz))));
                     }
                 }
-                std::vector<float> yr = ref_mv(wo.m, g);
+                std::vector<float> yr = mv(wo.m, g.data());
                 for (int i = 0; i < k.H; i++) yr[i] = bfr(resv[i] + bfr(yr[i]));
                 const std::vector<unsigned long long> acc = back(oa.acc, k.H + 1);
                 const std::vector<float> yg = acc_fold(resv, acc);

@@ -115,7 +115,7 @@ void test_gemv(rng &r) {
             a.seg[s].y = poisoned<float>(rows);
             res[s] = randv(rows, r);
             a.seg[s].res = dup(res[s]);
-            refs[s] = ref_mv(hm[s].m, xr);
+            refs[s] = mv(hm[s].m, xr.data());
             for (int i = 0; i < rows; i++)
                 refs[s][i] = k.epi == GV_STORE ? bfr(refs[s][i]) : k.epi == GV_RESID ? bfr(res[s][i] + bfr(refs[s][i])) : refs[s][i];
         }

@@ -147,18 +147,18 @@ void test_moe(rng &r) {
         for (int t = 0; t < k.K; t++) {
             int e = rid[t];
             float wt = bfr((float)(k.norm ? p[e] / sum / tot : p[e] / sum));
-            std::vector<float> gg = ref_mv(g[e].m, x), uu = ref_mv(u[e].m, x), hh(k.I);
+            std::vector<float> gg = mv(g[e].m, x.data()), uu = mv(u[e].m, x.data()), hh(k.I);
             for (int i = 0; i < k.I; i++) {
                 float gv = bfr(gg[i]);
                 hh[i] = hr[t * k.I + i] = bfr(bfr(gv / (1 + expf(-gv))) * bfr(uu[i]));
             }
-            std::vector<float> d = ref_mv(dn[e].m, hh);
+            std::vector<float> d = mv(dn[e].m, hh.data());
             for (int i = 0; i < k.H; i++) acc[i] += (double)wt * d[i];
         }
         if (k.Is) {
             std::vector<float> hh(k.Is);
             for (int i = 0; i < k.Is; i++) hh[i] = bfr(bfr(sgv[i] / (1 + expf(-sgv[i]))) * suv[i]);
-            std::vector<float> d = ref_mv(sd.m, hh);
+            std::vector<float> d = mv(sd.m, hh.data());
             float wt = bfr(1.0f / (1.0f + expf(-ssv[0])));
             for (int i = 0; i < k.H; i++) acc[i] += (double)wt * d[i];
         }

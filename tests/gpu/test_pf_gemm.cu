@@ -143,13 +143,7 @@ void test_qgemm(rng &r) {
     }
     lily_qg_wgmma = wg_default;
     lily_qg_ws = ws_default;
-    lily_qg_bf16w = 0;
-    lily_qg_rs = 0;
-    lily_qg_wide = 0;
-    lily_qg_tma = 1;
-    lily_qg_tma128 = 0;
-    lily_qg_wsw = 0;
-    lily_qg_rw = 0;
+    qg_knobs_reset();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -224,12 +224,6 @@ void run_qg_once(int M, int N, int K, int tile, int wg) {
     printf("qgone M=%d N=%d K=%d tile=%d %s: %.3f ms, %.1f TFLOP/s\n", M, N, K, tile,
            wg == 9 ? "wgmma-wide-rw" : wg == 8 ? "wgmma-wide-wsw" : wg == 7 ? "wgmma-tma128" : wg == 6 ? "wgmma-wide-cpasync" : wg == 5 ? "wgmma-wide" : wg == 4 ? "wgmma-rs" : wg == 3 ? "wgmma-bf16w" : wg == 2 ? "wgmma-ws" : wg ? "wgmma" : "mma.sync", ms,
            2.0 * M * N * K / (ms * 1e-3) / 1e12);
-    lily_qg_bf16w = 0;
-    lily_qg_rs = 0;
-    lily_qg_wide = 0;
-    lily_qg_tma = 1;
-    lily_qg_tma128 = 0;
-    lily_qg_wsw = 0;
-    lily_qg_rw = 0;
+    qg_knobs_reset();
     free_all();
 }
