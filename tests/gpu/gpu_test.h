@@ -40,6 +40,15 @@ void make_qmat(host_mat &h, int rows, int cols, int bits, int group, float sigma
 float bfr(float f); // round to bf16 and back
 double rel_l2(const float *a, const float *ref, size_t n);
 int count_nonfinite(const float *a, size_t n);
+// The GDN references' q and k of v head h (k head h / (hv / hk)) from the conv outputs u (q of the k heads, then
+// k): q / |q| / sqrt(dk) and k / |k|, the squares summed in double, eps 1e-6 inside the roots (spec §2.4).
+inline void gdn_ref_qk(const float *u, int hk, int hv, int dk, int h, std::vector<float> &q, std::vector<float> &kk) {
+    const int kh = h / (hv / hk);
+    q.assign(u + kh * dk, u + kh * dk + dk), kk.assign(u + hk * dk + kh * dk, u + hk * dk + kh * dk + dk);
+    double sq = 0, sk = 0;
+    for (int i = 0; i < dk; i++) sq += q[i] * q[i], sk += kk[i] * kk[i];
+    for (int i = 0; i < dk; i++) q[i] = q[i] / sqrtf((float)sq + 1e-6f) / sqrtf((float)dk), kk[i] /= sqrtf((float)sk + 1e-6f);
+}
 
 // Random models (test_model.cu).
 struct test_model;

@@ -152,11 +152,8 @@ void test_gdn(rng &r) {
             for (int t = 0; t + 1 < k.K - 1; t++) memcpy(&hist[(size_t)t * C], &hist[(size_t)(t + 1) * C], C * 4);
             memcpy(&hist[(size_t)(k.K - 2) * C], qkv.data(), C * 4);
             for (int h = 0; h < k.hv; h++) {
-                int kh = h / (k.hv / k.hk);
-                std::vector<float> q(&u[kh * k.dk], &u[kh * k.dk] + k.dk), kk(&u[k.hk * k.dk + kh * k.dk], &u[k.hk * k.dk + kh * k.dk] + k.dk);
-                double sq = 0, sk = 0;
-                for (int i = 0; i < k.dk; i++) sq += q[i] * q[i], sk += kk[i] * kk[i];
-                for (int i = 0; i < k.dk; i++) q[i] = q[i] / sqrtf((float)sq + 1e-6f) / sqrtf((float)k.dk), kk[i] /= sqrtf((float)sk + 1e-6f);
+                std::vector<float> q, kk;
+                gdn_ref_qk(u.data(), k.hk, k.hv, k.dk, h, q, kk);
                 float beta = bfr(1 / (1 + expf(-b[h]))), xa = a[h] + dtb[h];
                 float gamma = expf(A[h] * (xa > 20 ? xa : log1pf(expf(xa))));
                 float *Sh = &Sr[(size_t)h * k.dk * k.dv];

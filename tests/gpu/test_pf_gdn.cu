@@ -132,11 +132,8 @@ static void gdn_ref(const gdn_case &k, const std::vector<float> &u, const std::v
         std::vector<float> uq(u.begin() + (size_t)t * C, u.begin() + (size_t)(t + 1) * C);
         for (int c = 0; c < C; c++) hist[(size_t)(p % k.K) * C + c] = lily_bf16_to_f32(qkv[(size_t)t * C + c]);
         for (int h = 0; h < k.hv; h++) {
-            int kh = h / (k.hv / k.hk);
-            std::vector<float> q(&uq[kh * k.dk], &uq[kh * k.dk] + k.dk), kk(&uq[k.hk * k.dk + kh * k.dk], &uq[k.hk * k.dk + kh * k.dk] + k.dk);
-            double sq = 0, sk = 0;
-            for (int i = 0; i < k.dk; i++) sq += q[i] * q[i], sk += kk[i] * kk[i];
-            for (int i = 0; i < k.dk; i++) q[i] = q[i] / sqrtf((float)sq + 1e-6f) / sqrtf((float)k.dk), kk[i] /= sqrtf((float)sk + 1e-6f);
+            std::vector<float> q, kk;
+            gdn_ref_qk(uq.data(), k.hk, k.hv, k.dk, h, q, kk);
             const float beta = betas[(size_t)t * k.hv + h];
             float xa = lily_bf16_to_f32(aq[(size_t)t * k.hv + h]) + dtb[h];
             float gamma = expf(A[h] * (xa > 20 ? xa : log1pf(expf(xa))));
