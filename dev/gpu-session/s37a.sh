@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # s37a.sh (device, ~6 min; written in the thirty-sixth session, not yet run): the fixed part of a decode launch,
 # and gemv2 with one prologue an SM. Prepare with
-#   bash dev/gpu-session/ab_prep.sh dev/patches/gemv2-parts.patch dev/patches/gemv2-wide.patch dev/patches/gemv2-pipe.patch
+#   bash dev/gpu-session/ab_prep.sh dev/patches/gemv2-parts.patch dev/patches/gemv2-wide.patch
 # (the patched build carried, HEAD's as lily_old.xz; .carry/cluster_probe from prep.sh).
 #   1. dev/cluster/probe.cu: clusters of 2..16 resident at once, a barrier of 8 blocks by a global counter against
 #      the cluster barrier, the floor of a launch in a PDL chain in a graph (empty / reading 8 KB of x).
@@ -13,10 +13,12 @@
 . .carry/common.sh; safe_start 520
 synth_bg
 timeout 60 $C/cluster_probe > $L/probe.txt 2>&1; el "probe rc=$?"; cat $L/probe.txt
-# First: the tests of what changed after the thirty-sixth session's last GPU run (gdn_front's review, e2e's
-# select / sample split; gemv.cu and moe_fused.cu compiled to the same PTX): HEAD's build (lily_old / gt_old).
+# First: the tests of what changed after the thirty-sixth session's last GPU run, on HEAD's build (lily_old /
+# gt_old): gdn_front's review and its x layout (gv2_xmem_bytes); the GPU tests one family a file, sharing
+# dev_buf.cuh (every kernel family); e2e's select / sample split. gemv.cu, moe_fused.cu and the chunked GDN
+# compiled to the same PTX as before.
 xz -dc $C/gt_old.xz > /tmp/gt_old && chmod +x /tmp/gt_old
-LILY_GPU_KERNELS=gdn timeout 100 /tmp/gt_old kernels 53 > $L/k_gdn.txt 2>&1; el "gdn kernels (HEAD) rc=$?"; grep -E "^FAIL|passed" $L/k_gdn.txt
+timeout 200 /tmp/gt_old kernels 53 > $L/k_head.txt 2>&1; el "kernels (HEAD) rc=$?"; grep -E "^FAIL|passed" $L/k_head.txt | cut -c1-200
 timeout 120 /tmp/gt_old e2e 59 > $L/e2e_head.txt 2>&1; el "e2e (HEAD) rc=$?"; grep -E "^FAIL|passed" $L/e2e_head.txt | cut -c1-200
 LILY_CUDA_GEMV2_WIDE=1 LILY_GPU_KERNELS=gemv timeout 100 $B/lily-gpu-test kernels 47 > $L/k_wide.txt 2>&1; el "gemv kernels, wide rc=$?"
 grep -E "^FAIL|passed|DIFFERS" $L/k_wide.txt | cut -c1-200
