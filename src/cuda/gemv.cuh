@@ -553,6 +553,48 @@ __host__ __device__ __forceinline__ size_t gv2_xmem_bytes(int cols, int group) {
            (size_t)(xs_floats(cols) + cols / 16 + cols / group * 4) * sizeof(float);
 }
 
+// Columns 8i..8i+7 of x (in x[]) as their four int8 digits in B-fragment order at bsm, and, by the first thread
+// of each group of G = 128 / HPG columns, the group's scale 2^(e-30) and sum(x) at xsg (see gv2_tile). The
+// G/8 threads of a group are adjacent lanes and all call it (the shuffles), with ok = false and zeros past
+// the row.
+template <int HPG>
+__device__ __forceinline__ void gv2_split8(const float *x, int i, bool ok, uint4 *bsm, float *xsg) {
+    constexpr int G = 128 / HPG;
+    float pf = 0.0f, mx = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 8; k++) pf += x[k], mx = fmaxf(mx, fabsf(x[k]));
+#pragma unroll
+    for (int o = 1; o < G / 8; o <<= 1) {
+        pf += __shfl_xor_sync(0xffffffffu, pf, o);
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    }
+    const int b = gv2_fx_b(mx);
+    const float mul = gv2_fx_mul(b);
+    if (ok) {
+        uint32_t dw[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) dw[k] = gv2_fx_digits(__float2int_rn(x[k] * mul));
+        // Byte transposes: digit j of values {0,2,4,6} (b0) and {1,3,5,7} (b1).
+        uint32_t b0[4], b1[4];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            uint32_t *o = h ? b1 : b0;
+            const uint32_t pl = __byte_perm(dw[h], dw[h + 2], 0x5140), ph = __byte_perm(dw[h], dw[h + 2], 0x7362);
+            const uint32_t ql = __byte_perm(dw[h + 4], dw[h + 6], 0x5140), qh = __byte_perm(dw[h + 4], dw[h + 6], 0x7362);
+            o[0] = __byte_perm(pl, ql, 0x5410), o[1] = __byte_perm(pl, ql, 0x7632);
+            o[2] = __byte_perm(ph, qh, 0x5410), o[3] = __byte_perm(ph, qh, 0x7632);
+        }
+        const int t = i >> 4, p = (i >> 2) & 3, v = i & 3;
+        uint2 *dst = (uint2 *)(bsm + (t * 2 + (v >> 1)) * 16 + p) + (v & 1);
+#pragma unroll
+        for (int j = 0; j < 4; j++) dst[8 * j] = make_uint2(b0[j], b1[j]);
+        if (i % (G / 8) == 0) {
+            float *o = xsg + i / (G / 8) * 4;
+            o[0] = gv2_fx_scale(b), o[3] = pf;
+        }
+    }
+}
+
 // x (prepared in xs by gv_prologue) as the four int8 digits of each value in B-fragment order at
 // bsm, and per group of G = 128 / HPG columns its scale 2^(e-30) and sum(x) at xsg (see gv2_tile).
 // Thread i takes columns 8i..8i+7 (step i/16, chunk (i/4)%4, word i%4); the G/8 threads of a group
@@ -560,46 +602,14 @@ __host__ __device__ __forceinline__ size_t gv2_xmem_bytes(int cols, int group) {
 // thread's index among the GV_THREADS that run it.
 template <int HPG>
 __device__ __forceinline__ void gv2_split_x(int cols, const float *xs, uint4 *bsm, uint4 *zero4, float *xsg, int tid) {
-    constexpr int G = 128 / HPG;
     if (tid == 0) *zero4 = make_uint4(0, 0, 0, 0);
     for (int i0 = 0; i0 < cols / 8; i0 += GV_THREADS) { // same trip count in every lane (shuffles)
         const int i = i0 + tid;
         const bool ok = i < cols / 8;
-        float x[8], pf = 0.0f, mx = 0.0f;
+        float x[8];
 #pragma unroll
         for (int k = 0; k < 8; k++) x[k] = ok ? xs[xs_index(8 * i + k)] : 0.0f;
-#pragma unroll
-        for (int k = 0; k < 8; k++) pf += x[k], mx = fmaxf(mx, fabsf(x[k]));
-#pragma unroll
-        for (int o = 1; o < G / 8; o <<= 1) {
-            pf += __shfl_xor_sync(0xffffffffu, pf, o);
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-        }
-        const int b = gv2_fx_b(mx);
-        const float mul = gv2_fx_mul(b);
-        if (ok) {
-            uint32_t dw[8];
-#pragma unroll
-            for (int k = 0; k < 8; k++) dw[k] = gv2_fx_digits(__float2int_rn(x[k] * mul));
-            // Byte transposes: digit j of values {0,2,4,6} (b0) and {1,3,5,7} (b1).
-            uint32_t b0[4], b1[4];
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                uint32_t *o = h ? b1 : b0;
-                const uint32_t pl = __byte_perm(dw[h], dw[h + 2], 0x5140), ph = __byte_perm(dw[h], dw[h + 2], 0x7362);
-                const uint32_t ql = __byte_perm(dw[h + 4], dw[h + 6], 0x5140), qh = __byte_perm(dw[h + 4], dw[h + 6], 0x7362);
-                o[0] = __byte_perm(pl, ql, 0x5410), o[1] = __byte_perm(pl, ql, 0x7632);
-                o[2] = __byte_perm(ph, qh, 0x5410), o[3] = __byte_perm(ph, qh, 0x7632);
-            }
-            const int t = i >> 4, p = (i >> 2) & 3, v = i & 3;
-            uint2 *dst = (uint2 *)(bsm + (t * 2 + (v >> 1)) * 16 + p) + (v & 1);
-#pragma unroll
-            for (int j = 0; j < 4; j++) dst[8 * j] = make_uint2(b0[j], b1[j]);
-            if (i % (G / 8) == 0) {
-                float *o = xsg + i / (G / 8) * 4;
-                o[0] = gv2_fx_scale(b), o[3] = pf;
-            }
-        }
+        gv2_split8<HPG>(x, i, ok, bsm, xsg);
     }
 }
 // The same by a block's threads 0 .. GV_THREADS-1 (tid = threadIdx.x).
