@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # s37a.sh (device, ~6 min; written in the thirty-sixth session, not yet run): the fixed part of a decode launch,
 # and gemv2 with one prologue an SM. Prepare with
-#   bash dev/gpu-session/ab_prep.sh dev/patches/gemv2-parts.patch dev/patches/gemv2-wide.patch
+#   bash dev/gpu-session/ab_prep.sh dev/patches/gemv2-parts.patch dev/patches/gemv2-wide.patch dev/patches/gemv2-fsplit.patch
 # (the patched build carried, HEAD's as lily_old.xz; .carry/cluster_probe from prep.sh).
 #   1. dev/cluster/probe.cu: clusters of 2..16 resident at once, a barrier of 8 blocks by a global counter against
 #      the cluster barrier, the floor of a launch in a PDL chain in a graph (empty / reading 8 KB of x).
