@@ -5,8 +5,9 @@
 #
 #   dev/tools/sass.sh fetch                      the tools into $LILY_SASS_DIR (default ~/.cache/lily-sass)
 #   dev/tools/sass.sh res OBJ.o [PATTERN]        registers / stack / shared memory per kernel
-#   dev/tools/sass.sh cmp OLD.o NEW.o [PATTERN]  per kernel: identical, or the instruction counts and
-#                                                resources that differ (dev/tools/sass_cmp.py)
+#   dev/tools/sass.sh cmp OLD.o NEW.o [PATTERN [RE=>REPL]]  per kernel: identical, or the instruction counts
+#                                                and resources that differ (dev/tools/sass_cmp.py; RE=>REPL
+#                                                renames NEW's kernels, e.g. a template parameter added)
 #   dev/tools/sass.sh lines OBJ.o PATTERN [N]    instructions per source line of one kernel (sass_lines.py)
 #
 # A typical check: cp build/src/cuda/gemv.o /tmp/gemv_old.o; edit; make -j2;
@@ -37,7 +38,7 @@ res)
     ;;
 cmp)
     fetch
-    python3 "$here/sass_cmp.py" "$BIN/cuobjdump" "$2" "$3" "${4:-}"
+    python3 "$here/sass_cmp.py" "$BIN/cuobjdump" "$2" "$3" "${4:-}" ${5:+"$5"}
     ;;
 lines)
     fetch

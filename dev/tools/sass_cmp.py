@@ -1,5 +1,7 @@
 # sass_cmp.py: compare the SASS of two builds of one CUDA object, kernel by kernel (dev/tools/sass.sh cmp).
-# Usage: python3 sass_cmp.py CUOBJDUMP OLD.o NEW.o [PATTERN]
+# Usage: python3 sass_cmp.py CUOBJDUMP OLD.o NEW.o [PATTERN] [RE=>REPL]
+# RE=>REPL rewrites NEW's kernel names before matching (a template parameter added with a default value:
+# 'ELi0EEv=>EEv' pairs gemv2_kernel<..., 0> with the old gemv2_kernel<...>).
 # Per kernel (mangled name containing PATTERN): "same" when the instruction text is identical, else the
 # instruction counts, registers, stack and the opcodes whose counts changed. Kernels only in one build
 # are listed too. Exit status 0 when every compared kernel is the same, 1 otherwise.
@@ -41,6 +43,10 @@ def main():
     pat = sys.argv[4] if len(sys.argv) > 4 else ''
     a, ua = kernels(tool, old)
     b, ub = kernels(tool, new)
+    if len(sys.argv) > 5:
+        r, w = sys.argv[5].split('=>')
+        b = {re.sub(r, w, k): v for k, v in b.items()}
+        ub = {re.sub(r, w, k): v for k, v in ub.items()}
     differ = 0
     for k in sorted(set(a) | set(b)):
         if pat not in k:
