@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # s37a.sh (device, ~6 min; written in the thirty-sixth session, not yet run): the fixed part of a decode launch,
 # and gemv2 with one prologue an SM. Prepare with
-#   bash dev/gpu-session/ab_prep.sh dev/patches/gemv2-parts.patch dev/patches/gemv2-wide.patch dev/patches/gemv2-fsplit.patch
-# (the patched build carried, HEAD's as lily_old.xz; .carry/cluster_probe from prep.sh).
+#   bash dev/gpu-session/ab_prep.sh dev/patches/gemv2-flag.patch dev/patches/gemv2-parts.patch \
+#        dev/patches/gemv2-wide.patch dev/patches/gemv2-fsplit.patch
+# (the patched build carried, HEAD's as lily_old.xz; .carry/cluster_probe from prep.sh). The same carry serves
+# s38f.sh. gemv2-flag is on in both arms of every comparison below; the variants are template instances
+# chosen on the host, so the patched build's default kernels compile as HEAD + gemv2-flag alone.
 #   1. dev/cluster/probe.cu: clusters of 2..16 resident at once, a barrier of 8 blocks by a global counter against
 #      the cluster barrier, the floor of a launch in a PDL chain in a graph (empty / reading 8 KB of x).
 #   2. gemv2's parts in the real 4K step (LILY_CUDA_DEV_GV2, timing only, wrong logits; ncu medians of its
