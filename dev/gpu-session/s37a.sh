@@ -2,7 +2,7 @@
 # s37a.sh (device, ~6 min; written in the thirty-sixth session, not yet run): the fixed part of a decode launch,
 # and gemv2 with one prologue an SM. Prepare with
 #   bash dev/gpu-session/ab_prep.sh dev/patches/gemv2-flag.patch dev/patches/gemv2-parts.patch \
-#        dev/patches/gemv2-wide.patch dev/patches/gemv2-fsplit.patch
+#        dev/patches/gemv2-wide.patch dev/patches/gemv2-fsplit.patch dev/patches/attn-comb-all.patch
 # (the patched build carried, HEAD's as lily_old.xz; .carry/cluster_probe from prep.sh). The same carry serves
 # s38f.sh. gemv2-flag is on in both arms of every comparison below; the variants are template instances
 # chosen on the host, so the patched build's default kernels compile as HEAD + gemv2-flag alone.
