@@ -10,21 +10,13 @@
 # later than that waited on an unrelated earlier load's consumer ahead of it in the stream (in-order issue): such a
 # consumer, moved after the load, saves a round trip (the flag word in gemv2's prologue, 2026-12-05).
 # Also the round of the first tensor-core instruction and of the end.
-import re, subprocess, sys
+import re, sys
+
+from sass_cmp import opcode, sass_code, unpredicated
 
 tool, obj, pat = sys.argv[1:4]
 nmax = int(sys.argv[4]) if len(sys.argv) > 4 else 60
-sass = subprocess.run([tool, '-sass', obj], capture_output=True, text=True, check=True).stdout
-funcs, cur = {}, None
-for l in sass.splitlines():
-    m = re.match(r'\s+Function : (\S+)', l)
-    if m:
-        cur = m.group(1)
-        funcs[cur] = []
-        continue
-    m = re.match(r'\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;', l)
-    if cur and m:
-        funcs[cur].append((m.group(1), m.group(2)))
+funcs = sass_code(tool, obj)
 names = [f for f in funcs if pat in f]
 if len(names) != 1:
     sys.exit(f'{len(names)} kernels match {pat!r}: ' + ' '.join(names[:8]))
@@ -32,7 +24,7 @@ ins = funcs[names[0]]
 GLOBAL = ('LDG', 'LD.', 'ATOM', 'ATOMG')
 
 
-def regs(s):  # R and UR registers named in s, with the widths of .64/.128 operands left to width()
+def regs(s):  # the registers and predicates named in s (a .64 / .128 destination's others: expand)
     return re.findall(r'\b(U?R\d+|U?P\d+)\b', s)
 
 
@@ -51,16 +43,13 @@ if start is None:
 ready, depth, now, shown = {}, {}, 0, 0  # ready: the round a value is there; depth: its loads' chain alone
 first_mma = None
 for a, t in ins[start + 1:]:
-    body = re.sub(r'^@!?U?P\w+\s+', '', t)
+    body = unpredicated(t)
     pred = re.match(r'^@!?(U?P\w+)', t)
-    op = body.split()[0] if body else ''
+    op = opcode(t)
     args = [x.strip() for x in body[len(op):].split(',')]
     is_store = op.startswith(('ST', 'RED', 'BAR', 'BRA', 'EXIT', 'RET', 'WARPSYNC', 'BSYNC', 'BSSY'))
     dst = [] if is_store or not args or not args[0] else expand(regs(args[0])[0], width(op)) if regs(args[0]) else []
-    srcs = []
-    for x in (args if is_store else args[1:]):
-        for r in regs(x):
-            srcs += expand(r, width(op)) if '[' in x and False else [r]
+    srcs = [r for x in (args if is_store else args[1:]) for r in regs(x)]
     if pred:
         srcs.append(pred.group(1))
     now = max(now, max([ready.get(r, 0) for r in srcs], default=0))

@@ -8,9 +8,9 @@
 import collections, re, subprocess, sys
 
 
-def kernels(tool, obj):
+def sass_code(tool, obj):
+    """{kernel: [(address, instruction)]} of every kernel in obj (cuobjdump -sass); sass_chain.py uses it too."""
     sass = subprocess.run([tool, '-sass', obj], capture_output=True, text=True, check=True).stdout
-    res = subprocess.run([tool, '-res-usage', obj], capture_output=True, text=True, check=True).stdout
     code, cur = {}, None
     for l in sass.splitlines():
         m = re.match(r'\s+Function : (\S+)', l)
@@ -18,9 +18,15 @@ def kernels(tool, obj):
             cur = m.group(1)
             code[cur] = []
             continue
-        m = re.match(r'\s+/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;', l)
+        m = re.match(r'\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;', l)
         if cur and m:
-            code[cur].append(m.group(1))
+            code[cur].append((m.group(1), m.group(2)))
+    return code
+
+
+def kernels(tool, obj):
+    code = {k: [t for _, t in v] for k, v in sass_code(tool, obj).items()}
+    res = subprocess.run([tool, '-res-usage', obj], capture_output=True, text=True, check=True).stdout
     usage, cur = {}, None
     for l in res.splitlines():
         m = re.match(r'\s*Function (\S+):', l)
@@ -33,8 +39,12 @@ def kernels(tool, obj):
     return code, usage
 
 
+def unpredicated(ins):
+    return re.sub(r'^@!?U?P\w+\s+', '', ins)
+
+
 def opcode(ins):
-    ins = re.sub(r'^@!?U?P\w+\s+', '', ins)  # predicate
+    ins = unpredicated(ins)
     return ins.split()[0] if ins else ''
 
 
@@ -72,4 +82,5 @@ def main():
     sys.exit(differ)
 
 
-main()
+if __name__ == '__main__':
+    main()

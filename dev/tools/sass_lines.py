@@ -1,6 +1,5 @@
-# sass_lines.py: SASS instruction counts of one kernel per CUDA source line, from
-#   cuobjdump -xelf all build/src/cuda/X.o; nvdisasm --print-line-info X.sm_90a.cubin > X.sass
-# (cuobjdump and nvdisasm: pip download nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm, unzip).
+# sass_lines.py: SASS instruction counts of one kernel per CUDA source line (dev/tools/sass.sh lines OBJ KERNEL
+# fetches the tools and runs cuobjdump -xelf and nvdisasm --print-line-info for it).
 # Usage: python3 dev/tools/sass_lines.py X.sass MANGLED-KERNEL-SUBSTRING [N]
 import re,collections,sys
 cur=None; line=None; cnt=collections.Counter()
