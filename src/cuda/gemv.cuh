@@ -545,8 +545,9 @@ __device__ __forceinline__ uint32_t gv2_fx_digits(int n) { return ((uint32_t)n +
 // in its own): gv2_split_x's digits (bsm, gv2_digit_vecs uint4s), a zero vector (zero4), x as prepared (xs,
 // padded runs: xs_index), its 16-value sums (xsum), and per group of columns its scale and sum (xsg, 4 floats a
 // group); gv2_xmem_bytes is their size. The digits take 4 bytes a column (cols / 4 uint4s); the room is still
-// the 6 bytes a column of the bf16 form the integer MMA replaced. Shrinking it changes the kernels' register
-// allocation and the blocks' shared memory, so it waits for a measured A/B (docs/PERF.md, thirty-seventh session).
+// the 6 bytes a column of the bf16 form the integer MMA replaced. Shrinking it reschedules every gemv2 and
+// moe_fused kernel for nothing: no block's residency is limited by shared memory (docs/PERF.md, thirty-eighth
+// session).
 __host__ __device__ __forceinline__ int gv2_digit_vecs(int cols) { return cols * 3 / 8; }
 __host__ __device__ __forceinline__ size_t gv2_xmem_bytes(int cols, int group) {
     return (size_t)(gv2_digit_vecs(cols) + 1) * sizeof(uint4) +
