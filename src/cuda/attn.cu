@@ -211,7 +211,7 @@ __global__ void attn_combine(attn_dims d, const float *part, const float *qg, fl
     }
 }
 
-// attn_combine with its loads issued in parallel (LILY_CUDA_ATTN_COMB, default on; 2026-11-30:
+// attn_combine with its loads issued in parallel (LILY_CUDA_ATTN_COMB=1; 2026-11-30:
 // attention + combine at 4K 24.1 -> 18.4 us, decode +1 %). attn_combine walks the splits three
 // times with one dependent load after another in each pass (max, then the sum, then per output
 // dim), ~3 x nsplit L2 round trips in a row. Here the split maxima and sums come in one round trip
@@ -219,7 +219,16 @@ __global__ void attn_combine(attn_dims d, const float *part, const float *qg, fl
 // nsplit loads are issued in batches of 8. The arithmetic, and its order, are attn_combine's: the
 // same results bitwise (the kernel test compares both). Takes nsplit <= 256 (the launch falls back
 // to attn_combine above that).
+//
+// ALL (the default, LILY_CUDA_ATTN_COMB=2; nsplit <= AC_ALL, D <= the block's threads; -1.7 us a combine in ncu,
+// +0.9 % decode at 4K, +3 % at 32K, thirty-ninth session):
+// thread j requests all nsplit partials of its output dim and its gate together with the split maxima and
+// sums, one round trip in all. The batches above wait for one another (a batch's sum is ahead of the next
+// batch's loads in every thread's instruction stream), and the gate's load follows them: nsplit / 8 + 2
+// round trips in a row (SASS, thirty-eighth session). The sum is taken in the same order: the same bits.
 #define AC_B 8
+#define AC_ALL 32
+template <bool ALL = false>
 __global__ void attn_combine_par(attn_dims d, const float *part, const float *qg, float *o, int nsplit) {
     const int h = blockIdx.x, D = d.d, tid = threadIdx.x;
     __shared__ float ws[256], ls[256], red[8];
@@ -229,6 +238,12 @@ __global__ void attn_combine_par(attn_dims d, const float *part, const float *qg
     const float *ph = part + (long)h * nsplit * (D + 2);
     float ms = -INFINITY, l = 0.0f;
     if (tid < nsplit) ms = ph[tid * (D + 2)], l = ph[tid * (D + 2) + 1];
+    float va[ALL ? AC_ALL : 1], gate_a = 0.0f;
+    if (ALL) {
+#pragma unroll
+        for (int u = 0; u < (ALL ? AC_ALL : 1); u++) va[u] = tid < D && u < nsplit ? ph[u * (D + 2) + 2 + tid] : 0.0f;
+        if (tid < D) gate_a = qg[(long)h * 2 * D + D + tid];
+    }
     const float wmax = warp_max(ms);
     if ((tid & 31) == 0) red[tid >> 5] = wmax;
     __syncthreads();
@@ -245,6 +260,16 @@ __global__ void attn_combine_par(attn_dims d, const float *part, const float *qg
     }
     __syncthreads();
     const float L = sL;
+    if (ALL) {
+        if (tid < D) {
+            float acc = 0.0f;
+#pragma unroll
+            for (int u = 0; u < (ALL ? AC_ALL : 1); u++)
+                if (u < nsplit && ws[u] != -1.0f) acc += va[u] * ws[u];
+            o[(long)h * D + tid] = rb(rb(acc / L) * sigmoid_f(gate_a));
+        }
+        return;
+    }
     for (int j = tid; j < D; j += blockDim.x) {
         float acc = 0.0f;
         for (int s0 = 0; s0 < nsplit; s0 += AC_B) {
@@ -261,7 +286,7 @@ __global__ void attn_combine_par(attn_dims d, const float *part, const float *qg
 }
 
 int lily_cuda_attn_multi = 1;
-int lily_cuda_attn_comb = 1;
+int lily_cuda_attn_comb = 2;
 
 size_t attn_part_floats(attn_dims d, int nsplit) { return (size_t)d.hq * nsplit * (d.d + 2); }
 
@@ -297,7 +322,9 @@ static void launch_kv(attn_dims d, const float *q, const void *kc, const void *v
 
 // The split-KV combine of the partials (parallel loads where it takes nsplit).
 static void attn_combine_launch(attn_dims d, const float *part, const float *qg, float *o, int nsplit, cudaStream_t st) {
-    if (lily_cuda_attn_comb && nsplit <= 256) launch_k(attn_combine_par, d.hq, 256, 0, st, d, part, qg, o, nsplit);
+    if (lily_cuda_attn_comb == 2 && nsplit <= AC_ALL && d.d <= 256)
+        launch_k(attn_combine_par<true>, d.hq, 256, 0, st, d, part, qg, o, nsplit);
+    else if (lily_cuda_attn_comb && nsplit <= 256) launch_k(attn_combine_par<false>, d.hq, 256, 0, st, d, part, qg, o, nsplit);
     else launch_k(attn_combine, d.hq, 256, 0, st, d, part, qg, o, nsplit);
 }
 

@@ -89,8 +89,12 @@ __device__ __forceinline__ void mf_acc_add(unsigned long long *acc, int row, int
     if (fabsf(v) < MF_ACC_MAX) atomicAdd(acc + row, (unsigned long long)__float2ll_rn(v * 4294967296.0f));
     else acc[H] = 1ull;
 }
+// The sum is converted whatever the flag, and the flag only selects: written as a branch, the compiler put the
+// sum's load inside it, behind the flag's, so a GV_RESID epilogue waited for two L2 round trips (SASS,
+// thirty-eighth session).
 __device__ __forceinline__ float mf_fold(float res, unsigned long long sum, unsigned long long flag) {
-    return flag ? __int_as_float(0x7fffffff) : rb(res + rb(__ll2float_rn((long long)sum) * 2.3283064365386963e-10f));
+    const float v = rb(res + rb(__ll2float_rn((long long)sum) * 2.3283064365386963e-10f));
+    return flag ? __int_as_float(0x7fffffff) : v;
 }
 
 __device__ __forceinline__ float silu_f(float x) { return __fdividef(x, 1.0f + __expf(-x)); }

@@ -436,7 +436,7 @@ static const struct {
     {"pdl_early", LILY_CUDA_OPT_PDL_EARLY, 0, 1}, {"moe_prefetch", LILY_CUDA_OPT_MOE_PF, 0, 1},
     {"gemv_pro_regs", LILY_CUDA_OPT_GV_PRO, 0, 1}, {"moe_lat", LILY_CUDA_OPT_MOE_LAT, 0, 1},
     {"gdn_lat", LILY_CUDA_OPT_GDN_LAT, 0, 1}, {"gemv2_bulk", LILY_CUDA_OPT_GV2_BULK, 0, 1},
-    {"attn_comb", LILY_CUDA_OPT_ATTN_COMB, 0, 1}, {"qg_bf16w", LILY_CUDA_OPT_QG_BF16W, 0, 1},
+    {"attn_comb", LILY_CUDA_OPT_ATTN_COMB, 0, 2}, {"qg_bf16w", LILY_CUDA_OPT_QG_BF16W, 0, 1},
     {"qg_rs", LILY_CUDA_OPT_QG_RS, 0, 1},         {"qg_wide", LILY_CUDA_OPT_QG_WIDE, 0, 1},
     {"qg_tma", LILY_CUDA_OPT_QG_TMA, 0, 1},       {"moe_gather", LILY_CUDA_OPT_MOE_GATHER, 0, 1},
     {"qg_tma128", LILY_CUDA_OPT_QG_TMA128, 0, 1}, {"moe_fused", LILY_CUDA_OPT_MOE_FUSED, 0, 1},

@@ -50,11 +50,22 @@ template <bool CG = false> __device__ __forceinline__ void ld8(float *v, const f
 // WIDE: the block is bigger than GV_THREADS (dev/persist's wide kernel); the first GV_THREADS threads
 // do the work and the rest only join the barriers, contributing zeros to block_sum, which leaves its
 // result bitwise the same. CG: x and z are read with ld8<true> (written by other blocks of this launch).
-template <bool WIDE = false, bool CG = false>
-__device__ __forceinline__ void gv_prologue_regs(const gv_args &a, float *xs, float *xsum, float *red) {
+// SPLIT = HPG (gemv2 without lane-path segments): the thread also splits its prepared columns into gemv2's
+// digits (gv2_split8 on the values gv2_split_x would read back from xs: the same bits), so the split needs no
+// pass of its own and no barrier; KEEP_XS = false then leaves xs and xsum unwritten (only the lane path reads
+// them).
+template <int HPG> __device__ __forceinline__ void gv2_split8(const float *x, int i, bool ok, uint4 *bsm, float *xsg);
+template <bool WIDE = false, bool CG = false, int SPLIT = 0, bool KEEP_XS = true>
+__device__ __forceinline__ void gv_prologue_regs(const gv_args &a, float *xs, float *xsum, float *red,
+                                                 uint4 *bsm = nullptr, uint4 *zero4 = nullptr, float *xsg = nullptr) {
     const int cols = a.cols, tid = threadIdx.x;
     const bool act = !WIDE || tid < GV_THREADS;
-    const bool flag = tid == 0 && a.pro == PRO_RMSNORM && gv_acc_flag(a); // requested with the other loads
+    // The flag word of the launch's sum, requested first and tested only at the norm: tested right after its
+    // load (a bool), it held thread 0's warp there for an L2 round trip before the warp's x loads were issued,
+    // and the block at the norm's barrier with it (SASS, thirty-eighth session).
+    unsigned long long fw = 0ull;
+    if (tid == 0 && a.pro == PRO_RMSNORM && a.acc_x) fw = a.acc_x[cols];
+    if (SPLIT && tid == 0) *zero4 = make_uint4(0, 0, 0, 0);
     float v[PRO_NJ][8], g[PRO_NJ][8], zz[PRO_NJ][8];
 #pragma unroll
     for (int j = 0; j < PRO_NJ; j++) {
@@ -78,7 +89,7 @@ __device__ __forceinline__ void gv_prologue_regs(const gv_args &a, float *xs, fl
         for (int j = 0; j < PRO_NJ; j++)
 #pragma unroll
             for (int k = 0; k < 8; k++) ss += v[j][k] * v[j][k];
-        if (flag) ss = __int_as_float(0x7fffffff);
+        if (fw) ss = __int_as_float(0x7fffffff);
         const float r = rsqrtf(block_sum(ss, red) / cols + a.eps);
 #pragma unroll
         for (int j = 0; j < PRO_NJ; j++)
@@ -96,11 +107,16 @@ __device__ __forceinline__ void gv_prologue_regs(const gv_args &a, float *xs, fl
 #pragma unroll
         for (int k = 0; k < 8; k++) s8 += v[j][k];
         const float s16 = s8 + __shfl_xor_sync(0xffffffffu, s8, 1); // columns c0 & ~15 .. +15
+        if constexpr (SPLIT != 0)
+            if (GV_THREADS * j * 8 < cols) // block-uniform: the group's lanes all split (shuffles)
+                gv2_split8<SPLIT>(v[j], tid + GV_THREADS * j, act && c0 < cols, bsm, xsg);
         if (!act || c0 >= cols) continue;
-        float *d = xs + xs_index(c0); // 8 columns never straddle a padded run of 32
-        *(float4 *)d = make_float4(v[j][0], v[j][1], v[j][2], v[j][3]);
-        *(float4 *)(d + 4) = make_float4(v[j][4], v[j][5], v[j][6], v[j][7]);
-        if ((tid & 1) == 0) xsum[c0 / 16] = s16;
+        if (KEEP_XS) {
+            float *d = xs + xs_index(c0); // 8 columns never straddle a padded run of 32
+            *(float4 *)d = make_float4(v[j][0], v[j][1], v[j][2], v[j][3]);
+            *(float4 *)(d + 4) = make_float4(v[j][4], v[j][5], v[j][6], v[j][7]);
+            if ((tid & 1) == 0) xsum[c0 / 16] = s16;
+        }
         if (a.x_out && blockIdx.x == 0) {
             *(float4 *)(a.x_out + c0) = make_float4(v[j][0], v[j][1], v[j][2], v[j][3]);
             *(float4 *)(a.x_out + c0 + 4) = make_float4(v[j][4], v[j][5], v[j][6], v[j][7]);

@@ -60,7 +60,8 @@ extern int lily_cuda_gv_pro;
 extern int lily_cuda_gv2_bulk;
 // attn.cu: 1 = several positions per warp pass (loads in flight) on the D = 256 bf16 path (default).
 extern int lily_cuda_attn_multi;
-// attn.cu: 1 = the split-KV combine issues its loads in parallel (LILY_CUDA_ATTN_COMB; same results).
+// attn.cu: the split-KV combine's loads: 0 serial, 1 in batches of 8, 2 all at once (default; LILY_CUDA_ATTN_COMB;
+// same results).
 extern int lily_cuda_attn_comb;
 
 // ---- moe.cu ------------------------------------------------------------------------------------

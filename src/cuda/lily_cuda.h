@@ -72,9 +72,9 @@ enum lily_cuda_opt {
     LILY_CUDA_OPT_GV2_BULK = 22,    // decode: 1 = gemv2 requests each block's first tiles into shared
                                     // memory (cp.async.bulk) before waiting for the previous kernel
                                     // (same results bitwise; LILY_CUDA_GV2_BULK; flag gemv2_bulk)
-    LILY_CUDA_OPT_ATTN_COMB = 23,   // decode: 1 = the split-KV combine issues its loads in parallel
-                                    // (same results bitwise; LILY_CUDA_ATTN_COMB; flag attn_comb;
-                                    // default 1)
+    LILY_CUDA_OPT_ATTN_COMB = 23,   // decode: the split-KV combine's loads, 0 one after another, 1 in
+                                    // batches of 8, 2 all of a dim's at once (default; same results
+                                    // bitwise; LILY_CUDA_ATTN_COMB; flag attn_comb)
     LILY_CUDA_OPT_QG_BF16W = 24,    // prefill: 1 = the wgmma GEMM uses the weights rounded once to bf16,
                                     // rb(s q + b), as HF's bf16 model holds them, with no per-group fold
                                     // (default; LILY_CUDA_QG_BF16W; flag qg_bf16w); 0 = exact weights

@@ -361,7 +361,7 @@ int init_cuda(const lily_model *m, void **out) {
     cx->opt[LILY_CUDA_OPT_MOE_LAT] = env_int("LILY_CUDA_MOE_LAT", 1) != 0;
     cx->opt[LILY_CUDA_OPT_GDN_LAT] = env_int("LILY_CUDA_GDN_LAT", 1) != 0;
     cx->opt[LILY_CUDA_OPT_GV2_BULK] = env_int("LILY_CUDA_GV2_BULK", 0) != 0;
-    cx->opt[LILY_CUDA_OPT_ATTN_COMB] = env_int("LILY_CUDA_ATTN_COMB", 1) != 0;
+    cx->opt[LILY_CUDA_OPT_ATTN_COMB] = env_int("LILY_CUDA_ATTN_COMB", 2); // 0 serial, 1 batches of 8, 2 all at once
     cx->opt[LILY_CUDA_OPT_ATTN_TC] = env_int("LILY_CUDA_ATTN_TC", 1) != 0;
     cx->opt[LILY_CUDA_OPT_QG_BF16W] = env_int("LILY_CUDA_QG_BF16W", 1) != 0;
     cx->opt[LILY_CUDA_OPT_QG_RS] = env_int("LILY_CUDA_QG_RS", 0) != 0;

@@ -109,7 +109,7 @@ void run_e2e_select(uint64_t seed) {
 // device call. The engine's sampling step (lily_backend.step_sample: Gumbel-max on the device) draws from
 // softmax(logits / T): N draws (default 3,000; LILY_GPU_SAMPLE_N, e.g. fewer under a sanitizer: the bound scales
 // with N) at one position (the state restored from a snapshot, a seed per draw, plain launches) against forward's
-// logits there, every token within 5 sigma (+ 2e-3) of its probability, for T 0.5 and 1.3; a seed gives the same
+// logits there, every token within 5 sigma (+ a floor) of its probability, for T 0.5 and 1.3; a seed gives the same
 // draw twice; a temperature of 0 is refused. Then the on-GPU sampled loop gives valid ids.
 void run_e2e_sample(uint64_t seed) {
     e2e_tiny e(seed);
@@ -146,7 +146,11 @@ void run_e2e_sample(uint64_t seed) {
             for (int j = 0; j < V; j++) z += exp((s1[j] - mx) / T);
             for (int j = 0; j < V && ok; j++) {
                 const double q = exp((s1[j] - mx) / T) / z, f = (double)cnt[j] / N;
-                const double dev = fabs(f - q) / (5 * sqrt(q * (1 - q) / N) + 2e-3);
+                // The floor: 2e-3, and at least 3 draws. One draw of a token of probability ~1e-5 is 1 / N off, past
+                // 5 sigma + 2e-3 when N < 500, and the tiny model's softmax at T 0.5 holds ~1 % of its mass in such
+                // tokens: at N = 300 five seeds of six failed (thirty-ninth session). 4 draws of one of them at N = 300
+                // stays as unlikely as 5 sigma.
+                const double dev = fabs(f - q) / (5 * sqrt(q * (1 - q) / N) + std::max(2e-3, 3.0 / N));
                 worst = std::max(worst, dev);
             }
             int nx = -1;
@@ -154,7 +158,7 @@ void run_e2e_sample(uint64_t seed) {
             const bool refused = be->step_sample(ctx, st, tin, 0.0f, 1, &nx) == LILY_EINVAL && be->state_pos(ctx, st) == p0;
             report(ok && det && refused && worst <= 1.0,
                    "e2e sampling step (step_sample, Gumbel-max on the device) T=%.1f: %d draws vs softmax(logits/T), worst "
-                   "token at %.2f of its bound (5 sigma + 2e-3); a seed's draw repeats: %s; T=0 refused", T, N, worst,
+                   "token at %.2f of its bound (5 sigma + max(2e-3, 3/N)); a seed's draw repeats: %s; T=0 refused", T, N, worst,
                    det ? "yes" : "NO");
         }
         if (h) be->snap_free(ctx, h);

@@ -39,9 +39,12 @@ void test_attn(rng &r) {
         attn_decode(d, dup(q), dup(kc), dup(vc), dup(qg), part, o, dup(std::vector<int>{p}), k.nsplit, k.gqa, 0);
         lily_cuda_attn_comb = 1;
         attn_decode(d, dup(q), dup(kc), dup(vc), dup(qg), part, o_par, dup(std::vector<int>{p}), k.nsplit, k.gqa, 0);
+        float *o_all = poisoned<float>(k.hq * k.D); // combine 2: all of a dim's loads at once (the default)
+        lily_cuda_attn_comb = 2;
+        attn_decode(d, dup(q), dup(kc), dup(vc), dup(qg), part, o_all, dup(std::vector<int>{p}), k.nsplit, k.gqa, 0);
         lily_cuda_attn_comb = comb_default;
         CK(cudaGetLastError());
-        const bool comb_same = back(o_par, k.hq * k.D) == back(o, k.hq * k.D);
+        const bool comb_same = back(o_par, k.hq * k.D) == back(o, k.hq * k.D) && back(o_all, k.hq * k.D) == back(o, k.hq * k.D);
         std::vector<float> ref(k.hq * k.D);
         for (int h = 0; h < k.hq; h++) {
             int kvh = h / (k.hq / k.hkv);
