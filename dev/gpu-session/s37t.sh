@@ -2,10 +2,10 @@
 # s37t.sh (device, ~9.5 min; written in the thirty-seventh session, not yet run): the compute-sanitizer runs of e2e
 # still open, part 2 (part 1: s37s.sh): memcheck of the groups whose racecheck passed in the thirty-fourth session
 # but whose memcheck was cut then (`base`, `moe`, `pf_side`, `qg_rw`, `gdn_inproj`), all at once, 520 s each.
-# HEAD's own build: the carry's gt_old.xz (ab_prep.sh), not the patched one. Beside them, the prefill tests' `small`
-# run (their files were split and share dev_buf.cuh since their last run).
+# The carried build (prep.sh after make; before the thirty-ninth session it took ab_prep.sh's gt_old.xz). Beside them,
+# the prefill tests' `small` run (their files were split and share dev_buf.cuh since their last run). Still open after
+# the thirty-ninth session (its device time ran out).
 . .carry/common.sh; export SAN_LIMIT=520; safe_start 560
-mkdir -p /tmp/head && xz -dc $C/gt_old.xz > /tmp/head/lily-gpu-test && chmod +x /tmp/head/lily-gpu-test; B=/tmp/head
 for g in base moe pf_side qg_rw gdn_inproj; do san_bg memcheck $L/memcheck_$g.txt e2e 19 LILY_GPU_E2E=$g; done
 ( timeout 400 $B/lily-gpu-test prefill 7 small > $L/prefill_small.txt 2>&1; echo "rc=$?" >> $L/prefill_small.txt ) &
 PF=$!
