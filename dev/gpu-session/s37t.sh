@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # s37t.sh (device, ~9.5 min; written in the thirty-seventh session, not yet run): the compute-sanitizer runs of e2e
-# still open, part 2 (part 1: s37s.sh): memcheck of the groups whose racecheck passed in the thirty-fourth session
+# still open, part 2 (part 1 ran as s39s.sh): memcheck of the groups whose racecheck passed in the thirty-fourth session
 # but whose memcheck was cut then (`base`, `moe`, `pf_side`, `qg_rw`, `gdn_inproj`), all at once, 520 s each.
 # The carried build (prep.sh after make; before the thirty-ninth session it took ab_prep.sh's gt_old.xz). Beside them,
 # the prefill tests' `small` run (their files were split and share dev_buf.cuh since their last run). Still open after

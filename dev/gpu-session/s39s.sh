@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# s39s.sh (device, ~9.5 min; thirty-ninth session): s37s.sh's compute-sanitizer runs of e2e (racecheck and memcheck of
-# `select` and `sample`, racecheck of `attn256` and `gdn_front`) on the landed build instead of HEAD's, plus
+# s39s.sh (device, ~9.5 min; thirty-ninth session): the compute-sanitizer runs of e2e left open (racecheck and memcheck
+# of `select` and `sample`, racecheck of `attn256` and `gdn_front`; s37s.sh's plan, on the landed build), plus
 # racecheck of the two kernel families the session changed (gemv: the fused split; attn: the combine's loads at
 # once), all at once, 520 s each.
 . .carry/common.sh; export SAN_LIMIT=520; safe_start 560

@@ -238,10 +238,11 @@ __global__ void attn_combine_par(attn_dims d, const float *part, const float *qg
     const float *ph = part + (long)h * nsplit * (D + 2);
     float ms = -INFINITY, l = 0.0f;
     if (tid < nsplit) ms = ph[tid * (D + 2)], l = ph[tid * (D + 2) + 1];
-    float va[ALL ? AC_ALL : 1], gate_a = 0.0f;
+    constexpr int NA = ALL ? AC_ALL : 1; // the partials a thread holds
+    float va[NA], gate_a = 0.0f;
     if (ALL) {
 #pragma unroll
-        for (int u = 0; u < (ALL ? AC_ALL : 1); u++) va[u] = tid < D && u < nsplit ? ph[u * (D + 2) + 2 + tid] : 0.0f;
+        for (int u = 0; u < NA; u++) va[u] = tid < D && u < nsplit ? ph[u * (D + 2) + 2 + tid] : 0.0f;
         if (tid < D) gate_a = qg[(long)h * 2 * D + D + tid];
     }
     const float wmax = warp_max(ms);
@@ -264,7 +265,7 @@ __global__ void attn_combine_par(attn_dims d, const float *part, const float *qg
         if (tid < D) {
             float acc = 0.0f;
 #pragma unroll
-            for (int u = 0; u < (ALL ? AC_ALL : 1); u++)
+            for (int u = 0; u < NA; u++)
                 if (u < nsplit && ws[u] != -1.0f) acc += va[u] * ws[u];
             o[(long)h * D + tid] = rb(rb(acc / L) * sigmoid_f(gate_a));
         }

@@ -122,8 +122,10 @@ __global__ void __launch_bounds__(GV_THREADS, GV2_MIN_BLOCKS) gemv2_kernel(gv_ar
     // The register prologue splits x into the digits itself when no lane-path segment needs xs: one barrier and
     // one shared-memory round trip of x less between the wait and the first tile (+3 % decode at 4K, thirty-ninth
     // session). The digits are gv2_split_x's, from the same values: the same bits.
-    if (REGS && !LANES) gv_prologue_regs<false, false, HPG, false>(a, xs, xsum, red, bsm, zero4, xsg);
-    else {
+    if (REGS && !LANES) {
+        gv_prologue_regs<false, false, HPG>(a, xs, xsum, red, bsm, zero4, xsg);
+        trace_mark(5); // TRACE (dev): x prepared and split
+    } else {
         if (REGS) gv_prologue_regs(a, xs, xsum, red);
         else gv_prologue(a, xs, xsum, red, false);
         trace_mark(5); // TRACE (dev): x prepared in xs (the chain prints wait -> point 5)

@@ -50,12 +50,11 @@ template <bool CG = false> __device__ __forceinline__ void ld8(float *v, const f
 // WIDE: the block is bigger than GV_THREADS (dev/persist's wide kernel); the first GV_THREADS threads
 // do the work and the rest only join the barriers, contributing zeros to block_sum, which leaves its
 // result bitwise the same. CG: x and z are read with ld8<true> (written by other blocks of this launch).
-// SPLIT = HPG (gemv2 without lane-path segments): the thread also splits its prepared columns into gemv2's
-// digits (gv2_split8 on the values gv2_split_x would read back from xs: the same bits), so the split needs no
-// pass of its own and no barrier; KEEP_XS = false then leaves xs and xsum unwritten (only the lane path reads
-// them).
+// SPLIT = HPG (gemv2 without lane-path segments): the thread splits its prepared columns into gemv2's digits
+// itself (gv2_split8 on the values gv2_split_x would read back from xs: the same bits), so the split needs no
+// pass of its own and no barrier, and xs and xsum stay unwritten (only the lane path reads them).
 template <int HPG> __device__ __forceinline__ void gv2_split8(const float *x, int i, bool ok, uint4 *bsm, float *xsg);
-template <bool WIDE = false, bool CG = false, int SPLIT = 0, bool KEEP_XS = true>
+template <bool WIDE = false, bool CG = false, int SPLIT = 0>
 __device__ __forceinline__ void gv_prologue_regs(const gv_args &a, float *xs, float *xsum, float *red,
                                                  uint4 *bsm = nullptr, uint4 *zero4 = nullptr, float *xsg = nullptr) {
     const int cols = a.cols, tid = threadIdx.x;
@@ -111,7 +110,7 @@ __device__ __forceinline__ void gv_prologue_regs(const gv_args &a, float *xs, fl
             if (GV_THREADS * j * 8 < cols) // block-uniform: the group's lanes all split (shuffles)
                 gv2_split8<SPLIT>(v[j], tid + GV_THREADS * j, act && c0 < cols, bsm, xsg);
         if (!act || c0 >= cols) continue;
-        if (KEEP_XS) {
+        if (SPLIT == 0) {
             float *d = xs + xs_index(c0); // 8 columns never straddle a padded run of 32
             *(float4 *)d = make_float4(v[j][0], v[j][1], v[j][2], v[j][3]);
             *(float4 *)(d + 4) = make_float4(v[j][4], v[j][5], v[j][6], v[j][7]);

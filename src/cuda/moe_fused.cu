@@ -491,8 +491,8 @@ static bool mf_plan(const moe_w &w, const dq_mat &sd, const gv_args *front, int 
     s->rb = (H + s->nb - 1) / s->nb;
     if (s->rb > 32) return false;
     s->r0b = (MF_J * (H / 2 + H / G * 4) + 127) / 128 * 128;
-    s->smem = (size_t)2 * s->r0b + (size_t)gv2_digit_vecs(C) * 16 + 16 + (size_t)C / G * 16 +
-              (size_t)(xs_floats(C) + C / 16 + 2 * MF_J + xs_floats(Is > 0 ? Is : 32) + (Is > 0 ? Is : 32) / 16) * 4;
+    s->smem = (size_t)2 * s->r0b + gv2_xmem_bytes(C, G) + // x's pieces, in moe_fused's order but the same sizes
+              (size_t)(2 * MF_J + xs_floats(Is > 0 ? Is : 32) + (Is > 0 ? Is : 32) / 16) * 4;
     s->hr = (H + 255) / 256 * 256;
     s->dsm_off = (int)((s->smem + 127) / 128 * 8); // 128-byte aligned, in 16-byte units
     if (s->smem > 200 * 1024) return false;
