@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # s40a.sh (device, ~5 min; written in the thirty-ninth session, not yet run): where the step's time goes after the
 # thirty-ninth session's changes, by parts left out in the real step (timing only, wrong logits). Prepare with
-#   bash dev/gpu-session/ab_prep.sh dev/patches/gemv2-parts.patch dev/patches/moe-parts.patch
+#   bash dev/gpu-session/ab_prep.sh dev/patches/gemv2-parts.patch dev/patches/moe-parts.patch dev/patches/gemv2-l1pf.patch
 # Both patches add template instances chosen on the host; the default kernels compile as main's (sass.sh cmp).
 #   1. moe_fused (LILY_CUDA_DEV_MF): 1 no gate/up tile math, 2 no down slice, 3 neither, 4 no top-k, 7 none of the
 #      three, 8 the wait alone: ncu medians of its 120 launches in `lily-gpu-test prof`, decode 4K with each;
 #   2. gemv2 (LILY_CUDA_DEV_GV2) again after the fused split: 1 no prologue, 4 no tile math, 5 neither, 8 the wait;
-#   3. both families at their wait (the step of the GDN step, attention, combine, embedding and selection alone).
-. .carry/common.sh; safe_start 400
+#   3. both families at their wait (the step of the GDN step, attention, combine, embedding and selection alone);
+#   4. (fortieth session) gemv2's first tile prefetched into L1 (LILY_CUDA_DEV_L1PF, gemv2-l1pf.patch; same values):
+#      1 after the wait, behind x's loads; 2 into L1 instead of L2 before the wait.
+. .carry/common.sh; safe_start 560
 synth_bg
 timeout 120 $B/lily-gpu-test e2e 71 > $L/e2e.txt 2>&1; el "e2e (the patched build's defaults) rc=$?"; grep -E "^FAIL|passed" $L/e2e.txt | cut -c1-200
 wait $SP; el synth
@@ -18,4 +20,6 @@ AB_A=0 AB_B="1 4 5 8" AB_PAIRS=1 DEC_AB=4K dec_ab LILY_CUDA_DEV_GV2
 D="--model /tmp/big --backend cuda --no-plot --prefill none --reps 2 --warmup 1 --decode 4K"
 LILY_CUDA_DEV_MF=8 LILY_CUDA_DEV_GV2=8 timeout 100 $B/lily bench $D --out $L/both8 2>&1 | grep -E "^decode " | sed "s/^/MF=8 GV2=8 /"
 timeout 100 $B/lily bench $D --out $L/def 2>&1 | grep -E "^decode " | sed "s/^/default /"
+ncu_envs gemv2 LILY_CUDA_DEV_L1PF=1 LILY_CUDA_DEV_L1PF=2
+AB_A=0 AB_B="1 2" AB_PAIRS=2 DEC_AB=4K dec_ab LILY_CUDA_DEV_L1PF
 safe_end
