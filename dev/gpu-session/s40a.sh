@@ -9,14 +9,17 @@
 #      with each;
 #   2. gemv2 (LILY_CUDA_DEV_GV2) again after the fused split: 1 no prologue, 4 no tile math, 5 neither, 8 the wait;
 #   3. both families at their wait (the step of the GDN step, attention, combine, embedding and selection alone);
-#   4. (fortieth session) gemv2's first tile prefetched into L1 (LILY_CUDA_DEV_L1PF, gemv2-l1pf.patch; same values):
+#   4. (fortieth session) gemv2's first tile prefetched into L1 (LILY_CUDA_GV2_L1PF, gemv2-l1pf.patch; same values):
 #      1 after the wait, behind x's loads; 3 the first two tiles after the wait; 5 (forty-first session) as 1, with
 #      the GV_RESID epilogue's residual rows and MoE sums (out_proj, o_proj). Mode 2 (into L1 instead of L2 before
-#      the wait) is left out to keep the call's length.
+#      the wait) is left out of the timing to keep the call's length. Since the forty-first session the patch is a
+#      switch ready to land (option, flag gemv2_l1pf, default 0): its e2e decodes every mode bitwise against the
+#      default and the gemv kernel tests run each mode; both run below.
 . .carry/common.sh; safe_start 560
 synth_bg
 timeout 120 $B/lily-gpu-test e2e 71 > $L/e2e.txt 2>&1; el "e2e (the patched build's defaults) rc=$?"; grep -E "^FAIL|passed" $L/e2e.txt | cut -c1-200
-LILY_CUDA_DEV_L1PF=5 timeout 120 $B/lily-gpu-test e2e 72 > $L/e2e5.txt 2>&1; el "e2e (L1PF=5: the prefetches change no value) rc=$?"; grep -E "^FAIL|passed" $L/e2e5.txt | cut -c1-200
+grep -E "L1 prefetch" $L/e2e.txt | cut -c1-200
+LILY_GPU_KERNELS=gemv timeout 120 $B/lily-gpu-test kernels 73 > $L/kgemv.txt 2>&1; el "gemv kernel tests rc=$?"; grep -E "^FAIL|passed" $L/kgemv.txt | cut -c1-200; grep -c "L1 prefetch mode .: bitwise equal" $L/kgemv.txt
 wait $SP; el synth
 ncu_envs moe_fused - LILY_CUDA_DEV_MF=1 LILY_CUDA_DEV_MF=2 LILY_CUDA_DEV_MF=4 LILY_CUDA_DEV_MF=7 LILY_CUDA_DEV_MF=8 LILY_CUDA_DEV_MF=16
 AB_A=0 AB_B="1 2 4 7 8 16" AB_PAIRS=1 DEC_AB=4K dec_ab LILY_CUDA_DEV_MF
@@ -25,6 +28,6 @@ AB_A=0 AB_B="1 4 5 8" AB_PAIRS=1 DEC_AB=4K dec_ab LILY_CUDA_DEV_GV2
 D="--model /tmp/big --backend cuda --no-plot --prefill none --reps 2 --warmup 1 --decode 4K"
 LILY_CUDA_DEV_MF=8 LILY_CUDA_DEV_GV2=8 timeout 100 $B/lily bench $D --out $L/both8 2>&1 | grep -E "^decode " | sed "s/^/MF=8 GV2=8 /"
 timeout 100 $B/lily bench $D --out $L/def 2>&1 | grep -E "^decode " | sed "s/^/default /"
-ncu_envs gemv2 LILY_CUDA_DEV_L1PF=1 LILY_CUDA_DEV_L1PF=3 LILY_CUDA_DEV_L1PF=5
-AB_A=0 AB_B="1 3 5" AB_PAIRS=2 DEC_AB=4K dec_ab LILY_CUDA_DEV_L1PF
+ncu_envs gemv2 LILY_CUDA_GV2_L1PF=1 LILY_CUDA_GV2_L1PF=3 LILY_CUDA_GV2_L1PF=5
+AB_A=0 AB_B="1 3 5" AB_PAIRS=2 DEC_AB=4K dec_ab LILY_CUDA_GV2_L1PF
 safe_end
