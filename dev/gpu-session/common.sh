@@ -167,9 +167,9 @@ import csv,statistics as s
 r=[x for x in csv.reader(l for l in open('$L/ncu.csv') if l.startswith('\"'))]
 h=r[0]; v=[float(x[h.index('Metric Value')].replace(',','')) for x in r[1:]]
 print('$lb $re ns: n=%d median %.0f mean %.0f min %.0f' % (len(v), s.median(v), s.mean(v), min(v)))
-if 'Grid Size' in h and len(r) > 2:  # by grid size too: a change to some launch shapes only (e.g. GV_RESID's 128 blocks)
+if 'Grid Size' in h:  # by grid size too: a change to some launch shapes only (e.g. GV_RESID's 128 blocks)
     g={}
-    for x in r[1:]: g.setdefault(x[h.index('Grid Size')], []).append(float(x[h.index('Metric Value')].replace(',','')))
+    for x, t in zip(r[1:], v): g.setdefault(x[h.index('Grid Size')], []).append(t)
     if len(g) > 1: print('   by grid: ' + '; '.join('%s n=%d median %.0f' % (k, len(w), s.median(w)) for k, w in sorted(g.items(), key=lambda kw: -len(kw[1]))))"
 }
 # ncu_ab REGEX: ncu_dur by the carried lily-gpu-test of the build before ($C/gt_old.xz), then by $B's.

@@ -2,7 +2,8 @@
 # s40a.sh (device, ~7 min; written in the thirty-ninth session, not yet run): where the step's time goes after the
 # thirty-ninth session's changes, by parts left out in the real step (timing only, wrong logits). Prepare with
 #   bash dev/gpu-session/ab_prep.sh dev/patches/gemv2-parts.patch dev/patches/moe-parts.patch dev/patches/gemv2-l1pf.patch
-# Both patches add template instances chosen on the host; the default kernels compile as main's (sass.sh cmp).
+# The two parts patches add template instances chosen on the host, their default kernels compiled as main's (sass.sh
+# cmp); the L1 prefetch patch is a switch, default off.
 #   1. moe_fused (LILY_CUDA_DEV_MF): 1 no gate/up tile math, 2 no down slice, 4 no top-k, 7 none of the three,
 #      8 the wait alone, 16 no atomics, every value still computed (forty-first session; it replaced mode 3, 1 and 2
 #      together, to keep the call's length): ncu medians of its 120 launches in `lily-gpu-test prof`, decode 4K
