@@ -60,7 +60,7 @@ LILY_ALLOC void *xcalloc(size_t n, size_t size);
 LILY_ALLOC void *xrealloc(void *p, size_t n);
 LILY_ALLOC char *xstrdup(const char *s);
 // 64-byte aligned allocation for SIMD buffers; free with free().
-void *xmalloc_aligned(size_t n);
+LILY_ALLOC void *xmalloc_aligned(size_t n);
 
 // ---------------------------------------------------------------------------------------------
 // Logging to stderr; level from LILY_LOG (0 quiet, 1 info (default), 2 debug).
