@@ -25,6 +25,13 @@ e2e_fix() {
     local fix; fix=$(for d in tests/fixtures/models/*/; do [ -f "$d/ref_logits.f32" ] && echo "${d%/}"; done)
     timeout 150 $B/lily-gpu-test fixtures $fix > $L/fixtures.txt 2>&1; el "fixtures rc=$?"; grep -E "FAIL|passed" $L/fixtures.txt | cut -c1-220
 }
+# l1pf_checks: the L1 prefetch switch's checks on $B (gemv2-l1pf.patch): e2e, which decodes every
+# LILY_CUDA_GV2_L1PF mode bitwise against the default, and the gemv kernel tests, which run each mode.
+l1pf_checks() {
+    timeout 120 $B/lily-gpu-test e2e 71 > $L/e2e.txt 2>&1; el "e2e (the patched build's defaults) rc=$?"; grep -E "^FAIL|passed" $L/e2e.txt | cut -c1-200
+    grep -E "L1 prefetch" $L/e2e.txt | cut -c1-200
+    LILY_GPU_KERNELS=gemv timeout 120 $B/lily-gpu-test kernels 73 > $L/kgemv.txt 2>&1; el "gemv kernel tests rc=$?"; grep -E "^FAIL|passed" $L/kgemv.txt | cut -c1-200; grep -c "L1 prefetch mode .: bitwise equal" $L/kgemv.txt
+}
 # gdn_checks: the GDN prefill tests of $B and their timing table (LILY_GPU_PF=gdn), then racecheck and
 # memcheck of their small cases; returns non-zero when a test failed.
 gdn_checks() {

@@ -18,9 +18,7 @@
 #      default and the gemv kernel tests run each mode; both run below.
 . .carry/common.sh; safe_start 560
 synth_bg
-timeout 120 $B/lily-gpu-test e2e 71 > $L/e2e.txt 2>&1; el "e2e (the patched build's defaults) rc=$?"; grep -E "^FAIL|passed" $L/e2e.txt | cut -c1-200
-grep -E "L1 prefetch" $L/e2e.txt | cut -c1-200
-LILY_GPU_KERNELS=gemv timeout 120 $B/lily-gpu-test kernels 73 > $L/kgemv.txt 2>&1; el "gemv kernel tests rc=$?"; grep -E "^FAIL|passed" $L/kgemv.txt | cut -c1-200; grep -c "L1 prefetch mode .: bitwise equal" $L/kgemv.txt
+l1pf_checks
 wait $SP; el synth
 ncu_envs moe_fused - LILY_CUDA_DEV_MF=1 LILY_CUDA_DEV_MF=2 LILY_CUDA_DEV_MF=4 LILY_CUDA_DEV_MF=7 LILY_CUDA_DEV_MF=8 LILY_CUDA_DEV_MF=16
 AB_A=0 AB_B="1 2 4 7 8 16" AB_PAIRS=1 DEC_AB=4K dec_ab LILY_CUDA_DEV_MF

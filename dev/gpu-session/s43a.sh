@@ -7,9 +7,7 @@
 #      (ncu medians, one decode pair each). s40a.sh's other modes and gemv2's parts wait for a full session.
 . .carry/common.sh; safe_start 400
 synth_bg
-timeout 120 $B/lily-gpu-test e2e 71 > $L/e2e.txt 2>&1; el "e2e (the patched build's defaults) rc=$?"; grep -E "^FAIL|passed" $L/e2e.txt | cut -c1-200
-grep -E "L1 prefetch" $L/e2e.txt | cut -c1-200
-LILY_GPU_KERNELS=gemv timeout 120 $B/lily-gpu-test kernels 73 > $L/kgemv.txt 2>&1; el "gemv kernel tests rc=$?"; grep -E "^FAIL|passed" $L/kgemv.txt | cut -c1-200; grep -c "L1 prefetch mode .: bitwise equal" $L/kgemv.txt
+l1pf_checks
 wait $SP; el synth
 ncu_envs gemv2 - LILY_CUDA_GV2_L1PF=1 LILY_CUDA_GV2_L1PF=3 LILY_CUDA_GV2_L1PF=5
 AB_A=0 AB_B="1 3 5" AB_PAIRS=2 DEC_AB=4K dec_ab LILY_CUDA_GV2_L1PF
